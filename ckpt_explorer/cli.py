@@ -1,0 +1,118 @@
+"""The ``ckpt-explorer`` command: thin argument parsing over the public API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from .errors import CkptExplorerError
+
+EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .api import open_checkpoint
+    from .inspect_report import format_inspect, inspect_report
+
+    view = open_checkpoint(args.path, model=args.model)
+    if args.json:
+        json.dump(inspect_report(view), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(format_inspect(view, limit=None if args.all else args.limit))
+    return EXIT_OK
+
+
+def _cmd_detect(args: argparse.Namespace) -> int:
+    from .api import detect_format
+
+    d = detect_format(args.path)
+    if args.json:
+        json.dump(
+            {
+                "path": d.path,
+                "format": d.family,
+                "kind": d.kind,
+                "detail": d.detail,
+                "evidence": list(d.evidence),
+            },
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+    else:
+        print(d.explain())
+    return EXIT_OK
+
+
+def _cmd_formats(args: argparse.Namespace) -> int:
+    from .formats import specs
+
+    for spec in specs():
+        print(f"{spec.target:4}  {spec.name:16}  {', '.join(spec.families)}")
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .api import open_checkpoint
+    from .demo import make_demo
+    from .inspect_report import format_inspect
+
+    root = make_demo(args.out)
+    print(f"demo training state written to {root}\n", file=sys.stderr)
+    print(format_inspect(open_checkpoint(root / "resumed_from"), limit=args.limit))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ckpt-explorer",
+        description="Open, inspect, compare, validate and convert training checkpoints.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("inspect", help="list a checkpoint's format, files and tensors")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p.add_argument("--model", help="model checkpoint that names an optimizer's param ids")
+    p.add_argument("--limit", type=int, default=40, help="tensor rows to print (default 40)")
+    p.add_argument("--all", action="store_true", help="print every tensor")
+    p.set_defaults(func=_cmd_inspect)
+    p = sub.add_parser("detect", help="say which format a path is, and why")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_detect)
+    p = sub.add_parser("formats", help="list the known formats")
+    p.set_defaults(func=_cmd_formats)
+    p = sub.add_parser("demo", help="write a small demo training state and inspect it")
+    p.add_argument(
+        "--out", default="ckpt-explorer-demo", help="folder to write (default ./ckpt-explorer-demo)"
+    )
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CkptExplorerError as e:
+        print(f"ckpt-explorer: error: {e.one_line()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (OSError, MemoryError) as e:
+        where = getattr(e, "filename", None) or getattr(args, "path", "")
+        print(
+            f"ckpt-explorer: error: {where}: could not read ({e.__class__.__name__}: "
+            f"{getattr(e, 'strerror', None) or e})",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The registry of checkpoint families: each entry knows how to recognise and open one.
+
+A new format is one reader module plus one :func:`register` call in ``formats/__init__.py``.
+Probes run in priority order (lower first) and the first that recognises the path wins;
+every probe decides by content (magic bytes, JSON keys, pickle structure), never by extension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CkptExplorerError, FormatDetectionError
+from ..types import Detection
+from ..view import CheckpointView
+
+Probe = Callable[[Path], Detection | None]
+Opener = Callable[[Path, Detection], CheckpointView]
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """One entry: ``probe(path)`` returns a Detection or None; ``open(path, detection)``."""
+
+    name: str
+    families: tuple[str, ...]
+    target: str  # "file" or "dir"
+    priority: int
+    probe: Probe
+    open: Opener
+
+
+_REGISTRY: list[FormatSpec] = []
+
+
+def register(spec: FormatSpec) -> None:
+    _REGISTRY.append(spec)
+    _REGISTRY.sort(key=lambda s: s.priority)
+
+
+def specs(target: str | None = None) -> list[FormatSpec]:
+    return [s for s in _REGISTRY if target is None or s.target == target]
+
+
+def spec_for(detection: Detection, target: str) -> FormatSpec:
+    for spec in specs(target):
+        if detection.family in spec.families:
+            return spec
+    raise KeyError(detection.family)
+
+
+def _describe(path: Path) -> str:
+    if path.is_dir():
+        entries = sorted(p.name for p in path.iterdir())
+        shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
+        return (
+            f"a directory of {len(entries)} entries ({shown})" if entries else "an empty directory"
+        )
+    size = path.stat().st_size
+    if size == 0:
+        return "an empty file"
+    with open(path, "rb") as f:
+        head = f.read(12)
+    return f"a file of {size} bytes starting {head!r}"
+
+
+def detect(path: str | Path) -> tuple[Detection, FormatSpec]:
+    """Detect the family of ``path``; raises :class:`FormatDetectionError` if none fits."""
+    path = Path(path)
+    if not path.exists():
+        raise FormatDetectionError(
+            path, "an existing file or directory", "nothing at that path", "Check the path."
+        )
+    target = "dir" if path.is_dir() else "file"
+    for spec in specs(target):
+        try:
+            detection = spec.probe(path)
+        except CkptExplorerError:
+            raise
+        except OSError as e:
+            raise FormatDetectionError(path, "a readable checkpoint", f"{e}") from e
+        if detection is not None:
+            return detection, spec
+    raise FormatDetectionError(
+        path,
+        "a checkpoint (safetensors, torch.save, HF/ColossalAI index, DCP, DeepSpeed, PEFT, "
+        "or a training-state folder)",
+        _describe(path),
+        "Point at the checkpoint file or its folder; `ckpt-explorer formats` lists what is known.",
+    )

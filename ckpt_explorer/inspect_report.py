@@ -1,0 +1,139 @@
+"""What `inspect` shows: a JSON-able summary of a view and its plain-text rendering."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .plain import to_plain
+from .types import TensorRecord
+from .view import CheckpointView
+
+
+def tensor_entry(r: TensorRecord) -> dict[str, Any]:
+    return {
+        "name": r.name,
+        "dtype": r.dtype,
+        "shape": list(r.shape),
+        "nbytes": r.nbytes,
+        "file": r.file,
+        "offset": r.offset,
+    }
+
+
+def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str, Any]:
+    """The ``inspect --json`` object: path, format, kind, evidence, files, tensors, parts, ..."""
+    report: dict[str, Any] = {
+        "path": str(view.path),
+        "format": view.family,
+        "kind": view.kind,
+        "detail": view.detection.detail,
+        "evidence": list(view.detection.evidence),
+        "files": [{"path": f.path, "bytes": f.nbytes} for f in view.files],
+        "total_bytes": view.total_bytes,
+        "tensor_count": len(view.tensors),
+        "parameter_count": sum(r.numel for r in view.tensors),
+        "dtypes": dict(Counter(r.dtype for r in view.tensors)),
+        "tensors": [tensor_entry(r) for r in view.tensors],
+        "values": {k: to_plain(v) for k, v in view.values.items()},
+        "warnings": list(view.warnings),
+    }
+    if view.optimizer is not None:
+        opt = view.optimizer
+        report["optimizer"] = {
+            "param_groups": to_plain(list(opt.param_groups)),
+            "state_ids": list(opt.state_ids),
+            "param_names": {str(k): v for k, v in opt.param_names.items()},
+            "name_source": opt.name_source,
+        }
+    if include_parts and view.parts:
+        report["parts"] = {
+            name: {
+                "path": str(part.path),
+                "format": part.family,
+                "kind": part.kind,
+                "tensor_count": len(part.tensors),
+                "bytes": part.total_bytes,
+            }
+            for name, part in view.parts.items()
+        }
+    return report
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return out
+
+
+def format_inspect(view: CheckpointView, limit: int | None = 40) -> str:
+    """A readable summary table of a view."""
+    lines = [
+        f"path     {view.path}",
+        f"format   {view.family}"
+        + (f" — {view.detection.detail}" if view.detection.detail else ""),
+        f"kind     {view.kind}",
+        f"files    {len(view.files)} ({human_bytes(view.total_bytes)})",
+        f"tensors  {len(view.tensors)} ({sum(r.numel for r in view.tensors):,} elements, "
+        f"{human_bytes(view.tensor_bytes)})",
+        "evidence",
+    ]
+    lines += [f"  - {e}" for e in view.detection.evidence]
+    for w in view.warnings:
+        lines.append(f"warning  {w}")
+    if view.parts:
+        lines.append("")
+        lines += _table(
+            [
+                [n, p.family, p.kind, str(len(p.tensors)), human_bytes(p.total_bytes)]
+                for n, p in view.parts.items()
+            ],
+            ["part", "format", "kind", "tensors", "size"],
+        )
+    if view.optimizer is not None:
+        opt = view.optimizer
+        lines.append("")
+        lines.append(
+            f"optimizer  {len(opt.param_groups)} group(s), {len(opt.state_ids)} param id(s) with state"
+            + (f"; names from {opt.name_source}" if opt.name_source else "")
+        )
+        for i, g in enumerate(opt.param_groups):
+            hyper = ", ".join(f"{k}={to_plain(v)}" for k, v in g.items() if k != "params")
+            lines.append(f"  group {i}: {len(g.get('params', []))} params; {hyper}")
+    shown = view.tensors if limit is None else view.tensors[:limit]
+    if shown:
+        lines.append("")
+        lines += _table(
+            [
+                [
+                    r.name,
+                    r.dtype,
+                    "x".join(map(str, r.shape)) or "scalar",
+                    human_bytes(r.nbytes),
+                    r.file,
+                ]
+                for r in shown
+            ],
+            ["name", "dtype", "shape", "size", "file"],
+        )
+        if len(shown) < len(view.tensors):
+            lines.append(f"... {len(view.tensors) - len(shown)} more (use --all)")
+    scalars = {k: v for k, v in view.values.items() if isinstance(to_plain(v), int | float | str)}
+    if scalars and not view.tensors:
+        lines.append("")
+        lines += _table(
+            [[k, str(to_plain(v))] for k, v in list(scalars.items())[:40]], ["value", ""]
+        )
+    return "\n".join(lines)

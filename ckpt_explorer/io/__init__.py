@@ -1,0 +1,1 @@
+"""Byte-level access: headers, pickle structure, mmapped tensors, safe paths."""

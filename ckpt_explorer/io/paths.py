@@ -1,0 +1,43 @@
+"""Resolve file names found inside indexes without letting them escape the checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from ..errors import UnsafeCheckpointError
+
+
+def resolve_inside(root: Path, name: str, source: Path) -> Path:
+    """Join ``name`` (from ``source``, an index or metadata file) under ``root``.
+
+    Raises:
+        UnsafeCheckpointError: ``name`` is absolute, contains ``..``, or resolves (through
+            symlinks) outside ``root``.
+    """
+    pure = PurePosixPath(name.replace("\\", "/"))
+    if (
+        not name
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or (pure.parts and ":" in pure.parts[0])
+    ):
+        raise UnsafeCheckpointError(
+            source,
+            "a file name relative to the checkpoint directory",
+            repr(name),
+            "Fix the index; ckpt_explorer never reads files outside the checkpoint.",
+        )
+    joined = root / Path(*pure.parts)
+    real_root = root.resolve()
+    try:
+        real = joined.resolve(strict=False)
+    except (OSError, RuntimeError) as e:  # symlink loops
+        raise UnsafeCheckpointError(source, "a resolvable file name", f"{name!r} ({e})") from e
+    if real != real_root and real_root not in real.parents:
+        raise UnsafeCheckpointError(
+            source,
+            f"{name!r} to stay inside {root}",
+            f"it resolves to {real}",
+            "A symlink points out of the checkpoint; copy the real file in instead.",
+        )
+    return joined

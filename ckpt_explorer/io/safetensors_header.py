@@ -1,0 +1,220 @@
+"""Parse and check a safetensors header from bytes, treating it as hostile input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptCheckpointError, TruncatedFileError
+
+MAX_HEADER_BYTES = 100_000_000  # the reference implementation's cap
+
+# safetensors dtype -> (torch dtype name, bits per element)
+DTYPES: dict[str, tuple[str, int]] = {
+    "BOOL": ("bool", 8),
+    "U8": ("uint8", 8),
+    "I8": ("int8", 8),
+    "I16": ("int16", 16),
+    "U16": ("uint16", 16),
+    "F16": ("float16", 16),
+    "BF16": ("bfloat16", 16),
+    "I32": ("int32", 32),
+    "U32": ("uint32", 32),
+    "F32": ("float32", 32),
+    "F64": ("float64", 64),
+    "I64": ("int64", 64),
+    "U64": ("uint64", 64),
+    "C64": ("complex64", 64),
+    "F8_E5M2": ("float8_e5m2", 8),
+    "F8_E4M3": ("float8_e4m3fn", 8),
+    "F8_E8M0": ("float8_e8m0fnu", 8),
+    "F8_E4M3FNUZ": ("float8_e4m3fnuz", 8),
+    "F8_E5M2FNUZ": ("float8_e5m2fnuz", 8),
+    "F4": ("float4_e2m1fn_x2", 4),
+    "F6_E2M3": ("float6_e2m3", 6),
+    "F6_E3M2": ("float6_e3m2", 6),
+}
+TORCH_TO_SAFETENSORS = {name: st for st, (name, _) in DTYPES.items()}
+
+
+@dataclass(frozen=True)
+class HeaderEntry:
+    name: str
+    dtype: str  # safetensors spelling, e.g. "BF16"
+    shape: tuple[int, ...]
+    begin: int  # relative to the data buffer
+    end: int
+
+    @property
+    def torch_dtype(self) -> str:
+        return DTYPES[self.dtype][0]
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    """A checked header: entries in header order, metadata, and layout facts."""
+
+    header_len: int
+    entries: tuple[HeaderEntry, ...]
+    metadata: dict[str, str]
+    file_size: int
+
+    @property
+    def data_start(self) -> int:
+        return 8 + self.header_len
+
+    @property
+    def data_end(self) -> int:
+        return self.data_start + max((e.end for e in self.entries), default=0)
+
+    def in_canonical_order(self) -> bool:
+        """True if the data follows the reference writer's order.
+
+        ``safetensors`` lays tensors out by dtype (wider first), then by name; ColossalAI's
+        async writer keeps the state_dict's insertion order.
+        """
+        ordered = sorted(self.entries, key=lambda e: e.begin)
+        for a, b in itertools.pairwise(ordered):
+            bits_a, bits_b = DTYPES[a.dtype][1], DTYPES[b.dtype][1]
+            if bits_a < bits_b or (a.dtype == b.dtype and a.name > b.name):
+                return False
+        return True
+
+    def packed_without_alignment(self) -> bool:
+        """True if some tensor starts at an offset not aligned to its element size."""
+        for e in self.entries:
+            bits = DTYPES[e.dtype][1]
+            if bits >= 8 and e.begin % (bits // 8):
+                return True
+        return False
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def read_header(path: str | Path) -> SafetensorsHeader:
+    """Read and validate the header of a safetensors file (no tensor bytes are read).
+
+    Raises:
+        CorruptCheckpointError: malformed header (bad length, JSON, dtype, shape, offsets).
+        TruncatedFileError: the file is shorter than the header declares.
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(0)
+        head = f.read(8)
+        if len(head) < 8:
+            raise TruncatedFileError(
+                path,
+                "an 8-byte safetensors header length",
+                f"a file of {size} bytes",
+                "The file is empty or truncated.",
+            )
+        (n,) = struct.unpack("<Q", head)
+        if n > MAX_HEADER_BYTES:
+            raise CorruptCheckpointError(
+                path,
+                f"a header length under {MAX_HEADER_BYTES} bytes",
+                f"{n}",
+                "This is not a safetensors file, or it is corrupt.",
+            )
+        if 8 + n > size:
+            raise TruncatedFileError(
+                path,
+                f"a header of {n} bytes",
+                f"only {size - 8} bytes after the length",
+                "The file is truncated; copy it again from its source.",
+            )
+        raw = f.read(n)
+    return parse_header(path, raw, size)
+
+
+def parse_header(path: str | Path, raw: bytes, file_size: int) -> SafetensorsHeader:
+    """Validate header bytes ``raw`` (without the length prefix) of a file of ``file_size``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptCheckpointError(path, "a UTF-8 JSON header", f"invalid UTF-8 ({e})") from e
+    if not text.startswith("{"):
+        raise CorruptCheckpointError(path, "a JSON object header", f"text starting {text[:16]!r}")
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError) as e:
+        raise CorruptCheckpointError(path, "a valid JSON header", f"{e}") from e
+    if not isinstance(doc, dict):
+        raise CorruptCheckpointError(path, "a JSON object header", type(doc).__name__)
+    metadata = doc.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise CorruptCheckpointError(path, "__metadata__ as a str->str map", repr(metadata)[:80])
+    entries = [_entry(path, name, info) for name, info in doc.items()]
+    _check_coverage(path, entries)
+    header = SafetensorsHeader(len(raw), tuple(entries), dict(metadata), file_size)
+    if header.data_end > file_size:
+        raise TruncatedFileError(
+            path,
+            f"{header.data_end} bytes as the header declares",
+            f"{file_size} bytes",
+            "The file is truncated, or an asynchronous save is still writing it.",
+        )
+    return header
+
+
+def _entry(path: str | Path, name: str, info: Any) -> HeaderEntry:
+    if not isinstance(info, dict):
+        raise CorruptCheckpointError(path, f"an object for tensor {name!r}", repr(info)[:80])
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if dtype not in DTYPES:
+        raise CorruptCheckpointError(path, f"a known dtype for {name!r}", repr(dtype))
+    if not isinstance(shape, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+    ):
+        raise CorruptCheckpointError(path, f"a list of sizes for {name!r}", repr(shape)[:80])
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1]
+    ):
+        raise CorruptCheckpointError(
+            path, f"data_offsets [begin, end] for {name!r}", repr(offsets)[:80]
+        )
+    numel = 1
+    for d in shape:
+        numel *= d
+    bits = numel * DTYPES[dtype][1]
+    if bits % 8 or offsets[1] - offsets[0] != bits // 8:
+        raise CorruptCheckpointError(
+            path,
+            f"{name!r} ({dtype} {shape}) to take {bits / 8:g} bytes",
+            f"{offsets[1] - offsets[0]} bytes",
+        )
+    return HeaderEntry(name, dtype, tuple(shape), offsets[0], offsets[1])
+
+
+def _check_coverage(path: str | Path, entries: list[HeaderEntry]) -> None:
+    position = 0
+    for e in sorted(entries, key=lambda e: (e.begin, e.end)):
+        if e.begin < position:
+            raise CorruptCheckpointError(
+                path, f"non-overlapping tensors (at byte {e.begin})", f"{e.name!r} overlaps"
+            )
+        if e.begin > position:
+            raise CorruptCheckpointError(
+                path,
+                "tensors covering the data buffer without holes",
+                f"a gap of {e.begin - position} bytes before {e.name!r}",
+            )
+        position = e.end

@@ -1,0 +1,274 @@
+"""Structure of ``torch.save`` files (zip and legacy) without reading tensor bytes.
+
+The zip container is parsed from its central directory; ``data.pkl`` is read through the
+allow-list unpickler; each storage record's absolute byte offset is computed from its local
+file header so that tensors can later be mmapped in place.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptCheckpointError, TruncatedFileError, UnsafeCheckpointError
+from .safe_pickle import LazyTensor, PickleReport, SafeUnpickler, StorageRef, safe_loads
+
+ZIP_MAGIC = b"PK\x03\x04"
+# pickle protocol 2 header + LONG1 of torch's legacy magic number 0x1950a86a20f9469cfc6c
+LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
+MAX_PICKLE_BYTES = 512 * 2**20
+
+
+@dataclass(frozen=True)
+class StorageRecord:
+    """Where one storage's raw bytes lie in the file."""
+
+    key: str
+    offset: int
+    nbytes: int
+
+
+@dataclass
+class TorchFileStructure:
+    """The unpickled object tree of a torch file (tensors as :class:`LazyTensor`)."""
+
+    path: Path
+    container: str  # "zip" or "legacy"
+    root: Any
+    report: PickleReport
+    records: dict[str, StorageRecord] = field(default_factory=dict)
+    byteorder: str = "little"
+
+    def tensor_offset(self, tensor: LazyTensor) -> int:
+        return self.records[tensor.storage.key].offset + tensor.byte_offset_in_storage()
+
+
+def sniff_torch(head: bytes) -> str | None:
+    """Return "zip", "legacy" or None for the first bytes of a file."""
+    if head.startswith(ZIP_MAGIC):
+        return "zip"
+    if head.startswith(LEGACY_MAGIC):
+        return "legacy"
+    return None
+
+
+def read_torch_structure(path: str | Path) -> TorchFileStructure:
+    """Read the pickle structure of a torch.save file.
+
+    Raises:
+        CorruptCheckpointError: the container or pickle is malformed.
+        TruncatedFileError: a storage record lies past the end of the file.
+        UnsafeCheckpointError: the pickle was refused by the allow-list.
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        head = f.read(len(LEGACY_MAGIC))
+    kind = sniff_torch(head)
+    if kind == "zip":
+        return _read_zip(path)
+    if kind == "legacy":
+        return _read_legacy(path)
+    raise CorruptCheckpointError(
+        path, "a torch.save file (zip or legacy pickle)", f"leading bytes {head[:8]!r}"
+    )
+
+
+def _unpickle(path: Path, data: bytes | io.BufferedReader, report: PickleReport) -> Any:
+    try:
+        if isinstance(data, bytes):
+            return safe_loads(data, report)
+        return SafeUnpickler(data, report).load()
+    except RecursionError as e:
+        raise CorruptCheckpointError(
+            path, "a pickle of reasonable nesting depth", "nesting too deep to read"
+        ) from e
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        OverflowError,
+        MemoryError,
+        UnicodeDecodeError,
+    ) as e:
+        if "not allowed" in str(e):
+            raise UnsafeCheckpointError(
+                path,
+                "a pickle of tensors and plain containers",
+                f"a refused construct ({e})",
+                "This file was not loaded; inspect its origin before trusting it.",
+            ) from e
+        raise CorruptCheckpointError(
+            path,
+            "a readable pickle",
+            f"{type(e).__name__}: {e}",
+            "The file may be truncated or not a torch checkpoint.",
+        ) from e
+
+
+def _read_zip(path: Path) -> TorchFileStructure:
+    size = path.stat().st_size
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise TruncatedFileError(
+            path,
+            "a complete torch.save zip archive",
+            f"an unreadable zip ({e})",
+            "The file is probably truncated; copy it again from its source.",
+        ) from e
+    with zf, open(path, "rb") as raw:
+        infos = zf.infolist()
+        pkl = [i for i in infos if i.filename.endswith("data.pkl") and i.filename.count("/") == 1]
+        if len(pkl) != 1:
+            raise CorruptCheckpointError(
+                path,
+                "exactly one '<archive>/data.pkl' record",
+                f"{len(pkl)} such records among {len(infos)}",
+                "This zip is not a torch.save file.",
+            )
+        prefix = pkl[0].filename[: -len("data.pkl")]
+        if pkl[0].file_size > MAX_PICKLE_BYTES:
+            raise CorruptCheckpointError(
+                path,
+                f"a data.pkl under {MAX_PICKLE_BYTES >> 20} MiB",
+                f"{pkl[0].file_size} bytes",
+            )
+        try:
+            data = zf.read(pkl[0])
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+            raise TruncatedFileError(path, "a readable data.pkl record", f"{e}") from e
+        report = PickleReport()
+        root = _unpickle(path, data, report)
+        byteorder = "little"
+        bo = prefix + "byteorder"
+        if bo in zf.NameToInfo:
+            byteorder = zf.read(bo).decode("ascii", "replace").strip() or "little"
+        records: dict[str, StorageRecord] = {}
+        data_prefix = prefix + "data/"
+        for info in infos:
+            if not info.filename.startswith(data_prefix):
+                continue
+            key = info.filename[len(data_prefix) :]
+            records[key] = StorageRecord(key, _data_start(path, raw, info, size), info.file_size)
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise CorruptCheckpointError(
+                    path,
+                    "uncompressed storage records (as torch.save writes them)",
+                    f"record {info.filename} compressed with method {info.compress_type}",
+                    "Re-save the checkpoint with torch.save.",
+                )
+    structure = TorchFileStructure(path, "zip", root, report, records, byteorder)
+    _check_tensor_ranges(structure)
+    return structure
+
+
+def _data_start(path: Path, raw: Any, info: zipfile.ZipInfo, size: int) -> int:
+    raw.seek(info.header_offset)
+    header = raw.read(30)
+    if len(header) < 30 or header[:4] != ZIP_MAGIC:
+        raise TruncatedFileError(
+            path,
+            f"a local zip header for {info.filename} at byte {info.header_offset}",
+            "none",
+            "The file is truncated or corrupt.",
+        )
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    start = info.header_offset + 30 + name_len + extra_len
+    if start + info.file_size > size:
+        raise TruncatedFileError(
+            path,
+            f"record {info.filename} to end by byte {start + info.file_size}",
+            f"a file of {size} bytes",
+            "The file is truncated; copy it again from its source.",
+        )
+    return start
+
+
+def _read_legacy(path: Path) -> TorchFileStructure:
+    size = path.stat().st_size
+    report = PickleReport()
+    with open(path, "rb") as f:
+        for _header in range(3):  # magic number, protocol version, system info
+            _unpickle(path, f, PickleReport())
+        root = _unpickle(path, f, report)
+        keys = _unpickle(path, f, PickleReport())
+        if not isinstance(keys, list):
+            raise CorruptCheckpointError(path, "a list of storage keys", type(keys).__name__)
+        records: dict[str, StorageRecord] = {}
+        roots: dict[str, StorageRef] = {}
+        for ref in report.storages.values():
+            roots.setdefault(ref.key, ref)
+        for key in keys:
+            key = str(key)
+            head = f.read(8)
+            if len(head) < 8:
+                raise TruncatedFileError(
+                    path,
+                    f"storage {key} after byte {f.tell()}",
+                    "end of file",
+                    "The file is truncated; copy it again from its source.",
+                )
+            (numel,) = struct.unpack("<q", head)
+            root_ref = roots.get(key)
+            itemsize = root_ref.dtype.itemsize if root_ref is not None else 1
+            start = f.tell()
+            nbytes = numel * itemsize
+            if numel < 0 or start + nbytes > size:
+                raise TruncatedFileError(
+                    path,
+                    f"storage {key} of {nbytes} bytes at byte {start}",
+                    f"a file of {size} bytes",
+                    "The file is truncated.",
+                )
+            records[key] = StorageRecord(key, start, nbytes)
+            f.seek(start + nbytes, os.SEEK_SET)
+    structure = TorchFileStructure(path, "legacy", root, report, records, "little")
+    _check_tensor_ranges(structure)
+    return structure
+
+
+def iter_lazy_tensors(obj: Any, depth: int = 0) -> Any:
+    """Yield every LazyTensor in an unpickled tree (bounded depth)."""
+    if depth > 100:
+        return
+    if isinstance(obj, LazyTensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from iter_lazy_tensors(v, depth + 1)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            yield from iter_lazy_tensors(v, depth + 1)
+
+
+def _check_tensor_ranges(structure: TorchFileStructure) -> None:
+    for tensor in iter_lazy_tensors(structure.root):
+        record = structure.records.get(tensor.storage.key)
+        if record is None:
+            raise CorruptCheckpointError(
+                structure.path,
+                f"a storage record for key {tensor.storage.key}",
+                "none",
+                "The archive is incomplete.",
+            )
+        end = (
+            tensor.byte_offset_in_storage()
+            + max(0, tensor.max_storage_index() - tensor.storage_offset) * tensor.itemsize
+        )
+        if tensor.numel and end > record.nbytes:
+            raise CorruptCheckpointError(
+                structure.path,
+                f"storage {tensor.storage.key} to hold at least {end} bytes",
+                f"{record.nbytes} bytes",
+                "The file is truncated or was altered.",
+            )

@@ -1,0 +1,168 @@
+"""torch.distributed.checkpoint (DCP) folders: ``.metadata`` plus ``__R_W.distcp`` files.
+
+torch's own ``FileSystemReader.read_metadata`` runs a free ``pickle.load`` on ``.metadata``.
+Here ``.metadata`` goes through the allow-list unpickler instead; the real torch metadata
+objects are then rebuilt from the plain values, and tensor data is read by torch's DCP loader
+through a reader whose ``read_metadata`` returns that safely built object.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptCheckpointError
+from ..io.safe_pickle import OpaqueObject, PickleReport, safe_loads
+from ..types import Detection, FileInfo, TensorRecord
+from ..view import CheckpointView
+
+MAX_METADATA_BYTES = 512 * 2**20
+
+
+def probe(path: Path) -> Detection | None:
+    meta = path / ".metadata"
+    if not meta.is_file():
+        return None
+    data_files = sorted(p.name for p in path.glob("*.distcp"))
+    evidence = [".metadata (DCP metadata pickle)"]
+    evidence.append(f"{len(data_files)} .distcp data file(s)" if data_files else "no .distcp files")
+    kind = kind_from_names(list(read_metadata(path).state_dict_metadata))
+    return Detection(str(path), "torch-dcp", kind, tuple(evidence))
+
+
+def _state(obj: Any, what: str, path: Path) -> Any:
+    if not isinstance(obj, OpaqueObject):
+        raise CorruptCheckpointError(path / ".metadata", f"a {what} record", type(obj).__name__)
+    return obj.state
+
+
+def _fields(obj: Any, what: str, path: Path) -> dict[str, Any]:
+    state = _state(obj, what, path)
+    if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+        state = {**(state[0] or {}), **state[1]}  # slots dataclasses
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(path / ".metadata", f"fields of a {what}", repr(state)[:60])
+    return state
+
+
+def read_metadata(path: Path) -> Any:
+    """Parse ``.metadata`` safely and rebuild torch's ``Metadata`` from plain values."""
+    import torch
+    from torch.distributed.checkpoint import metadata as md
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+
+    meta_path = path / ".metadata"
+    if meta_path.stat().st_size > MAX_METADATA_BYTES:
+        raise CorruptCheckpointError(meta_path, "DCP metadata under 512 MiB", "a larger file")
+    try:
+        root = safe_loads(meta_path.read_bytes(), PickleReport())
+    except Exception as e:
+        raise CorruptCheckpointError(
+            meta_path, "a DCP metadata pickle", f"{type(e).__name__}: {e}"
+        ) from e
+    fields = _fields(root, "Metadata", path)
+    sd_meta: dict[str, Any] = {}
+    for fqn, item in (fields.get("state_dict_metadata") or {}).items():
+        qual = getattr(item, "qualified_name", "")
+        if qual.endswith("BytesStorageMetadata"):
+            sd_meta[str(fqn)] = md.BytesStorageMetadata()
+            continue
+        f = _fields(item, "TensorStorageMetadata", path)
+        props = _state(f["properties"], "TensorProperties", path)
+        dtype = props[0] if isinstance(props, tuple) else props.get("dtype")
+        if not isinstance(dtype, torch.dtype):
+            raise CorruptCheckpointError(meta_path, f"a dtype for {fqn}", repr(dtype)[:40])
+        chunks = [
+            md.ChunkStorageMetadata(
+                offsets=torch.Size(_fields(c, "chunk", path)["offsets"]),
+                sizes=torch.Size(_fields(c, "chunk", path)["sizes"]),
+            )
+            for c in f["chunks"]
+        ]
+        sd_meta[str(fqn)] = md.TensorStorageMetadata(
+            properties=md.TensorProperties(dtype=dtype), size=torch.Size(f["size"]), chunks=chunks
+        )
+    storage: dict[Any, Any] = {}
+    for key, info in (fields.get("storage_data") or {}).items():
+        k = _fields(key, "MetadataIndex", path)
+        v = _fields(info, "_StorageInfo", path)
+        offset = k.get("offset")
+        index = md.MetadataIndex(
+            fqn=str(k["fqn"]),
+            offset=torch.Size(offset) if offset is not None else None,
+            index=k.get("index"),
+        )
+        rel = str(v["relative_path"])
+        if "/" in rel or "\\" in rel or rel.startswith(".."):
+            raise CorruptCheckpointError(meta_path, "data file names inside the folder", repr(rel))
+        storage[index] = _StorageInfo(rel, int(v["offset"]), int(v["length"]))
+    return md.Metadata(
+        state_dict_metadata=sd_meta, storage_data=storage, storage_meta=md.StorageMeta()
+    )
+
+
+def _reader(path: Path, metadata: Any) -> Any:
+    from torch.distributed.checkpoint import FileSystemReader
+
+    class _SafeReader(FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
+            return metadata
+
+    return _SafeReader(str(path))
+
+
+def _loader(path: Path, metadata: Any, fqn: str) -> Any:
+    def load() -> Any:
+        import torch
+        import torch.distributed.checkpoint as dcp
+
+        item = metadata.state_dict_metadata[fqn]
+        out = {fqn: torch.empty(item.size, dtype=item.properties.dtype)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dcp.load(out, storage_reader=_reader(path, metadata), no_dist=True)
+        return out[fqn]
+
+    return load
+
+
+def kind_from_names(names: list[str]) -> str:
+    optim = [n for n in names if n.startswith(("optim", "optimizer", "state.")) or ".exp_avg" in n]
+    if optim and len(optim) < len(names):
+        return "training_state"
+    return "optimizer" if optim else "model"
+
+
+def open_dcp(path: Path, detection: Detection) -> CheckpointView:
+    metadata = read_metadata(path)
+    first_chunk: dict[str, Any] = {}
+    for index, info in metadata.storage_data.items():
+        if index.fqn not in first_chunk or (index.index or 0) < first_chunk[index.fqn][0]:
+            first_chunk[index.fqn] = (index.index or 0, info)
+    records: list[TensorRecord] = []
+    values: dict[str, Any] = {}
+    for fqn, item in metadata.state_dict_metadata.items():
+        info = first_chunk.get(fqn, (0, None))[1]
+        if not hasattr(item, "size"):
+            values[fqn] = {"bytes_item": info.length if info else None}
+            continue
+        dtype = item.properties.dtype
+        numel = 1
+        for d in item.size:
+            numel *= d
+        records.append(
+            TensorRecord(
+                name=fqn,
+                dtype=str(dtype).removeprefix("torch."),
+                shape=tuple(item.size),
+                nbytes=numel * dtype.itemsize,
+                file=info.relative_path if info else "",
+                offset=info.offset if info else None,
+                loader=_loader(path, metadata, fqn),
+            )
+        )
+    records.sort(key=lambda r: (r.file, r.offset or 0))
+    files = [FileInfo(".metadata", (path / ".metadata").stat().st_size)]
+    files += [FileInfo(p.name, p.stat().st_size) for p in sorted(path.glob("*.distcp"))]
+    return CheckpointView(path, detection, tuple(files), tuple(records), values)

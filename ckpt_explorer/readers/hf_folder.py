@@ -1,0 +1,34 @@
+"""Folders holding one unsharded weights file (HF ``save_pretrained`` or ColossalAI unsharded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..types import Detection, FileInfo
+from ..view import CheckpointView
+from .json_files import optional_json
+from .single_file import open_file_records
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def probe(path: Path) -> Detection | None:
+    for name in WEIGHT_FILES:
+        if (path / name).is_file():
+            evidence = [f"{name} without an index → one unsharded weights file"]
+            if (path / "config.json").is_file():
+                evidence.append("config.json beside it (HF save_pretrained layout)")
+            return Detection(str(path), "hf-single", "model", tuple(evidence))
+    return None
+
+
+def open_folder(path: Path, detection: Detection) -> CheckpointView:
+    name = next(n for n in WEIGHT_FILES if (path / n).is_file())
+    records, values = open_file_records(path / name, name)
+    files = [FileInfo(name, (path / name).stat().st_size)]
+    for extra in ("config.json", "generation_config.json"):
+        doc = optional_json(path, extra)
+        if doc is not None:
+            values[extra] = doc
+            files.append(FileInfo(extra, (path / extra).stat().st_size))
+    return CheckpointView(path, detection, tuple(files), tuple(records), values)

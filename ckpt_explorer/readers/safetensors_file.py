@@ -1,0 +1,173 @@
+"""safetensors files: the standard writer, ColossalAI's async writer and its flat optimizer."""
+
+from __future__ import annotations
+
+import functools
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptCheckpointError, UnsafeCheckpointError
+from ..io.mapped import MappedFile, torch_dtype, view_bytes
+from ..io.safe_pickle import safe_loads
+from ..io.safetensors_header import SafetensorsHeader, read_header
+from ..types import Detection, FileInfo, TensorRecord
+from ..view import CheckpointView
+from .optimizer_info import optimizer_info_from_tree, split_state_name
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_header(path: str, mtime_ns: int, size: int) -> SafetensorsHeader:
+    return read_header(path)
+
+
+def safetensors_header(path: Path) -> SafetensorsHeader:
+    st = path.stat()
+    return _cached_header(str(path), st.st_mtime_ns, st.st_size)
+
+
+def looks_like_safetensors(head: bytes) -> bool:
+    """An 8-byte little-endian length followed by ``{``."""
+    if len(head) < 9 or head[8:9] != b"{":
+        return False
+    (n,) = struct.unpack("<Q", head[:8])
+    return 0 < n < 2**40
+
+
+def _json_encoded_metadata(header: SafetensorsHeader) -> list[str]:
+    """Metadata keys (other than ``format``) whose values are themselves JSON documents."""
+    found = []
+    for key, value in header.metadata.items():
+        if key == "format":
+            continue
+        try:
+            json.loads(value)
+        except ValueError:
+            continue
+        found.append(key)
+    return found
+
+
+def probe(path: Path) -> Detection | None:
+    if not path.is_file():
+        return None
+    with open(path, "rb") as f:
+        head = f.read(9)
+    if not looks_like_safetensors(head):
+        return None
+    header = safetensors_header(path)
+    evidence = [f"8-byte header length {header.header_len} followed by a JSON object"]
+    names = [e.name for e in header.entries]
+    if "non_tensor_keys" in header.metadata or (
+        names and all(split_state_name(n) or n == "param_groups" for n in names)
+    ):
+        marker = (
+            "__metadata__.non_tensor_keys"
+            if "non_tensor_keys" in header.metadata
+            else "keys of the form state.<id>.<name>"
+        )
+        return Detection(
+            str(path),
+            "colossalai-flat-optimizer",
+            "optimizer",
+            (*evidence, f"{marker} → ColossalAI flattened optimizer"),
+            "full state_dict" if "param_groups" in names else "optimizer state shard",
+        )
+    colossal = []
+    encoded = _json_encoded_metadata(header)
+    if encoded:
+        colossal.append(f"JSON-encoded metadata values ({', '.join(encoded)})")
+    if header.packed_without_alignment():
+        colossal.append("tensors packed without alignment padding")
+    if not header.in_canonical_order():
+        colossal.append("data in write order, not safetensors' (dtype, name) order")
+    if colossal:
+        return Detection(
+            str(path),
+            "colossalai-safetensors",
+            "model",
+            (*evidence, *colossal, "→ ColossalAI's own safetensors writer (async save)"),
+        )
+    return Detection(str(path), "safetensors", "model", tuple(evidence))
+
+
+def _loader(
+    mapped: MappedFile, offset: int, nbytes: int, dtype: str, shape: tuple[int, ...]
+) -> Any:
+    def load() -> Any:
+        return view_bytes(
+            mapped.bytes_tensor(offset, nbytes), torch_dtype(dtype, mapped.path), shape
+        )
+
+    return load
+
+
+def safetensors_records(path: Path, rel: str) -> tuple[list[TensorRecord], SafetensorsHeader]:
+    """Records in on-disk order for one safetensors file (``rel`` is its reported name)."""
+    header = safetensors_header(path)
+    mapped = MappedFile(path)
+    records = []
+    for e in sorted(header.entries, key=lambda e: e.begin):
+        offset = header.data_start + e.begin
+        records.append(
+            TensorRecord(
+                name=e.name,
+                dtype=e.torch_dtype,
+                shape=e.shape,
+                nbytes=e.end - e.begin,
+                file=rel,
+                offset=offset,
+                loader=_loader(mapped, offset, e.end - e.begin, e.torch_dtype, e.shape),
+            )
+        )
+    return records, header
+
+
+def decode_non_tensor_keys(
+    path: Path, records: list[TensorRecord], header: SafetensorsHeader
+) -> tuple[list[TensorRecord], dict[str, Any]]:
+    """Split a flattened optimizer into tensor records and unpickled non-tensor values."""
+    raw = header.metadata.get("non_tensor_keys")
+    keys: set[str] = set()
+    if raw is not None:
+        try:
+            parsed = json.loads(raw)
+        except ValueError as e:
+            raise CorruptCheckpointError(path, "non_tensor_keys as a JSON list", raw[:60]) from e
+        if not isinstance(parsed, list):
+            raise CorruptCheckpointError(path, "non_tensor_keys as a JSON list", raw[:60])
+        keys = {str(k) for k in parsed}
+    tensors, values = [], {}
+    for r in records:
+        if r.name in keys:
+            try:
+                values[r.name] = safe_loads(r.loader().numpy().tobytes() if r.loader else b"")
+            except Exception as e:
+                raise UnsafeCheckpointError(
+                    path,
+                    f"{r.name} to be a pickle of plain values",
+                    f"{type(e).__name__}: {e}",
+                    "The value was not loaded.",
+                ) from e
+        else:
+            tensors.append(r)
+    return tensors, values
+
+
+def open_safetensors(path: Path, detection: Detection) -> CheckpointView:
+    records, header = safetensors_records(path, path.name)
+    values: dict[str, Any] = {f"__metadata__.{k}": v for k, v in header.metadata.items()}
+    optimizer = None
+    if detection.family == "colossalai-flat-optimizer":
+        records, decoded = decode_non_tensor_keys(path, records, header)
+        values = {**decoded, **values}
+        optimizer = optimizer_info_from_tree(records, decoded)
+    return CheckpointView(
+        path,
+        detection,
+        (FileInfo(path.name, header.file_size),),
+        tuple(records),
+        values,
+        optimizer=optimizer,
+    )

@@ -1,0 +1,246 @@
+"""Sharded checkpoints behind an index JSON: HF and ColossalAI models and optimizers.
+
+Also rebuilds the index of an interrupted ColossalAI pipeline save from ``tmp_index_files/``
+the way ColossalAI's own merge does (``os.listdir`` order, last writer wins).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptCheckpointError, FormatDetectionError
+from ..io.paths import resolve_inside
+from ..types import Detection, FileInfo, TensorRecord
+from ..view import CheckpointView
+from .optimizer_info import optimizer_info_from_tree
+
+MAX_INDEX_BYTES = 256 * 2**20
+INDEX_NAME = re.compile(r"(.*?)\.index((\..*)?)\.json$")
+HF_SHARD = re.compile(r"-\d{5}-of-\d{5}\.")
+STAGE_SHARD = re.compile(r"-stage-(\d{5})(?:-(\d{5}))?-shard-(\d{5})")
+COLOSSAL_SHARD = re.compile(r"-\d{5}\.(bin|safetensors)$")
+TMP_DIR = "tmp_index_files"
+
+
+@dataclass(frozen=True)
+class IndexDoc:
+    """A parsed index: weight_map in file order, its metadata, and where it came from."""
+
+    source: Path
+    root: Path
+    weight_map: dict[str, str]
+    metadata: dict[str, Any]
+    rebuilt_from: tuple[str, ...] = ()
+
+
+def read_index_json(path: Path) -> dict[str, Any]:
+    size = path.stat().st_size
+    if size > MAX_INDEX_BYTES:
+        raise CorruptCheckpointError(
+            path, f"an index under {MAX_INDEX_BYTES >> 20} MiB", f"{size} bytes"
+        )
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise CorruptCheckpointError(path, "a JSON index", f"invalid JSON ({e})") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
+        raise CorruptCheckpointError(
+            path,
+            "an index object with a 'weight_map' mapping",
+            f"keys {sorted(doc)[:5]}" if isinstance(doc, dict) else type(doc).__name__,
+        )
+    if not all(isinstance(v, str) for v in doc["weight_map"].values()):
+        raise CorruptCheckpointError(path, "weight_map values that are file names", "other values")
+    metadata = doc.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise CorruptCheckpointError(path, "'metadata' as an object", type(metadata).__name__)
+    return doc
+
+
+def find_index(folder: Path) -> list[Path]:
+    """Index files directly in ``folder`` (ColossalAI's ``*.index.*json`` rule), best first."""
+    found = [p for p in folder.iterdir() if p.is_file() and INDEX_NAME.fullmatch(p.name)]
+    return sorted(found, key=lambda p: ("safetensors" not in p.name, p.name))
+
+
+def rebuild_from_tmp(folder: Path) -> IndexDoc | None:
+    """Merge ``tmp_index_files/*.json`` as ColossalAI's pipeline save would have."""
+    tmp = folder / TMP_DIR
+    if not tmp.is_dir():
+        return None
+    names = [n for n in os.listdir(tmp) if n.endswith(".json")]
+    if not names:
+        return None
+    weight_map: dict[str, str] = {}
+    total = 0.0
+    param_groups = None
+    for name in names:
+        doc = read_index_json(tmp / name)
+        weight_map.update(doc["weight_map"])
+        meta = doc.get("metadata", {})
+        total += float(meta.get("total_size", 0) or 0)
+        param_groups = meta.get("param_groups", param_groups)
+    metadata: dict[str, Any] = {"total_size": total}
+    if param_groups is not None:
+        metadata["param_groups"] = param_groups
+    return IndexDoc(tmp, folder, weight_map, metadata, tuple(sorted(names)))
+
+
+def load_index(path: Path) -> IndexDoc:
+    """The index of a folder or an index file (rebuilt from tmp files if interrupted)."""
+    if path.is_file():
+        doc = read_index_json(path)
+        return IndexDoc(path, path.parent, dict(doc["weight_map"]), dict(doc.get("metadata", {})))
+    indexes = find_index(path)
+    if indexes:
+        return load_index(indexes[0])
+    rebuilt = rebuild_from_tmp(path)
+    if rebuilt is None:
+        raise FormatDetectionError(path, "an index JSON or tmp_index_files/", "neither")
+    return rebuilt
+
+
+def classify_index(doc: IndexDoc) -> tuple[str, str, list[str], str]:
+    """(family, kind, evidence, detail) for an index."""
+    name = doc.source.name
+    files = list(dict.fromkeys(doc.weight_map.values()))
+    evidence: list[str] = []
+    detail = ""
+    if doc.rebuilt_from:
+        evidence.append(
+            f"no final index but {TMP_DIR}/ holds {len(doc.rebuilt_from)} stage index(es) "
+            "→ interrupted pipeline save; index rebuilt from them"
+        )
+        detail = "interrupted pipeline save"
+    total = doc.metadata.get("total_size")
+    if "param_groups" in doc.metadata:
+        evidence.append(f"{name} has metadata.param_groups → ColossalAI sharded optimizer")
+        return "colossalai-sharded-optimizer", "optimizer", evidence, detail or "sharded optimizer"
+    stages = {m.group(1) for f in files if (m := STAGE_SHARD.search(f))}
+    if stages:
+        evidence.append(f"shard names carry -stage-SSSSS-shard-NNNNN ({len(stages)} stage(s))")
+        detail = detail or f"pipeline save, {len(stages)} stage(s)"
+    if files and all(HF_SHARD.search(f) for f in files):
+        evidence.append(f"{name} names -of-N shards ({files[0]})")
+        if isinstance(total, int) and not isinstance(total, bool):
+            evidence.append("total_size is an integer byte count → HF sharded checkpoint")
+        return "hf-sharded", "model", evidence, detail
+    if isinstance(total, float) or stages or all(COLOSSAL_SHARD.search(f) for f in files):
+        unit = "a float (MiB, ColossalAI convention)" if isinstance(total, float) else repr(total)
+        evidence.append(
+            f"shard names without -of-N ({files[0] if files else 'none'}); total_size {unit}"
+        )
+        evidence.append("→ ColossalAI sharded model")
+        return "colossalai-sharded-model", "model", evidence, detail
+    evidence.append(f"{name} has a weight_map over {len(files)} file(s) → sharded model")
+    return "hf-sharded", "model", evidence, detail
+
+
+def probe_dir(path: Path) -> Detection | None:
+    if not find_index(path) and not (path / TMP_DIR).is_dir():
+        return None
+    try:
+        doc = load_index(path)
+    except FormatDetectionError:
+        return None
+    family, kind, evidence, detail = classify_index(doc)
+    others = [p.name for p in find_index(path)[1:]]
+    if others:
+        evidence.append(f"also found {', '.join(others)}; using {doc.source.name}")
+    return Detection(str(path), family, kind, tuple(evidence), detail)
+
+
+def probe_file(path: Path) -> Detection | None:
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    if not head.startswith(b"{"):
+        return None
+    try:
+        doc = load_index(path)
+    except CorruptCheckpointError:
+        if INDEX_NAME.fullmatch(path.name):
+            raise
+        return None
+    family, kind, evidence, detail = classify_index(doc)
+    return Detection(str(path), family, kind, tuple(evidence), detail)
+
+
+def open_sharded(path: Path, detection: Detection) -> CheckpointView:
+    """Open every shard the index names (headers / pickle structure only)."""
+    from .single_file import open_file_records  # late: single_file imports the file readers
+
+    doc = load_index(path)
+    files: dict[str, None] = dict.fromkeys(doc.weight_map.values())
+    records: list[TensorRecord] = []
+    values: dict[str, Any] = {"index.metadata": doc.metadata}
+    file_infos = [FileInfo(_rel(doc.source, doc.root), doc.source.stat().st_size)]
+    warnings: list[str] = []
+    optimizer_kind = detection.kind == "optimizer"
+    for rel in files:
+        shard = resolve_inside(doc.root, rel, doc.source)
+        if not shard.is_file():
+            raise CorruptCheckpointError(
+                doc.source,
+                f"shard {rel} named by the index",
+                "no such file",
+                "The checkpoint is incomplete; copy the missing shard or re-save.",
+            )
+        shard_records, shard_values = open_file_records(shard, rel, optimizer_shard=optimizer_kind)
+        file_infos.append(FileInfo(rel, shard.stat().st_size))
+        if not optimizer_kind:
+            wanted = {k for k, v in doc.weight_map.items() if v == rel}
+            extra = [r.name for r in shard_records if r.name not in wanted]
+            if extra:
+                warnings.append(f"{rel} holds {len(extra)} tensor(s) the index does not name")
+            shard_records = [r for r in shard_records if r.name in wanted]
+        records += shard_records
+        values.update(shard_values)
+    if not optimizer_kind:
+        order = {name: i for i, name in enumerate(doc.weight_map)}
+        records.sort(key=lambda r: order.get(r.name, len(order)))
+    optimizer = None
+    if optimizer_kind:
+        group_name = doc.metadata.get("param_groups")
+        groups = None
+        if isinstance(group_name, str):
+            group_path = resolve_inside(doc.root, group_name, doc.source)
+            if not group_path.is_file():
+                raise CorruptCheckpointError(
+                    doc.source,
+                    f"param-group file {group_name}",
+                    "no such file",
+                    "Copy the group file beside the index.",
+                )
+            _, group_values = open_file_records(group_path, group_name)
+            groups = group_values.get("param_groups")
+            file_infos.insert(1, FileInfo(group_name, group_path.stat().st_size))
+        values["param_groups"] = groups
+        optimizer = optimizer_info_from_tree(records, values, groups)
+    if not optimizer_kind:
+        listed = {r.name for r in records}
+        missing = [k for k in doc.weight_map if k not in listed]
+        if missing:
+            warnings.append(
+                f"{len(missing)} name(s) in the index are not in their shard, e.g. {missing[0]}"
+            )
+    return CheckpointView(
+        path,
+        detection,
+        tuple(file_infos),
+        tuple(records),
+        values,
+        optimizer=optimizer,
+        warnings=tuple(warnings),
+    )
+
+
+def _rel(p: Path, root: Path) -> str:
+    try:
+        return p.relative_to(root).as_posix()
+    except ValueError:
+        return p.name

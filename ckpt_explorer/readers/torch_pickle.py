@@ -1,0 +1,205 @@
+"""torch.save files (zip or legacy), classified by the structure of their pickle."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from ..io.mapped import MappedFile, view_bytes
+from ..io.safe_pickle import LazyTensor, OpaqueObject
+from ..io.torch_file import TorchFileStructure, read_torch_structure, sniff_torch
+from ..types import Detection, FileInfo, TensorRecord
+from ..view import CheckpointView
+from .optimizer_info import optimizer_info_from_tree
+from .tree import flatten
+
+SCHEDULER_KEYS = {"last_epoch", "base_lrs", "_step_count", "_last_lr"}
+RNG_KEYS = {
+    "torch_rng",
+    "cuda_rng",
+    "rng_state",
+    "cpu_rng_state",
+    "cuda_rng_state",
+    "numpy_rng",
+    "python_rng",
+    "random_rng",
+    "np_rng",
+    "py_rng",
+}
+META_KEYS = {"epoch", "step", "global_step", "sample_start_index", "consumed_samples"}
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_structure(path: str, mtime_ns: int, size: int) -> TorchFileStructure:
+    return read_torch_structure(path)
+
+
+def torch_structure(path: Path) -> TorchFileStructure:
+    """The file's pickle structure, read once per (path, mtime, size)."""
+    st = path.stat()
+    return _cached_structure(str(path), st.st_mtime_ns, st.st_size)
+
+
+def _is_int_key(k: Any) -> bool:
+    return (isinstance(k, int) and not isinstance(k, bool)) or (isinstance(k, str) and k.isdigit())
+
+
+def classify(root: Any) -> tuple[str, str, list[str]]:
+    """(kind, detail, evidence) for an unpickled root object."""
+    if isinstance(root, dict):
+        keys = set(map(str, root))
+        if {"state", "param_groups"} <= keys:
+            return "optimizer", "optimizer state_dict", ["dict with 'state' and 'param_groups'"]
+        if "optimizer_state_dict" in keys and (
+            isinstance(root["optimizer_state_dict"], dict)
+            and "zero_stage" in map(str, root["optimizer_state_dict"])
+        ):
+            return (
+                "optimizer",
+                "DeepSpeed ZeRO optimizer states",
+                ["'optimizer_state_dict' with 'zero_stage' (DeepSpeed)"],
+            )
+        if "module" in keys and keys & {"ds_version", "ds_config", "param_shapes"}:
+            return (
+                "model",
+                "DeepSpeed model states",
+                [
+                    "'module' beside "
+                    + ", ".join(sorted(keys & {"ds_version", "ds_config", "param_shapes"}))
+                ],
+            )
+        if (
+            root
+            and all(_is_int_key(k) for k in root)
+            and all(isinstance(v, dict) for v in root.values())
+        ):
+            return (
+                "optimizer",
+                "optimizer state shard",
+                ["dict of integer param ids -> state dicts"],
+            )
+        if len(keys & SCHEDULER_KEYS) >= 2:
+            found = ", ".join(sorted(keys & SCHEDULER_KEYS))
+            return "scheduler", "LR scheduler state", [f"scheduler fields {found}"]
+        if keys & RNG_KEYS:
+            found = ", ".join(sorted(keys & RNG_KEYS))
+            return "rng", "RNG / run metadata", [f"RNG state keys {found}"]
+        values = list(root.values())
+        if values and all(isinstance(v, LazyTensor) for v in values):
+            return "model", "state_dict", [f"dict of {len(values)} str -> tensor"]
+        tensors = sum(1 for _, _, t in flatten(root) if t)
+        if tensors:
+            return "model", "nested state_dict", [f"nested dict holding {tensors} tensors"]
+        if keys & META_KEYS:
+            return (
+                "rng",
+                "run metadata",
+                ["run position keys " + ", ".join(sorted(keys & META_KEYS))],
+            )
+        return "object", "dict without tensors", [f"dict with keys {sorted(keys)[:6]}"]
+    if isinstance(root, list) and root and all(isinstance(g, dict) and "params" in g for g in root):
+        return (
+            "optimizer",
+            "optimizer param-group file",
+            [f"list of {len(root)} dicts with 'params'"],
+        )
+    if isinstance(root, LazyTensor):
+        return "model", "single tensor", ["a bare tensor"]
+    if isinstance(root, OpaqueObject):
+        return "object", f"pickled {root.qualified_name}", [f"object of {root.qualified_name}"]
+    return "object", type(root).__name__, [f"pickled {type(root).__name__}"]
+
+
+def probe(path: Path) -> Detection | None:
+    if not path.is_file():
+        return None
+    with open(path, "rb") as f:
+        head = f.read(16)
+    container = sniff_torch(head)
+    if container is None:
+        return None
+    structure = torch_structure(path)
+    kind, detail, evidence = classify(structure.root)
+    magic = (
+        "zip magic PK\\x03\\x04 with <archive>/data.pkl"
+        if container == "zip"
+        else ("legacy torch pickle magic number")
+    )
+    if structure.report.dangerous_globals:
+        evidence.append(
+            "pickle references "
+            + ", ".join(sorted(structure.report.dangerous_globals))
+            + " (never executed)"
+        )
+    family = "torch-zip" if container == "zip" else "torch-legacy"
+    return Detection(str(path), family, kind, (magic, *evidence), detail)
+
+
+def tensor_loader(mapped: MappedFile, structure: TorchFileStructure, t: LazyTensor) -> Any:
+    record = structure.records[t.storage.key]
+
+    def load() -> Any:
+        raw = mapped.bytes_tensor(record.offset, record.nbytes)
+        start = t.storage.view_offset * t.storage.dtype.itemsize
+        if start:
+            raw = raw[start:]
+        return view_bytes(raw, t.dtype, t.shape, t.stride, t.storage_offset, structure.byteorder)
+
+    return load
+
+
+def records_and_values(
+    path: Path, rel: str, root: Any, structure: TorchFileStructure, name_prefix: str = ""
+) -> tuple[list[TensorRecord], dict[str, Any]]:
+    """Tensor records (in pickle order, i.e. state_dict order) and plain values of a tree."""
+    mapped = MappedFile(path)
+    records: list[TensorRecord] = []
+    values: dict[str, Any] = {}
+    for name, leaf, is_tensor in flatten(root, prefix=name_prefix):
+        if is_tensor:
+            records.append(
+                TensorRecord(
+                    name=name,
+                    dtype=str(leaf.dtype).removeprefix("torch."),
+                    shape=leaf.shape,
+                    nbytes=leaf.nbytes,
+                    file=rel,
+                    offset=structure.tensor_offset(leaf),
+                    storage_key=leaf.storage.key,
+                    loader=tensor_loader(mapped, structure, leaf),
+                )
+            )
+        else:
+            values[name] = leaf
+    return records, values
+
+
+def open_torch(path: Path, detection: Detection) -> CheckpointView:
+    structure = torch_structure(path)
+    root = structure.root
+    optimizer = None
+    prefix = ""
+    if detection.detail == "optimizer state shard":
+        prefix = "state."
+    if detection.detail == "optimizer param-group file":
+        root = {"param_groups": root}
+    records, values = records_and_values(path, path.name, root, structure, prefix)
+    if detection.kind == "optimizer":
+        optimizer = optimizer_info_from_tree(records, values)
+    warnings: tuple[str, ...] = ()
+    if structure.report.dangerous_globals:
+        warnings = (
+            "the pickle names "
+            + ", ".join(sorted(structure.report.dangerous_globals))
+            + "; they were listed as opaque objects and never called",
+        )
+    return CheckpointView(
+        path,
+        detection,
+        (FileInfo(path.name, path.stat().st_size),),
+        tuple(records),
+        values,
+        optimizer=optimizer,
+        warnings=warnings,
+    )

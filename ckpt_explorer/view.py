@@ -1,0 +1,140 @@
+"""CheckpointView: the one lazy view every reader returns and every consumer uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import CkptExplorerError
+from .types import Detection, FileInfo, OptimizerInfo, TensorRecord
+
+if TYPE_CHECKING:
+    import torch
+
+
+class CheckpointView:
+    """A checkpoint listed from headers, indexes and pickle structure; values load on demand.
+
+    Attributes:
+        path: what was opened.
+        detection: family, kind and the evidence.
+        files: the files it consists of (relative to ``path`` or its folder).
+        tensors: tensor records in the checkpoint's logical order (its state_dict or index
+            order); :meth:`disk_order` sorts them by file and offset for streaming.
+        values: non-tensor leaves (hyperparameters, steps, RNG states as inert objects).
+        parts: for a training-state folder, the view of each part.
+        optimizer: optimizer structure, for optimizer checkpoints.
+        warnings: things noticed while listing that do not stop reading.
+
+    Example:
+        >>> view = open_checkpoint("ckpt/")                        # doctest: +SKIP
+        >>> [(r.name, r.dtype, r.shape) for r in view.tensors][:2]   # doctest: +SKIP
+        >>> view.load("model.embed_tokens.weight")[:2]               # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        detection: Detection,
+        files: tuple[FileInfo, ...] = (),
+        tensors: tuple[TensorRecord, ...] = (),
+        values: Mapping[str, Any] | None = None,
+        parts: Mapping[str, CheckpointView] | None = None,
+        optimizer: OptimizerInfo | None = None,
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        self.path = Path(path)
+        self.detection = detection
+        self.files = files
+        self.tensors = tensors
+        self.values: dict[str, Any] = dict(values or {})
+        self.parts: dict[str, CheckpointView] = dict(parts or {})
+        self.optimizer = optimizer
+        self.warnings = warnings
+        self._by_name = {r.name: r for r in tensors}
+
+    @property
+    def family(self) -> str:
+        return self.detection.family
+
+    @property
+    def kind(self) -> str:
+        return self.detection.kind
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.nbytes for f in self.files)
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(r.nbytes for r in self.tensors)
+
+    def disk_order(self) -> list[TensorRecord]:
+        """Records sorted by (file, offset): the order that reads each file front to back."""
+        files = {f.path: i for i, f in enumerate(self.files)}
+        return sorted(
+            self.tensors, key=lambda r: (files.get(r.file, len(files)), r.file, r.offset or 0)
+        )
+
+    def names(self) -> list[str]:
+        return [r.name for r in self.tensors]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterator[TensorRecord]:
+        return iter(self.tensors)
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    def record(self, name: str) -> TensorRecord:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise CkptExplorerError(
+                self.path,
+                f"a tensor named {name!r}",
+                f"{len(self._by_name)} other names",
+                "List the names with `ckpt-explorer inspect`.",
+            ) from None
+
+    def load(self, name: str) -> torch.Tensor:
+        """The tensor's values (mmapped where the format allows; do not modify in place)."""
+        record = self.record(name)
+        if record.loader is None:
+            raise CkptExplorerError(self.path, f"loadable data for {name!r}", "none")
+        return record.loader()
+
+    def parameter_name(self, param_id: int) -> str | None:
+        if self.optimizer is None:
+            return None
+        return self.optimizer.param_names.get(param_id)
+
+    def with_optimizer(self, optimizer: OptimizerInfo) -> CheckpointView:
+        """A copy of this view with different optimizer structure (e.g. names attached)."""
+        return CheckpointView(
+            self.path,
+            self.detection,
+            self.files,
+            self.tensors,
+            self.values,
+            self.parts,
+            optimizer,
+            self.warnings,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"CheckpointView({str(self.path)!r}, family={self.family!r}, kind={self.kind!r}, "
+            f"tensors={len(self.tensors)}, files={len(self.files)})"
+        )
+
+
+def prefixed(
+    records: tuple[TensorRecord, ...], prefix: str, file_prefix: str
+) -> list[TensorRecord]:
+    """Records of a part, renamed ``<prefix>/<name>`` with files relative to the bundle."""
+    return [replace(r, name=f"{prefix}/{r.name}", file=f"{file_prefix}{r.file}") for r in records]

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Creates or refreshes the project's virtual environment (.venv) on a CPU-only Linux machine.
+#   WITH_FIXTURE_TOOLS=1  also install the real tools the tests use to write checkpoints
+#                         (colossalai, deepspeed, peft, transformers 4.x in a side folder)
+# Re-running is cheap: a stamp records what was installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+WITH_FIXTURE_TOOLS=${WITH_FIXTURE_TOOLS:-0}
+TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+PY=${PYTHON:-python3}
+
+stamp_key=$(cat pyproject.toml scripts/setup_env.sh | sha256sum | cut -c1-16)-tools$WITH_FIXTURE_TOOLS
+if [ -f "$VENV/.ckpt_explorer_stamp" ] && grep -qx "$stamp_key" "$VENV/.ckpt_explorer_stamp" \
+    || { [ "$WITH_FIXTURE_TOOLS" = 0 ] && [ -f "$VENV/.ckpt_explorer_stamp" ] \
+         && grep -qx "${stamp_key%0}1" "$VENV/.ckpt_explorer_stamp"; }; then
+  exit 0
+fi
+
+echo "setting up $VENV (fixture tools: $WITH_FIXTURE_TOOLS) ..." >&2
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+VPY="$VENV/bin/python"
+"$VPY" -m pip install -q --disable-pip-version-check uv
+FIND_LINKS=$("$PY" -m pip config get global.find-links 2>/dev/null || true)
+uvi() { "$VENV/bin/uv" pip install -q -p "$VPY" ${FIND_LINKS:+--find-links "$FIND_LINKS"} "$@"; }
+
+# torch first, CPU build, then frozen so that no later step can pull a CUDA build.
+if ! "$VPY" -c "import torch" 2>/dev/null; then
+  if [ -n "$FIND_LINKS" ] && ls "$FIND_LINKS"/torch-"$TORCH_VERSION"+cpu-* >/dev/null 2>&1; then
+    uvi "torch==${TORCH_VERSION}+cpu"
+  else
+    uvi --index-url https://download.pytorch.org/whl/cpu "torch==${TORCH_VERSION}" \
+      || uvi "torch==${TORCH_VERSION}"
+  fi
+fi
+PIN="$VENV/torch-pin.txt"
+echo "torch==$("$VPY" -c 'import torch; print(torch.__version__)')" > "$PIN"
+
+uvi -c "$PIN" -e ".[ui,dev]" nbclient nbformat ipykernel
+
+if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
+  # colossalai pins torch<=2.5.1 and transformers==4.51.3: never let the resolver see its requirements.
+  BUILD_EXT=0 uvi --no-deps "colossalai==0.5.0" galore_torch
+  uvi -c "$PIN" "peft==0.13.2" einops contexttimer bitsandbytes "deepspeed==0.19.8" \
+      rich click psutil packaging tqdm pydantic
+  # transformers 4.x (HF .bin shards, ColossalAI HybridParallelPlugin) lives in a side folder,
+  # put on PYTHONPATH only by the fixture scripts that need it.
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/transformers4" \
+      "transformers==4.51.3" "huggingface_hub==0.36.2" "tokenizers>=0.21,<0.22"
+fi
+echo "$stamp_key" > "$VENV/.ckpt_explorer_stamp"

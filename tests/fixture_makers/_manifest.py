@@ -1,0 +1,143 @@
+"""Shared helpers for the fixture makers: manifest entries and a loud case runner.
+
+Everything here only reshapes the real tool's own objects into the manifest contract described
+in README.md; nothing here imports ckpt_explorer.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """`torch.float32` -> `"float32"`."""
+    return str(dtype).removeprefix("torch.")
+
+
+def tensor_entry(t: torch.Tensor) -> dict[str, Any]:
+    """Manifest entry of one tensor: dtype, shape and (float dtypes only) the float64 sum."""
+    entry: dict[str, Any] = {"dtype": dtype_name(t.dtype), "shape": list(t.shape)}
+    if t.is_floating_point():
+        entry["sum"] = float(t.detach().double().sum())
+    return entry
+
+
+def tensors_entries(tensors: Mapping[str, torch.Tensor], prefix: str = "") -> dict[str, Any]:
+    """`{name: tensor}` -> `{prefix + name: entry}`; raises on any non-tensor value."""
+    out: dict[str, Any] = {}
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{prefix}{name} is a {type(t).__name__}, not a tensor")
+        out[f"{prefix}{name}"] = tensor_entry(t)
+    return out
+
+
+def jsonable(value: Any) -> Any:
+    """A non-tensor leaf as JSON (tuples and torch.Size become lists); raises on anything else."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, torch.Size | tuple | list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    raise TypeError(f"not a JSON-able leaf: {type(value).__name__}")
+
+
+def optimizer_entries(osd: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A torch optimizer state_dict -> `tensors` / `values` / `param_groups` of the manifest."""
+    tensors: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    for pid, state in osd["state"].items():
+        for name, v in state.items():
+            key = f"{prefix}state.{pid}.{name}"
+            if isinstance(v, torch.Tensor):
+                tensors[key] = tensor_entry(v)
+            else:
+                values[key] = jsonable(v)
+    return {
+        "tensors": tensors,
+        "values": values,
+        "param_groups": [jsonable(dict(g)) for g in osd["param_groups"]],
+    }
+
+
+def check_case(out_dir: Path, case_id: str, case: Mapping[str, Any]) -> None:
+    """Minimal self-check of one case before it goes into the manifest."""
+    for key in ("path", "family", "kind"):
+        if key not in case:
+            raise ValueError(f"case {case_id}: missing {key!r}")
+    path = out_dir / case["path"]
+    if not path.exists():
+        raise FileNotFoundError(f"case {case_id}: {path} does not exist")
+    for part in case.get("parts", {}):
+        if not (path / part).is_file():
+            raise FileNotFoundError(f"case {case_id}: part {part} is not a file under {path}")
+    for name, entry in case.get("tensors", {}).items():
+        if not isinstance(entry.get("dtype"), str) or not isinstance(entry.get("shape"), list):
+            raise ValueError(f"case {case_id}: bad tensor entry {name}: {entry}")
+
+
+def run_maker(
+    out_dir: str | Path,
+    tool: str,
+    version: str,
+    cases: Mapping[str, Callable[[Path], Mapping[str, Any]]],
+) -> int:
+    """Run every case function `fn(out_dir) -> {case_id: case}`; write manifest.json.
+
+    Every case is attempted. If any fails, its traceback is printed, no manifest is written and
+    the return value is 1 (the caller exits with it), so a broken case is never silently missing.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest_path = out / "manifest.json"
+    if manifest_path.exists():
+        manifest_path.unlink()
+    all_cases: dict[str, Any] = {}
+    failed: list[str] = []
+    for label, fn in cases.items():
+        t0 = time.perf_counter()
+        try:
+            produced = fn(out)
+            for case_id, case in produced.items():
+                if case_id in all_cases:
+                    raise ValueError(f"duplicate case id {case_id}")
+                check_case(out, case_id, case)
+                all_cases[case_id] = case
+        except Exception:
+            traceback.print_exc()
+            failed.append(label)
+            print(f"[{tool}] {label}: FAILED", file=sys.stderr)
+        else:
+            print(f"[{tool}] {label}: ok ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    if failed:
+        print(f"[{tool}] failed cases: {', '.join(failed)}; no manifest written", file=sys.stderr)
+        return 1
+    manifest = {"tool": tool, "version": version, "cases": all_cases}
+    text = json.dumps(manifest, indent=2, allow_nan=False)
+    manifest_path.write_text(text + "\n", encoding="utf-8")
+    print(f"[{tool}] wrote {manifest_path} ({len(all_cases)} cases)", file=sys.stderr)
+    return 0
+
+
+def fresh_dir(path: Path) -> Path:
+    """An empty folder at `path` (a previous run's files would make a stale case)."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def main_out_dir(argv: list[str]) -> Path:
+    if len(argv) != 2:
+        raise SystemExit(f"usage: python {argv[0]} OUT_DIR")
+    return Path(argv[1]).resolve()

@@ -1,0 +1,147 @@
+"""torch.distributed.checkpoint fixtures: `python tests/fixture_makers/dcp_maker.py OUT_DIR`.
+
+dcp.save with no process group (DCP runs in its no-dist mode). Layout of each case folder:
+`.metadata` (pickled Metadata) + `__0_0.distcp` (one torch.save blob per tensor, raw pickled
+bytes for non-tensor items).
+Cases (family "torch-dcp"):
+- dcp_model           dcp.save(model.state_dict()) (kind "model"); FQNs are the state_dict keys.
+- dcp_training_state  dcp.save({"model": model.state_dict(), "optim": AdamW.state_dict()}) after 2
+                      steps, 2 param groups (kind "training_state"). DCP flattens nested dicts with
+                      "." : "model.<key>", "optim.state.<id>.<name>" (the int id becomes a str path
+                      element) and, since param_groups is a list of dicts,
+                      "optim.param_groups.<i>.<key>"; every group field (lr, betas, params, ...) is its
+                      own BytesStorageMetadata item. Tensors (incl. AdamW's 0-dim float32 `step`) are
+                      TensorStorageMetadata.
+Manifest: "tensors" = the .metadata FQNs whose metadata is a tensor, with dtype/shape/sum taken from
+what dcp.load puts back into a zeroed copy of the original state_dict (and checked equal to the
+originals); "values" = the byte-item FQNs with the value dcp.load gave back.
+Runs in about 5 s; outputs about 100 KB.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed.checkpoint as dcp
+from _manifest import fresh_dir, jsonable, main_out_dir, run_maker, tensor_entry
+from torch import nn
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.metadata import BytesStorageMetadata, TensorStorageMetadata
+
+_UNLOADED = "<not loaded>"
+
+
+def _model_and_optimizer() -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.AdamW(
+        [
+            {"params": list(m[0].parameters())},
+            {"params": list(m[1].parameters()) + list(m[3].parameters()), "lr": 1e-2},
+        ],
+        lr=1e-3,
+    )
+    for _ in range(2):
+        m(torch.randn(6, 4)).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+    return m, opt
+
+
+def _leaves(state: dict[str, Any]) -> dict[str, tuple[tuple[Any, ...], Any]]:
+    """DCP's own traversal: FQN -> (path, leaf value)."""
+    from torch.distributed.checkpoint._traverse import traverse_state_dict
+
+    found: dict[str, tuple[tuple[Any, ...], Any]] = {}
+
+    def visit(path: tuple[Any, ...], value: Any) -> None:
+        found[".".join(str(p) for p in path)] = (path, value)
+
+    traverse_state_dict(state, visit)
+    return found
+
+
+def _container_key(container: Any, elem: Any) -> Any:
+    """The real key of a path element (DCP stringifies mapping keys, e.g. optimizer int ids)."""
+    if isinstance(container, dict):
+        for k in container:
+            if str(k) == str(elem):
+                return k
+        raise KeyError(elem)
+    return int(elem)
+
+
+def _set_at(root: Any, path: tuple[Any, ...], value: Any) -> None:
+    node = root
+    for elem in path[:-1]:
+        node = node[_container_key(node, elem)]
+    node[_container_key(node, path[-1])] = value
+
+
+def _save_and_describe(state: dict[str, Any], folder: Path) -> dict[str, Any]:
+    dcp.save(state, checkpoint_id=str(folder))
+    md = FileSystemReader(str(folder)).read_metadata()
+    original = _leaves(state)
+    if set(original) != set(md.state_dict_metadata):
+        raise AssertionError(
+            f"FQNs differ: {sorted(set(original) ^ set(md.state_dict_metadata))}"
+        )
+    # A state_dict built from the originals: zeroed tensors, non-tensor leaves replaced.
+    target = copy.deepcopy(state)
+    for path, value in original.values():
+        _set_at(
+            target, path, torch.zeros_like(value) if isinstance(value, torch.Tensor) else _UNLOADED
+        )
+    dcp.load(target, checkpoint_id=str(folder))
+    loaded = _leaves(target)
+    tensors: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    for fqn, item_md in md.state_dict_metadata.items():
+        got = loaded[fqn][1]
+        want = original[fqn][1]
+        if isinstance(item_md, TensorStorageMetadata):
+            if not (isinstance(got, torch.Tensor) and got.dtype == want.dtype):
+                raise AssertionError(f"{fqn}: loaded {type(got).__name__}")
+            if list(item_md.size) != list(got.shape) or not torch.equal(got, want):
+                raise AssertionError(f"{fqn}: loaded tensor differs from the original")
+            tensors[fqn] = tensor_entry(got)
+        elif isinstance(item_md, BytesStorageMetadata):
+            if got == _UNLOADED or got != want:
+                raise AssertionError(f"{fqn}: loaded {got!r}, saved {want!r}")
+            values[fqn] = jsonable(got)
+        else:
+            raise AssertionError(f"{fqn}: unexpected metadata {type(item_md).__name__}")
+    files = sorted(p.name for p in folder.iterdir())
+    if files != [".metadata", "__0_0.distcp"]:
+        raise AssertionError(f"unexpected files {files}")
+    return {"tensors": tensors, "values": values}
+
+
+def case_model(out: Path) -> dict[str, Any]:
+    model, _ = _model_and_optimizer()
+    folder = fresh_dir(out / "dcp_model")
+    case = {"path": "dcp_model", "family": "torch-dcp", "kind": "model"}
+    return {"dcp_model": case | _save_and_describe(model.state_dict(), folder)}
+
+
+def case_training_state(out: Path) -> dict[str, Any]:
+    model, opt = _model_and_optimizer()
+    folder = fresh_dir(out / "dcp_training_state")
+    state = {"model": model.state_dict(), "optim": opt.state_dict()}
+    case = {"path": "dcp_training_state", "family": "torch-dcp", "kind": "training_state"}
+    info = _save_and_describe(state, folder)
+    if "optim.state.0.exp_avg" not in info["tensors"] or not info["values"]:
+        raise AssertionError("unexpected DCP naming of the optimizer state")
+    return {"dcp_training_state": case | info}
+
+
+CASES = {"dcp_model": case_model, "dcp_training_state": case_training_state}
+
+
+if __name__ == "__main__":
+    out_dir = main_out_dir(sys.argv)
+    sys.exit(run_maker(out_dir, "torch-dcp", torch.__version__, CASES))
