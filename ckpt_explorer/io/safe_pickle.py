@@ -8,6 +8,7 @@ inert :class:`OpaqueObject` subclass named after it, so a DeepSpeed ``ZeroStageE
 
 from __future__ import annotations
 
+import _compat_pickle
 import codecs
 import collections
 import io
@@ -368,6 +369,10 @@ class SafeUnpickler(pickle.Unpickler):
         self._opaque_classes: dict[str, type[OpaqueObject]] = {}
 
     def find_class(self, module: str, name: str) -> Any:
+        # Protocol 0-2 pickles name Python 2 modules (``__builtin__``, ``copy_reg``).
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         key = (module, name)
         if key in _TORCH_CALLABLES:
             return _TORCH_CALLABLES[key]

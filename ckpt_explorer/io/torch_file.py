@@ -194,6 +194,19 @@ def _data_start(path: Path, raw: Any, info: zipfile.ZipInfo, size: int) -> int:
     return start
 
 
+def read_torch_bytes(data: bytes, source: Path) -> Any:
+    """The object in a small in-memory torch.save blob (tensors stay :class:`LazyTensor`)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            pkl = [n for n in zf.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
+            if len(pkl) != 1:
+                raise CorruptCheckpointError(source, "one data.pkl in the blob", f"{len(pkl)}")
+            payload = zf.read(pkl[0])
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise CorruptCheckpointError(source, "a torch.save blob", f"{e}") from e
+    return _unpickle(source, payload, PickleReport())
+
+
 def _read_legacy(path: Path) -> TorchFileStructure:
     size = path.stat().st_size
     report = PickleReport()

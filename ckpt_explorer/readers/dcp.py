@@ -14,10 +14,12 @@ from typing import Any
 
 from ..errors import CorruptCheckpointError
 from ..io.safe_pickle import OpaqueObject, PickleReport, safe_loads
+from ..io.torch_file import read_torch_bytes
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
 
 MAX_METADATA_BYTES = 512 * 2**20
+MAX_BYTES_ITEM = 16 * 2**20
 
 
 def probe(path: Path) -> Detection | None:
@@ -134,6 +136,24 @@ def kind_from_names(names: list[str]) -> str:
     return "optimizer" if optim else "model"
 
 
+def _bytes_item(path: Path, info: Any) -> Any:
+    """A non-tensor DCP item: a small torch.save blob, read with the allow-list unpickler."""
+    if info is None or info.length > MAX_BYTES_ITEM:
+        return {"bytes_item": info.length if info else None}
+    data_file = path / info.relative_path
+    with open(data_file, "rb") as f:
+        f.seek(info.offset)
+        blob = f.read(info.length)
+    if len(blob) < info.length:
+        raise CorruptCheckpointError(
+            data_file,
+            f"{info.length} bytes at {info.offset}",
+            f"{len(blob)}",
+            "The file is truncated.",
+        )
+    return read_torch_bytes(blob, data_file)
+
+
 def open_dcp(path: Path, detection: Detection) -> CheckpointView:
     metadata = read_metadata(path)
     first_chunk: dict[str, Any] = {}
@@ -145,7 +165,7 @@ def open_dcp(path: Path, detection: Detection) -> CheckpointView:
     for fqn, item in metadata.state_dict_metadata.items():
         info = first_chunk.get(fqn, (0, None))[1]
         if not hasattr(item, "size"):
-            values[fqn] = {"bytes_item": info.length if info else None}
+            values[fqn] = _bytes_item(path, info)
             continue
         dtype = item.properties.dtype
         numel = 1

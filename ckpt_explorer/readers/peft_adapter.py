@@ -36,7 +36,9 @@ def open_adapter(path: Path, detection: Detection) -> CheckpointView:
             "Copy the adapter weights next to its config.",
         )
     records, values = open_file_records(path / found[0], found[0])
-    values["adapter_config.json"] = read_small_json(path / "adapter_config.json")
+    config = read_small_json(path / "adapter_config.json")
+    if isinstance(config, dict):
+        values.update(config)
     files = (
         FileInfo("adapter_config.json", (path / "adapter_config.json").stat().st_size),
         FileInfo(found[0], (path / found[0]).stat().st_size),

@@ -87,9 +87,7 @@ def _save_and_describe(state: dict[str, Any], folder: Path) -> dict[str, Any]:
     md = FileSystemReader(str(folder)).read_metadata()
     original = _leaves(state)
     if set(original) != set(md.state_dict_metadata):
-        raise AssertionError(
-            f"FQNs differ: {sorted(set(original) ^ set(md.state_dict_metadata))}"
-        )
+        raise AssertionError(f"FQNs differ: {sorted(set(original) ^ set(md.state_dict_metadata))}")
     # A state_dict built from the originals: zeroed tensors, non-tensor leaves replaced.
     target = copy.deepcopy(state)
     for path, value in original.values():

@@ -131,7 +131,9 @@ def case_gpt2_sharded(out: Path) -> dict[str, Any]:
         raise AssertionError(f"only {len(info['shards'])} shards")
     if info["omitted_tied"] != ["lm_head.weight"]:
         raise AssertionError(f"unexpected omitted names {info['omitted_tied']}")
-    return {"gpt2_sharded": {"path": "gpt2_sharded", "family": "hf-sharded", "kind": "model"} | info}
+    return {
+        "gpt2_sharded": {"path": "gpt2_sharded", "family": "hf-sharded", "kind": "model"} | info
+    }
 
 
 def case_llama_single(out: Path) -> dict[str, Any]:
@@ -164,7 +166,8 @@ def case_lora(out: Path) -> dict[str, Any]:
     base = _llama()
     torch.manual_seed(2)
     pm = get_peft_model(
-        base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        base,
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
     )
     folder = fresh_dir(out / "llama_lora")
     pm.save_pretrained(folder)
@@ -181,7 +184,9 @@ def case_lora(out: Path) -> dict[str, Any]:
             "kind": "adapter",
             "tensors": {k: tensor_entry(expected[k]) for k in on_disk},
             # extra key: a few adapter_config.json fields as written (target_modules order varies)
-            "adapter_config": {k: cfg[k] for k in ("peft_type", "r", "lora_alpha", "target_modules")},
+            "adapter_config": {
+                k: cfg[k] for k in ("peft_type", "r", "lora_alpha", "target_modules")
+            },
             "writer": f"peft {peft.__version__}",
         }
     }
@@ -196,9 +201,12 @@ def _tf4_child(folder: Path, result_path: Path) -> None:
     sd = model.state_dict()
     info = _sharded_entries(folder, "pytorch_model.bin.index.json", sd)
     # lm_head.weight stays in the .bin shard next to transformer.wte.weight, sharing its storage.
-    shard = folder / json.loads((folder / "pytorch_model.bin.index.json").read_text())["weight_map"][
-        "lm_head.weight"
-    ]
+    shard = (
+        folder
+        / json.loads((folder / "pytorch_model.bin.index.json").read_text())["weight_map"][
+            "lm_head.weight"
+        ]
+    )
     loaded = torch.load(shard, map_location="cpu", weights_only=True)
     info["tied_share_storage"] = bool(
         "transformer.wte.weight" in loaded
@@ -218,7 +226,13 @@ def case_bin_sharded(out: Path) -> dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join([str(side), *filter(None, [env.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), TF4_CHILD_FLAG, str(folder), str(result)]
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            TF4_CHILD_FLAG,
+            str(folder),
+            str(result),
+        ]
         subprocess.run(cmd, env=env, check=True, timeout=300)
         info = json.loads(result.read_text())
     if not info["writer"].startswith("transformers 4."):
