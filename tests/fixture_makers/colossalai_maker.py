@@ -32,6 +32,11 @@ Everything is written by ColossalAI's own code on CPU:
   files they name. The final index, config.json and generation_config.json are left out, as they are
   only written after the merge step that an interruption would prevent.
 
+config.json: general/ and ddp/ run with transformers 5.x, where ColossalAI's ``save_config_file``
+silently writes nothing (its ``from transformers.modeling_utils import get_parameter_dtype`` fails),
+so those sharded dirs have no config.json; hybrid/ and pipeline/ (transformers 4.51.3) have
+config.json and generation_config.json.
+
 Left out (not possible on this CPU-only machine): LowLevelZero and Gemini (need CUDA); the async
 Hybrid paths (``_model_sharder`` calls ``torch.empty_like(pin_memory=True)`` directly);
 loading sharded optimizers back through GeneralCheckpointIO (``get_accelerator().synchronize()``
@@ -52,6 +57,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -77,6 +83,7 @@ LLAMA_KW = dict(
     num_key_value_heads=2,
 )
 SUBPROCESS_TIMEOUT_S = 300
+OUTPUTS = ("general", "async", "ddp", "hybrid", "pipeline", "manifest.json")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -530,7 +537,7 @@ def make_async(out: Path, model: torch.nn.Module, optim: torch.optim.Optimizer) 
         # GeneralCheckpointIO(use_async=True): move_and_save / async_move_save_state_dict_shards
         io = GeneralCheckpointIO()
         p = a / "io_model.safetensors"
-        io.save_model(model, str(p), shard=False, use_async=True)
+        io.save_model(model, str(p), shard=False, use_safetensors=True, use_async=True)
         io._sync_io()
         cases["general_async_model_file"] = case(
             _rel(out, p),
@@ -547,7 +554,9 @@ def make_async(out: Path, model: torch.nn.Module, optim: torch.optim.Optimizer) 
         )
 
         p = a / "io_sharded_model"
-        io.save_model(model, str(p), shard=True, size_per_shard=SHARD_MB, use_async=True)
+        io.save_model(
+            model, str(p), shard=True, size_per_shard=SHARD_MB, use_safetensors=True, use_async=True
+        )
         io._sync_io()
         assert (p / "model.safetensors.index.json").is_file()
         cases["general_async_sharded_model"] = case(
@@ -580,9 +589,8 @@ def make_async(out: Path, model: torch.nn.Module, optim: torch.optim.Optimizer) 
 def _launch() -> None:
     import torch.distributed as dist
 
-    if not hasattr(
-        dist, "is_hccl_available"
-    ):  # colossalai 0.5.0 p2p code calls it; torch 2.13 lacks it
+    # colossalai 0.5.0's p2p code calls it; torch 2.13 no longer has it
+    if not hasattr(dist, "is_hccl_available"):
         dist.is_hccl_available = lambda: False
     import colossalai
 
@@ -930,11 +938,24 @@ def _run_worker(
             *script,
         ]
     t0 = time.time()
-    proc = subprocess.run(
-        cmd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, check=False
+    # own session, so that a hung torch.distributed.run and its ranks can be killed together
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        log, _ = proc.communicate(timeout=SUBPROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        sys.stderr.write(log[-30000:] + "\n")
+        raise
     if proc.returncode != 0 or not result.is_file():
-        sys.stderr.write(proc.stdout[-20000:] + "\n" + proc.stderr[-20000:] + "\n")
+        sys.stderr.write(log[-30000:] + "\n")
         raise RuntimeError(f"worker {name!r} failed (exit {proc.returncode}): {' '.join(cmd)}")
     print(f"[colossalai_maker] {name}: {time.time() - t0:.1f}s", file=sys.stderr)
     with open(result, encoding="utf-8") as fh:
@@ -961,9 +982,13 @@ def main(argv: list[str]) -> int:
         print(__doc__.splitlines()[2], file=sys.stderr)
         return 2
     out = Path(argv[1]).resolve()
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUTS:  # remove only what an earlier run of this maker wrote
+        old = out / name
+        if old.is_dir():
+            shutil.rmtree(old)
+        elif old.exists():
+            old.unlink()
     t0 = time.time()
 
     import colossalai
