@@ -40,6 +40,7 @@ case, path, cold = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 import torch
 from safetensors import safe_open
 import ckpt_explorer
+import ckpt_explorer.formats  # import cost is measured separately, not inside the case
 from ckpt_explorer import open_checkpoint
 
 files = [os.path.join(path, f) for f in os.listdir(path)] if os.path.isdir(path) else [path]

@@ -61,14 +61,14 @@ def _detect_child(child: Path, target: str) -> tuple[Detection, FormatSpec] | No
 def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
     """Name -> (path, detection, spec) of the state parts in ``path``."""
     parts: dict[str, tuple[Path, Detection, FormatSpec]] = {}
+    children = [c for c in sorted(path.iterdir()) if not c.name.startswith(".")]
+    if len(children) > MAX_CHILDREN:
+        return {}
     own = _detect_child(path, "dir")
     owned: set[str] = set()
     if own is not None and own[0].family in OWN_MODEL_FAMILIES:
         parts["model"] = (path, *own)
         owned = _own_model_files(path)
-    children = [c for c in sorted(path.iterdir()) if not c.name.startswith(".")]
-    if len(children) > MAX_CHILDREN:
-        return {}
     for child in children:
         if child.name in owned or child.name in IGNORED or child.name == TMP_DIR:
             continue

@@ -6,6 +6,7 @@ the way ColossalAI's own merge does (``os.listdir`` order, last writer wins).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -39,7 +40,14 @@ class IndexDoc:
 
 
 def read_index_json(path: Path) -> dict[str, Any]:
-    size = path.stat().st_size
+    """The parsed index document, read once per (path, mtime, size)."""
+    st = path.stat()
+    return _cached_index(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_index(name: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    path = Path(name)
     if size > MAX_INDEX_BYTES:
         raise CorruptCheckpointError(
             path, f"an index under {MAX_INDEX_BYTES >> 20} MiB", f"{size} bytes"
