@@ -58,6 +58,10 @@ def probe(path: Path) -> Detection | None:
     )
 
 
+def _rank_order(name: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", name))
+
+
 def _enum_value(obj: Any) -> Any:
     if isinstance(obj, OpaqueObject) and obj.args:
         return obj.args[0]
@@ -77,6 +81,11 @@ def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
     if tag is not None:
         values["latest"] = tag
         files.append(FileInfo("latest", (path / "latest").stat().st_size))
+    # The module weights: mp_rank_00 (ZeRO 0-2), else dp rank 0's ZeRO-3 file (placeholders).
+    model_files = sorted(
+        (p.name for p in tag_dir.iterdir() if MODEL_FILE.search(p.name)),
+        key=lambda n: (n.startswith("zero_pp_rank_"), _rank_order(n)),
+    )
     for file in sorted(tag_dir.iterdir()):
         if not file.is_file() or not file.name.endswith(".pt"):
             continue
@@ -87,13 +96,17 @@ def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
         rel = rel_dir + file.name
         parts[rel] = view
         files.append(FileInfo(rel, file.stat().st_size))
-        if MODEL_FILE.search(file.name) and not file.name.startswith("zero_pp_rank_"):
+        if file.name in model_files[:1]:
             module = [r for r in view.tensors if r.name.startswith("module.")]
             renamed = [replace(r, name=r.name.removeprefix("module.")) for r in module]
             records += prefixed(tuple(renamed), "model", rel_dir)
             for key in ("global_steps", "ds_version", "dp_world_size", "mp_world_size"):
                 if key in view.values:
                     values[key] = view.values[key]
+            config = view.values.get("ds_config")
+            if isinstance(config, dict) and "zero_stage" not in values:
+                zero = config.get("zero_optimization")
+                values["zero_stage"] = zero.get("stage", 0) if isinstance(zero, dict) else 0
         optim = OPTIM_FILE.search(file.name)
         if optim:
             stage = view.values.get("optimizer_state_dict.zero_stage")
