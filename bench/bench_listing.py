@@ -113,7 +113,9 @@ def make_data(size_mb: int) -> dict[str, Path]:
         weight_map = {}
         for shard in range(100):
             name = f"model-{shard + 1:05d}-of-00100.safetensors"
-            tensors = {f"model.layers.{shard}.block.{j}.weight": torch.zeros(4, 4) for j in range(100)}
+            tensors = {
+                f"model.layers.{shard}.block.{j}.weight": torch.zeros(4, 4) for j in range(100)
+            }
             save_file(tensors, folder / name)
             weight_map.update(dict.fromkeys(tensors, name))
         total = 10_000 * 64
@@ -126,7 +128,9 @@ def make_data(size_mb: int) -> dict[str, Path]:
 def run_case(case: str, path: Path, cold: bool) -> dict[str, float]:
     proc = subprocess.run(
         [sys.executable, "-c", CASE_CODE, case, str(path), "1" if cold else "0"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -154,28 +158,46 @@ def main() -> None:
     args = parser.parse_args()
     paths = make_data(args.size_mb)
     groups = {
-        "bin": [("torch_load", paths["bin"]), ("torch_load_mmap", paths["bin"]),
-                ("ckpt_explorer", paths["bin"])],
-        "safetensors": [("safe_open", paths["safetensors"]), ("ckpt_explorer", paths["safetensors"])],
+        "bin": [
+            ("torch_load", paths["bin"]),
+            ("torch_load_mmap", paths["bin"]),
+            ("ckpt_explorer", paths["bin"]),
+        ],
+        "safetensors": [
+            ("safe_open", paths["safetensors"]),
+            ("ckpt_explorer", paths["safetensors"]),
+        ],
         "index10k": [("safe_open_shards", paths["index"]), ("ckpt_explorer", paths["index"])],
     }
     started = time.time()
     med = measure(groups, args.repeats)
-    print(f"# listing benchmark, {args.repeats} repeats, median; {time.time() - started:.0f}s in all")
+    print(
+        f"# listing benchmark, {args.repeats} repeats, median; {time.time() - started:.0f}s in all"
+    )
     print(f"{'case':44} {'seconds':>10} {'anon MiB':>9} {'VmHWM MiB':>10}")
     for key, m in med.items():
-        print(f"{key:44} {m['seconds']:10.4f} {m['anon_peak'] / 2**20:9.1f} {m['vm_hwm'] / 2**20:10.1f}")
+        print(
+            f"{key:44} {m['seconds']:10.4f} {m['anon_peak'] / 2**20:9.1f} {m['vm_hwm'] / 2**20:10.1f}"
+        )
     print("\n# ratios (ckpt_explorer listing vs baseline; > 1 means ckpt_explorer is faster)")
     for temp in ("cold", "warm"):
         ce_bin = med[f"bin/ckpt_explorer/{temp}"]["seconds"]
-        print(f"{temp}: torch.load / listing (.bin)          {med[f'bin/torch_load/{temp}']['seconds'] / ce_bin:8.1f}x  (target >= 50x)")
-        print(f"{temp}: torch.load(mmap) / listing (.bin)    {med[f'bin/torch_load_mmap/{temp}']['seconds'] / ce_bin:8.2f}x  (target >= 0.5x)")
+        print(
+            f"{temp}: torch.load / listing (.bin)          {med[f'bin/torch_load/{temp}']['seconds'] / ce_bin:8.1f}x  (target >= 50x)"
+        )
+        print(
+            f"{temp}: torch.load(mmap) / listing (.bin)    {med[f'bin/torch_load_mmap/{temp}']['seconds'] / ce_bin:8.2f}x  (target >= 0.5x)"
+        )
         ce_st = med[f"safetensors/ckpt_explorer/{temp}"]["seconds"]
-        print(f"{temp}: safe_open / listing (safetensors)    {med[f'safetensors/safe_open/{temp}']['seconds'] / ce_st:8.2f}x  (target >= 0.5x)")
+        print(
+            f"{temp}: safe_open / listing (safetensors)    {med[f'safetensors/safe_open/{temp}']['seconds'] / ce_st:8.2f}x  (target >= 0.5x)"
+        )
         ce_ix = med[f"index10k/ckpt_explorer/{temp}"]["seconds"]
         print(f"{temp}: 10k-tensor index listing             {ce_ix:8.3f}s  (target < 1 s)")
     worst = max(m["anon_peak"] for k, m in med.items() if "ckpt_explorer" in k)
-    print(f"peak anonymous memory of any listing above the interpreter: {worst / 2**20:.1f} MiB (target < 100 MB)")
+    print(
+        f"peak anonymous memory of any listing above the interpreter: {worst / 2**20:.1f} MiB (target < 100 MB)"
+    )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,14 @@ KINDS = (
 )
 
 
+def shape_numel(shape: tuple[int, ...]) -> int:
+    """Number of elements of a tensor of ``shape`` (1 for a scalar)."""
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 @dataclass(frozen=True)
 class Detection:
     """The family of a checkpoint and the evidence that decided it.
@@ -77,10 +85,7 @@ class TensorRecord:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return shape_numel(self.shape)
 
 
 @dataclass(frozen=True)

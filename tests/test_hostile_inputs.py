@@ -90,7 +90,9 @@ def test_deeply_nested_pickle_gives_a_clean_result(tmp_path: Path) -> None:
 
 def _safetensors(tmp_path: Path) -> Path:
     path = tmp_path / "ok.safetensors"
-    save_file({"a": torch.arange(6, dtype=torch.float32), "b": torch.ones(3, dtype=torch.bfloat16)}, path)
+    save_file(
+        {"a": torch.arange(6, dtype=torch.float32), "b": torch.ones(3, dtype=torch.bfloat16)}, path
+    )
     return path
 
 
@@ -224,7 +226,9 @@ def test_empty_things_are_not_checkpoints(tmp_path: Path) -> None:
             detect_format(path)
 
 
-def test_cli_reports_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reports_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(struct.pack("<Q", 10**12))
     assert main(["inspect", str(bad)]) == 2
@@ -237,7 +241,9 @@ def test_cli_subprocess_has_no_traceback(tmp_path: Path) -> None:
     bad.write_bytes(b"PK\x03\x04 this is not a zip")
     proc = subprocess.run(
         [sys.executable, "-m", "ckpt_explorer", "inspect", str(bad), "--json"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("ckpt-explorer: error:")

@@ -29,8 +29,13 @@ class ConvNet(nn.Module):
 
 def _trained_adamw(model: nn.Module) -> torch.optim.Optimizer:
     opt = torch.optim.AdamW(
-        [{"params": [model.conv.weight, model.conv.bias, model.bn.weight, model.bn.bias]},
-         {"params": [model.fc.weight, model.fc.bias, model.head.weight, model.head.bias], "lr": 1e-2}]
+        [
+            {"params": [model.conv.weight, model.conv.bias, model.bn.weight, model.bn.bias]},
+            {
+                "params": [model.fc.weight, model.fc.bias, model.head.weight, model.head.bias],
+                "lr": 1e-2,
+            },
+        ]
     )
     for _ in range(2):
         x = model.bn(model.conv(torch.randn(2, 3, 6, 6))).mean((2, 3))
@@ -57,12 +62,18 @@ def test_listing_reads_no_tensor_bytes(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_offsets_point_at_the_tensor_bytes(tmp_path: Path) -> None:
     sd = {"a": torch.randn(8, 8), "b": torch.arange(5, dtype=torch.int64)}
-    for name, write in (("m.bin", lambda p: torch.save(sd, p)), ("m.st", lambda p: save_file(sd, p))):
+    for name, write in (
+        ("m.bin", lambda p: torch.save(sd, p)),
+        ("m.st", lambda p: save_file(sd, p)),
+    ):
         path = tmp_path / name
         write(path)
         raw = path.read_bytes()
         for r in open_checkpoint(path).tensors:
-            assert raw[r.offset : r.offset + r.nbytes] == sd[r.name].numpy().tobytes(), (name, r.name)
+            assert raw[r.offset : r.offset + r.nbytes] == sd[r.name].numpy().tobytes(), (
+                name,
+                r.name,
+            )
 
 
 def test_shared_storage_and_views(tmp_path: Path) -> None:
@@ -144,8 +155,14 @@ def test_cli_inspect_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixtur
     report = json.loads(capsys.readouterr().out)
     assert report["format"] == "torch-zip" and report["kind"] == "model"
     assert report["tensors"] == [
-        {"name": "layer.weight", "dtype": "bfloat16", "shape": [3, 5], "nbytes": 30,
-         "file": "m.pt", "offset": report["tensors"][0]["offset"]}
+        {
+            "name": "layer.weight",
+            "dtype": "bfloat16",
+            "shape": [3, 5],
+            "nbytes": 30,
+            "file": "m.pt",
+            "offset": report["tensors"][0]["offset"],
+        }
     ]
     assert report["files"][0]["path"] == "m.pt" and report["files"][0]["bytes"] > 30
     assert main(["detect", str(tmp_path / "m.pt")]) == 0

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from ..types import shape_numel
+
 # Modules whose globals in a checkpoint can only mean an attempt to run code.
 _DANGEROUS_MODULES = {
     "os",
@@ -124,10 +126,7 @@ class LazyTensor:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return shape_numel(self.shape)
 
     @property
     def nbytes(self) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import CorruptCheckpointError
 from ..io.safe_pickle import OpaqueObject, PickleReport, safe_loads
 from ..io.torch_file import read_torch_bytes
-from ..types import Detection, FileInfo, TensorRecord
+from ..types import Detection, FileInfo, TensorRecord, shape_numel
 from ..view import CheckpointView
 
 MAX_METADATA_BYTES = 512 * 2**20
@@ -168,9 +168,7 @@ def open_dcp(path: Path, detection: Detection) -> CheckpointView:
             values[fqn] = _bytes_item(path, info)
             continue
         dtype = item.properties.dtype
-        numel = 1
-        for d in item.size:
-            numel *= d
+        numel = shape_numel(tuple(item.size))
         records.append(
             TensorRecord(
                 name=fqn,

@@ -183,25 +183,19 @@ def open_sharded(path: Path, detection: Detection) -> CheckpointView:
     from .single_file import open_file_records  # late: single_file imports the file readers
 
     doc = load_index(path)
-    files: dict[str, None] = dict.fromkeys(doc.weight_map.values())
+    names_by_file: dict[str, set[str]] = {}
+    for name, rel in doc.weight_map.items():
+        names_by_file.setdefault(rel, set()).add(name)
     records: list[TensorRecord] = []
     values: dict[str, Any] = {"index.metadata": doc.metadata}
     file_infos = [FileInfo(_rel(doc.source, doc.root), doc.source.stat().st_size)]
     warnings: list[str] = []
     optimizer_kind = detection.kind == "optimizer"
-    for rel in files:
-        shard = resolve_inside(doc.root, rel, doc.source)
-        if not shard.is_file():
-            raise CorruptCheckpointError(
-                doc.source,
-                f"shard {rel} named by the index",
-                "no such file",
-                "The checkpoint is incomplete; copy the missing shard or re-save.",
-            )
+    for rel, wanted in names_by_file.items():
+        shard = _named_file(doc, rel, "shard", "copy the missing shard or re-save")
         shard_records, shard_values = open_file_records(shard, rel, optimizer_shard=optimizer_kind)
         file_infos.append(FileInfo(rel, shard.stat().st_size))
         if not optimizer_kind:
-            wanted = {k for k, v in doc.weight_map.items() if v == rel}
             extra = [r.name for r in shard_records if r.name not in wanted]
             if extra:
                 warnings.append(f"{rel} holds {len(extra)} tensor(s) the index does not name")
@@ -216,14 +210,9 @@ def open_sharded(path: Path, detection: Detection) -> CheckpointView:
         group_name = doc.metadata.get("param_groups")
         groups = None
         if isinstance(group_name, str):
-            group_path = resolve_inside(doc.root, group_name, doc.source)
-            if not group_path.is_file():
-                raise CorruptCheckpointError(
-                    doc.source,
-                    f"param-group file {group_name}",
-                    "no such file",
-                    "Copy the group file beside the index.",
-                )
+            group_path = _named_file(
+                doc, group_name, "param-group file", "copy it beside the index"
+            )
             _, group_values = open_file_records(group_path, group_name)
             groups = group_values.get("param_groups")
             file_infos.insert(1, FileInfo(group_name, group_path.stat().st_size))
@@ -245,6 +234,19 @@ def open_sharded(path: Path, detection: Detection) -> CheckpointView:
         optimizer=optimizer,
         warnings=tuple(warnings),
     )
+
+
+def _named_file(doc: IndexDoc, name: str, what: str, todo: str) -> Path:
+    """The file ``name`` from the index, inside the checkpoint and present."""
+    path = resolve_inside(doc.root, name, doc.source)
+    if not path.is_file():
+        raise CorruptCheckpointError(
+            doc.source,
+            f"{what} {name} named by the index",
+            "no such file",
+            f"The checkpoint is incomplete; {todo}.",
+        )
+    return path
 
 
 def _rel(p: Path, root: Path) -> str:
