@@ -16,7 +16,7 @@ from ..formats.registry import FormatSpec, specs
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
 from .hf_folder import WEIGHT_FILES
-from .optimizer_info import infer_param_names, state_shapes
+from .optimizer_info import infer_param_names, keeps_parameter_order, state_shapes
 from .sharded_index import TMP_DIR, find_index, load_index
 
 STATE_KINDS = {"model", "optimizer", "scheduler", "rng", "running_state", "adapter"}
@@ -98,7 +98,14 @@ def open_bundle(path: Path, detection: Detection) -> CheckpointView:
     views: dict[str, CheckpointView] = {}
     for name, (child, part_detection, spec) in find_parts(path).items():
         views[name] = spec.open(child, part_detection)
-    model = next((v for v in views.values() if v.kind == "model"), None)
+    model = next(
+        (
+            v
+            for v in views.values()
+            if v.kind == "model" and keeps_parameter_order(v.family, (f.path for f in v.files))
+        ),
+        None,
+    )
     for name, view in list(views.items()):
         if view.optimizer is not None and not view.optimizer.param_names and model is not None:
             views[name] = view.with_optimizer(

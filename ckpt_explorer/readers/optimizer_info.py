@@ -93,6 +93,25 @@ def infer_param_names(
     return replace(optimizer, param_names=names, name_source=source)
 
 
+ORDERED_FAMILIES = (
+    "torch-zip",
+    "torch-legacy",
+    "colossalai-sharded-model",
+    "colossalai-safetensors",
+)
+
+
+def keeps_parameter_order(family: str, files: Iterable[str]) -> bool:
+    """True if a model checkpoint lists tensors in state_dict (parameter) order.
+
+    torch.save pickles and ColossalAI's indexes and async writer keep insertion order; HF
+    indexes are written with sorted keys and the reference safetensors writer sorts by dtype.
+    """
+    if family in ORDERED_FAMILIES:
+        return True
+    return family == "hf-single" and not any(f.endswith(".safetensors") for f in files)
+
+
 def state_shapes(records: Iterable[TensorRecord]) -> dict[int, tuple[int, ...]]:
     """Per param id, the shape of its first non-scalar state tensor."""
     shapes: dict[int, tuple[int, ...]] = {}
