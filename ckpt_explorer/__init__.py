@@ -4,6 +4,7 @@ Importing this package is light: torch is imported by the readers, panel/plotly 
 """
 
 from .api import detect_format, open_checkpoint
+from .diff import DiffResult, diff_checkpoints
 from .errors import (
     CkptExplorerError,
     CorruptCheckpointError,
@@ -22,6 +23,7 @@ __all__ = [
     "CkptExplorerError",
     "CorruptCheckpointError",
     "Detection",
+    "DiffResult",
     "FileInfo",
     "FormatDetectionError",
     "MissingDependencyError",
@@ -31,5 +33,6 @@ __all__ = [
     "UnsafeCheckpointError",
     "__version__",
     "detect_format",
+    "diff_checkpoints",
     "open_checkpoint",
 ]

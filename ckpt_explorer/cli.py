@@ -66,6 +66,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from .diff import diff_checkpoints
+    from .diff.align import parse_rename
+
+    result = diff_checkpoints(
+        args.a,
+        args.b,
+        atol=args.atol,
+        rtol=args.rtol,
+        rename=parse_rename(args.rename) or None,
+        device=args.device,
+        nproc=args.nproc,
+        chunk_bytes=args.chunk_mib * 2**20,
+    )
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(result.format_text(limit=args.limit))
+    return EXIT_OK if result.equal else EXIT_DIFFERENT
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ckpt-explorer",
@@ -91,6 +113,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(func=_cmd_demo)
+    p = sub.add_parser(
+        "diff",
+        help="compare two checkpoints tensor by tensor (exit 0 equal, 1 different, 2 unreadable)",
+    )
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--json", action="store_true", help="print the JSON report")
+    p.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
+    p.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    p.add_argument("--nproc", type=int, default=1, help="processes (torchrun job when > 1)")
+    p.add_argument(
+        "--rename",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="OLD=NEW",
+        help="replace OLD with NEW in A's names when pairing",
+    )
+    p.add_argument("--chunk-mib", type=int, default=32, help="chunk size in MiB (default 32)")
+    p.add_argument("--limit", type=int, default=40, help="differing tensors to print")
+    p.set_defaults(func=_cmd_diff)
     return parser
 
 

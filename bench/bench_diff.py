@@ -1,0 +1,309 @@
+"""Diff benchmark: ckpt_explorer's diff against reading the bytes raw and the naive torch loop.
+
+    .venv/bin/python bench/bench_diff.py [--rounds 3] [--layers 8] [--skip-naive-cold]
+        [--naive-rounds N] [--json-out FILE]
+
+Writes two ~1 GB bf16 checkpoints (A and B, B with a few planted differences) as safetensors
+and as torch ``.bin`` under ``bench/.data/diff/`` (kept between runs), then measures, each
+case in a fresh process, alternating, ``--rounds`` times, cold (``posix_fadvise DONTNEED`` on
+every file first) and warm (files read once first):
+
+- ``raw``:   read both files with ``read()`` in 64 MiB blocks (the read limit);
+- ``naive``: load both whole (``torch.load(weights_only=True)`` / ``safetensors.load_file``)
+             and loop with torch ops computing the same float64 figures;
+- ``diff``:  ``ckpt_explorer.diff_checkpoints(a, b)``.
+
+Times are of the work inside the process (imports excluded; import time reported apart).
+Memory: peak RssAnon sampled every ~5 ms in a background thread, and VmHWM (which also counts
+mmapped file pages). Prints a table and ratios; ``--markdown`` prints the BENCHMARKS.md section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+# the repository first: the editable install can resolve ckpt_explorer as a namespace package
+sys.path.insert(0, str(HERE.parent))
+DATA = HERE / ".data" / "diff"
+BLOCK = 64 * 2**20
+
+
+# ---- data ---------------------------------------------------------------------------------
+def state_dict(layers: int, seed: int) -> dict[str, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    hidden, inter, vocab = 2048, 5632, 32000
+
+    def w(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g) * 0.02).to(torch.bfloat16)
+
+    sd = {"model.embed_tokens.weight": w(vocab, hidden)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            sd[p + f"self_attn.{n}.weight"] = w(hidden, hidden)
+        sd[p + "mlp.gate_proj.weight"] = w(inter, hidden)
+        sd[p + "mlp.up_proj.weight"] = w(inter, hidden)
+        sd[p + "mlp.down_proj.weight"] = w(hidden, inter)
+        sd[p + "input_layernorm.weight"] = torch.ones(hidden, dtype=torch.bfloat16)
+        sd[p + "post_attention_layernorm.weight"] = torch.ones(hidden, dtype=torch.bfloat16)
+    sd["model.norm.weight"] = torch.ones(hidden, dtype=torch.bfloat16)
+    sd["lm_head.weight"] = w(vocab, hidden)
+    return sd
+
+
+def plant(sd: dict[str, Any]) -> dict[str, Any]:
+    """B = A with three changed tensors: a few elements, small noise everywhere, a norm."""
+    import torch
+
+    b = dict(sd)
+    g = torch.Generator().manual_seed(99)
+    q = b["model.layers.3.self_attn.q_proj.weight"].clone()
+    q[::512, ::512] += 0.01
+    b["model.layers.3.self_attn.q_proj.weight"] = q
+    d = b["model.layers.5.mlp.down_proj.weight"]
+    b["model.layers.5.mlp.down_proj.weight"] = (
+        d.float() + 1e-3 * torch.randn(d.shape, generator=g)
+    ).to(torch.bfloat16)
+    b["model.norm.weight"] = b["model.norm.weight"] * 1.5
+    return b
+
+
+def files(layers: int) -> dict[str, tuple[Path, Path]]:
+    return {
+        "safetensors": (DATA / f"a-{layers}.safetensors", DATA / f"b-{layers}.safetensors"),
+        "bin": (DATA / f"a-{layers}.bin", DATA / f"b-{layers}.bin"),
+    }
+
+
+def make_data(layers: int) -> dict[str, tuple[Path, Path]]:
+    out = files(layers)
+    if all(p.is_file() for pair in out.values() for p in pair):
+        return out
+    import torch
+    from safetensors.torch import save_file
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    a = state_dict(layers, 0)
+    b = plant(a)
+    save_file(a, str(out["safetensors"][0]))
+    save_file(b, str(out["safetensors"][1]))
+    torch.save(a, out["bin"][0])
+    torch.save(b, out["bin"][1])
+    return out
+
+
+# ---- the cases (run in a child process) ---------------------------------------------------
+class AnonSampler:
+    """Peak RssAnon of this process, sampled every ``period`` seconds."""
+
+    def __init__(self, period: float = 0.005) -> None:
+        self.period = period
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def status(field: str) -> int:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.status("RssAnon"))
+            time.sleep(self.period)
+
+    def __enter__(self) -> AnonSampler:
+        self.peak = self.status("RssAnon")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.status("RssAnon"))
+
+
+def case_raw(a: Path, b: Path) -> dict[str, Any]:
+    buf = bytearray(BLOCK)
+    n = 0
+    for p in (a, b):
+        with open(p, "rb", buffering=0) as f:
+            while True:
+                k = f.readinto(buf)
+                if not k:
+                    break
+                n += k
+    return {"bytes": n}
+
+
+def case_naive(a: Path, b: Path) -> dict[str, Any]:
+    import torch
+
+    if a.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        sa, sb = load_file(str(a)), load_file(str(b))
+    else:
+        sa = torch.load(a, weights_only=True)
+        sb = torch.load(b, weights_only=True)
+    changed = 0
+    for name, ta in sa.items():
+        tb = sb[name]
+        x, y = ta.double(), tb.double()
+        d = (y - x).abs()
+        figures = [
+            d.max().item(),
+            d.mean().item(),
+            (torch.linalg.vector_norm(y - x) / torch.linalg.vector_norm(x)).item(),
+            torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0).item(),
+            int((d > 0).sum()),
+            int(torch.isnan(x).sum()),
+            int(torch.isnan(y).sum()),
+            int(torch.isinf(x).sum()),
+            int(torch.isinf(y).sum()),
+        ]
+        changed += figures[4] > 0
+    return {"changed": changed}
+
+
+def case_diff(a: Path, b: Path) -> dict[str, Any]:
+    from ckpt_explorer import diff_checkpoints
+
+    s = diff_checkpoints(a, b).summary()
+    return {"changed": s["changed"], "identical": s["identical"]}
+
+
+def child(case: str, a: Path, b: Path) -> None:
+    t0 = time.perf_counter()
+    if case != "raw":
+        import torch  # noqa: F401
+
+        import ckpt_explorer  # noqa: F401
+    t_import = time.perf_counter() - t0
+    with AnonSampler() as sampler:
+        base = sampler.peak
+        t1 = time.perf_counter()
+        out = {"raw": case_raw, "naive": case_naive, "diff": case_diff}[case](a, b)
+        seconds = time.perf_counter() - t1
+    out.update(
+        seconds=seconds,
+        import_s=t_import,
+        anon_peak=sampler.peak,
+        anon_base=base,
+        vmhwm=AnonSampler.status("VmHWM"),
+    )
+    print(json.dumps(out))
+
+
+# ---- the parent -------------------------------------------------------------------------------
+def drop_cache(paths: list[Path]) -> None:
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def warm_cache(paths: list[Path]) -> None:
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            buf = bytearray(BLOCK)
+            while f.readinto(buf):
+                pass
+
+
+def run_case(case: str, a: Path, b: Path, cold: bool) -> dict[str, Any]:
+    (drop_cache if cold else warm_cache)([a, b])
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", case, str(a), str(b)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--formats", default="safetensors,bin")
+    ap.add_argument("--skip-naive-cold", action="store_true", help="naive only warm (slow)")
+    ap.add_argument("--naive-rounds", type=int, default=None, help="rounds of naive (slow)")
+    ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--child", nargs=3, metavar=("CASE", "A", "B"))
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return
+    data = make_data(args.layers)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for fmt in args.formats.split(","):
+        a, b = data[fmt]
+        for temp in ("warm", "cold"):
+            cases = ["raw", "diff", "naive"]
+            if temp == "cold" and args.skip_naive_cold:
+                cases.remove("naive")
+            naive_rounds = args.rounds if args.naive_rounds is None else args.naive_rounds
+            for r in range(args.rounds):
+                for case in cases:
+                    if case == "naive" and r >= naive_rounds:
+                        continue
+                    res = run_case(case, a, b, temp == "cold")
+                    results.setdefault(f"{fmt}/{temp}/{case}", []).append(res)
+                    print(
+                        f"{fmt:11} {temp} round {r + 1} {case:5} {res['seconds']:8.3f} s  "
+                        f"anon peak {res['anon_peak'] / 2**20:7.0f} MiB",
+                        flush=True,
+                    )
+    summary = summarise(results, data)
+    print(json.dumps(summary, indent=2))
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"runs": results, "summary": summary}, indent=2))
+
+
+def summarise(results: dict[str, list[dict[str, Any]]], data: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    out: dict[str, Any] = {}
+    for key, runs in results.items():
+        out[key] = {
+            "median_s": statistics.median(r["seconds"] for r in runs),
+            "anon_peak_mib": max(r["anon_peak"] for r in runs) / 2**20,
+            "anon_base_mib": max(r["anon_base"] for r in runs) / 2**20,
+            "vmhwm_mib": max(r["vmhwm"] for r in runs) / 2**20,
+            "import_s": statistics.median(r["import_s"] for r in runs),
+        }
+    for fmt in data:
+        for temp in ("warm", "cold"):
+            d = out.get(f"{fmt}/{temp}/diff")
+            raw = out.get(f"{fmt}/{temp}/raw")
+            naive = out.get(f"{fmt}/{temp}/naive")
+            if d and raw:
+                d["x_raw"] = d["median_s"] / raw["median_s"]
+            if d and naive:
+                d["naive_over_diff"] = naive["median_s"] / d["median_s"]
+                naive["x_raw"] = naive["median_s"] / raw["median_s"] if raw else None
+    out["torch"] = torch.__version__
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""``diff_checkpoints``: the public entry point of the diff engine."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import CkptExplorerError
+from ..view import CheckpointView
+from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, ProgressFn, plan_pairs
+from .report import DiffResult
+from .values import compare_values
+
+
+def _open(x: str | Path | CheckpointView) -> CheckpointView:
+    if isinstance(x, CheckpointView):
+        return x
+    from ..api import open_checkpoint
+
+    return open_checkpoint(x)
+
+
+def diff_checkpoints(
+    a: str | Path | CheckpointView,
+    b: str | Path | CheckpointView,
+    *,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    rename: dict[str, str] | None = None,
+    device: str = "cpu",
+    nproc: int = 1,
+    progress: ProgressFn | None = None,
+    cancel: CancelArg = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> DiffResult:
+    """Compare two checkpoints of any known families, tensor by tensor, and their values.
+
+    Args:
+        a, b: paths (any family :func:`open_checkpoint` knows) or open views.
+        atol, rtol: an element is within tolerance when ``|b - a| <= atol + rtol * |a|``.
+        rename: ``{OLD: NEW}`` substitutions applied to A's names when pairing.
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when available).
+        nproc: >1 runs a real distributed job (``torch.distributed.run``, gloo on CPU) that
+            splits the pairs by bytes across processes; ``a`` and ``b`` must then be paths
+            (a view is reopened from its path).
+        progress: called with ``(bytes_done, bytes_total)``; returning ``False`` cancels.
+        cancel: a ``threading.Event`` (set = cancel) or a callable returning True to cancel.
+        chunk_bytes: bytes per chunk of a tensor (large tensors are walked in chunks).
+
+    Returns:
+        A :class:`DiffResult`; when cancelled, ``result.cancelled`` is True and the pairs not
+        reached are ``not_compared``.
+
+    Example:
+        >>> r = diff_checkpoints("run/step-6000", "run/step-6010")   # doctest: +SKIP
+        >>> r.summary()["changed"], r.to_dataframe().head()          # doctest: +SKIP
+    """
+    if nproc < 1:
+        raise CkptExplorerError(None, "nproc >= 1", str(nproc))
+    if nproc > 1:
+        from .distributed import launch
+
+        return launch(
+            a if not isinstance(a, CheckpointView) else a.path,
+            b if not isinstance(b, CheckpointView) else b.path,
+            nproc=nproc,
+            atol=atol,
+            rtol=rtol,
+            rename=rename,
+            device=device,
+            chunk_bytes=chunk_bytes,
+            progress=progress,
+            cancel=cancel,
+        )
+    t0 = time.perf_counter()
+    view_a, view_b = _open(a), _open(b)
+    engine = Engine(
+        view_a,
+        view_b,
+        atol=atol,
+        rtol=rtol,
+        device=device,
+        chunk_bytes=chunk_bytes,
+        progress=progress,
+        cancel=cancel,
+    )
+    rows = engine.run(plan_pairs(view_a, view_b, rename))
+    values = compare_values(view_a, view_b, rename)
+    return DiffResult(
+        rows,
+        values,
+        engine.cancelled,
+        options(view_a.path, view_b.path, atol, rtol, str(engine.device), 1, chunk_bytes, t0),
+    )
+
+
+def options(
+    a: Path,
+    b: Path,
+    atol: float,
+    rtol: float,
+    device: str,
+    nproc: int,
+    chunk_bytes: int,
+    t0: float,
+) -> dict[str, Any]:
+    return {
+        "a": str(a),
+        "b": str(b),
+        "atol": atol,
+        "rtol": rtol,
+        "device": device,
+        "nproc": nproc,
+        "chunk_bytes": chunk_bytes,
+        "seconds": round(time.perf_counter() - t0, 6),
+    }

@@ -1,0 +1,222 @@
+"""A diff as a real distributed job: ``torchrun --nproc-per-node N -m ckpt_explorer.diff.distributed
+A B --out result.json``.
+
+Every rank opens both checkpoints and plans the same pairs; the pairs are split by bytes
+(largest first, each to the least-loaded rank); each rank compares its share; rank 0 gathers
+the rows (``gather_object``), compares the values and writes the merged JSON report.
+Backend: gloo on CPU, nccl when ``--device`` resolves to CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import CkptExplorerError
+from .align import parse_rename
+from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, PairPlan, ProgressFn, plan_pairs
+from .report import DiffResult
+
+
+def split_by_bytes(plans: Sequence[PairPlan], n: int) -> list[list[PairPlan]]:
+    """``n`` shares with balanced bytes (greedy, largest pair first); each in plan order."""
+    shares: list[list[PairPlan]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for p in sorted(plans, key=lambda p: (-p.nbytes, p.order)):
+        k = min(range(n), key=lambda i: (loads[i], i))
+        shares[k].append(p)
+        loads[k] += p.nbytes
+    return [sorted(s, key=lambda p: p.order) for s in shares]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ckpt_explorer.diff.distributed")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--out", required=True, help="JSON report written by rank 0")
+    p.add_argument("--atol", type=float, default=0.0)
+    p.add_argument("--rtol", type=float, default=0.0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--chunk-bytes", type=int, default=DEFAULT_CHUNK_BYTES)
+    p.add_argument("--rename", action="append", default=[], metavar="OLD=NEW")
+    return p
+
+
+def run_rank(argv: Sequence[str] | None = None) -> int:
+    """The body of each torchrun process."""
+    import torch.distributed as dist
+
+    from ..api import open_checkpoint
+    from .api import options
+    from .values import compare_values
+
+    args = _parser().parse_args(argv)
+    t0 = time.perf_counter()
+    view_a, view_b = open_checkpoint(args.a), open_checkpoint(args.b)
+    rename = parse_rename(args.rename)
+    engine = Engine(
+        view_a,
+        view_b,
+        atol=args.atol,
+        rtol=args.rtol,
+        device=args.device,
+        chunk_bytes=args.chunk_bytes,
+    )
+    backend = "nccl" if engine.device.type == "cuda" else "gloo"
+    if engine.device.type == "cuda":
+        import torch
+
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        engine.device = torch.device("cuda", local)
+    dist.init_process_group(backend)
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        plans = plan_pairs(view_a, view_b, rename)
+        mine = split_by_bytes(plans, world)[rank]
+        rows = [
+            r.to_dict() | {"order": p.order} for r, p in zip(engine.run(mine), mine, strict=True)
+        ]
+        gathered: list[object] | None = [None] * world if rank == 0 else None
+        dist.gather_object(rows, gathered, dst=0)
+        if rank == 0:
+            assert gathered is not None
+            from .rows import TensorDiff
+
+            merged = []
+            for share in gathered:
+                assert isinstance(share, list)
+                for d in share:
+                    row = TensorDiff.from_dict(d)
+                    row.order = int(d["order"])
+                    merged.append(row)
+            merged.sort(key=lambda r: r.order)
+            result = DiffResult(
+                merged,
+                compare_values(view_a, view_b, rename),
+                False,
+                options(
+                    view_a.path,
+                    view_b.path,
+                    args.atol,
+                    args.rtol,
+                    str(engine.device),
+                    world,
+                    args.chunk_bytes,
+                    t0,
+                ),
+            )
+            tmp = Path(args.out).with_suffix(".partial")
+            tmp.write_text(json.dumps(result.to_json()))
+            tmp.replace(args.out)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch(
+    a: str | Path,
+    b: str | Path,
+    *,
+    nproc: int,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    rename: dict[str, str] | None = None,
+    device: str = "cpu",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    progress: ProgressFn | None = None,
+    cancel: CancelArg = None,
+) -> DiffResult:
+    """Run the job with ``python -m torch.distributed.run`` and read its report back.
+
+    Progress is reported once, at the end; cancellation terminates the job and returns an
+    empty result flagged as cancelled.
+    """
+    import threading
+
+    from .engine import resolve_device
+
+    resolve_device(device)  # a clear error before starting processes
+    with tempfile.TemporaryDirectory(prefix="ckpt-diff-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(nproc),
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "ckpt_explorer.diff.distributed",
+            str(a),
+            str(b),
+            "--out",
+            str(out),
+            "--atol",
+            repr(float(atol)),
+            "--rtol",
+            repr(float(rtol)),
+            "--device",
+            device,
+            "--chunk-bytes",
+            str(chunk_bytes),
+        ]
+        for old, new in (rename or {}).items():
+            cmd += ["--rename", f"{old}={new}"]
+        env = dict(os.environ)
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+        log = Path(tmp) / "log.txt"
+        with open(log, "wb") as logf:
+            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env)
+            while proc.poll() is None:
+                stop = cancel is not None and (
+                    cancel.is_set() if isinstance(cancel, threading.Event) else bool(cancel())
+                )
+                if stop:
+                    proc.terminate()
+                    proc.wait()
+                    return DiffResult([], [], True, {"a": str(a), "b": str(b), "nproc": nproc})
+                time.sleep(0.05)
+        if proc.returncode != 0 or not out.is_file():
+            tail = log.read_text(errors="replace")[-2000:]
+            raise CkptExplorerError(
+                None,
+                f"the {nproc}-process diff job to finish",
+                f"exit status {proc.returncode}: {tail.strip().splitlines()[-1:] or ''}",
+                "Run it by hand with torchrun to see the whole log.",
+            )
+        result = DiffResult.from_json(json.loads(out.read_text()))
+    if progress is not None:
+        total = int(result.summary()["bytes_compared"])
+        progress(total, total)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run_rank(argv)
+    except CkptExplorerError as e:
+        print(f"ckpt-explorer diff: error: {e.one_line()}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+"""Stream aligned tensor pairs in A's on-disk order, one pair (or chunk) at a time.
+
+Per pair: both tensors are loaded as views (mmapped where the format allows), flattened, and
+walked in chunks of ``chunk_bytes``. Same dtype and shape: the raw bytes are compared first
+(``memcmp``, no float work); a pair whose bytes all agree is *identical*. Otherwise the pair is
+walked again in float64 sub-chunks of at most ``FLOAT_ELEMENTS`` elements (sub-chunks whose
+bytes agree only add ``||a||²``). A background read-ahead asks the kernel for the next file
+ranges, so reading overlaps with comparing. Nothing holds more than the current pair.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CkptExplorerError
+from ..types import TensorRecord
+from ..view import CheckpointView
+from .align import Pair, align_names
+from .native import Readahead, bytes_equal
+from .rows import (
+    CHANGED,
+    DTYPE_MISMATCH,
+    EQUAL,
+    IDENTICAL,
+    NOT_COMPARED,
+    ONLY_IN_A,
+    ONLY_IN_B,
+    SHAPE_MISMATCH,
+    TensorDiff,
+    describe_name,
+)
+from .stats import ChunkStats, Sums
+
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_CHUNK_BYTES = 32 * 2**20
+FLOAT_ELEMENTS = 2**20
+ProgressFn = Callable[[int, int], Any]
+CancelArg = threading.Event | Callable[[], bool] | None
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """One row to produce: records of both sides (either may be None)."""
+
+    order: int
+    pair: Pair
+    rec_a: TensorRecord | None
+    rec_b: TensorRecord | None
+
+    @property
+    def comparable(self) -> bool:
+        return (
+            self.rec_a is not None
+            and self.rec_b is not None
+            and tuple(self.rec_a.shape) == tuple(self.rec_b.shape)
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes read to compare this pair (0 when nothing is read)."""
+        if not self.comparable:
+            return 0
+        assert self.rec_a is not None and self.rec_b is not None
+        return self.rec_a.nbytes + self.rec_b.nbytes
+
+
+def plan_pairs(
+    view_a: CheckpointView, view_b: CheckpointView, rename: dict[str, str] | None = None
+) -> list[PairPlan]:
+    """Every row, in A's on-disk order, then names only in B (in B's on-disk order)."""
+    pairs = align_names(view_a.names(), view_b.names(), rename)
+    pos_a = {r.name: i for i, r in enumerate(view_a.disk_order())}
+    pos_b = {r.name: i for i, r in enumerate(view_b.disk_order())}
+
+    def key(p: Pair) -> tuple[int, int]:
+        if p.a is not None:
+            return (0, pos_a[p.a])
+        assert p.b is not None
+        return (1, pos_b[p.b])
+
+    plans = []
+    for i, p in enumerate(sorted(pairs, key=key)):
+        rec_a = view_a.record(p.a) if p.a is not None else None
+        rec_b = view_b.record(p.b) if p.b is not None else None
+        plans.append(PairPlan(i, p, rec_a, rec_b))
+    return plans
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"cpu"``, ``"cuda[:N]"`` or ``"auto"`` (CUDA when available, else CPU)."""
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise CkptExplorerError(
+                None,
+                f"a CUDA device for device={device!r}",
+                "torch.cuda.is_available() is False",
+                "Use device='cpu' or device='auto'.",
+            )
+        return torch.device(device)
+    raise CkptExplorerError(None, "device 'cpu', 'cuda' or 'auto'", repr(device))
+
+
+def file_of(view: CheckpointView, rec: TensorRecord) -> Path | None:
+    root = view.path if view.path.is_dir() else view.path.parent
+    path = root / rec.file
+    return path if path.is_file() else None
+
+
+def param_name(view: CheckpointView, name: str) -> str | None:
+    """The parameter name of an optimizer state row (``[part/]state.<id>.<x>``), if known."""
+    part, sep, rest = name.partition("/")
+    owner = view.parts.get(part) if sep else view
+    if not sep:
+        rest = name
+    if owner is None or owner.optimizer is None or not rest.startswith("state."):
+        return None
+    pid = rest.split(".", 2)[1]
+    if not pid.lstrip("-").isdigit():
+        return None
+    return owner.optimizer.param_names.get(int(pid))
+
+
+class _Stager:
+    """Pinned host buffers for host-to-device copies that overlap with the reductions."""
+
+    SLOTS = 4
+
+    def __init__(self, nbytes: int, device: torch.device) -> None:
+        import torch
+
+        self.device = device
+        self.bufs = [torch.empty(nbytes, dtype=torch.uint8).pin_memory() for _ in range(4)]
+        self.events: list[Any] = [None] * self.SLOTS
+        self.k = 0
+
+    def to_device(self, t: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        slot = self.k % self.SLOTS
+        self.k += 1
+        event = self.events[slot]
+        if event is not None:
+            event.synchronize()  # the copy that last used this slot has finished
+        nbytes = t.numel() * t.element_size()
+        host = self.bufs[slot][:nbytes].view(t.dtype)
+        host.copy_(t.reshape(-1))
+        dev = host.to(self.device, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self.events[slot] = event
+        return dev
+
+
+class Engine:
+    """Compares planned pairs; one instance per run (it owns the float64 work buffers)."""
+
+    def __init__(
+        self,
+        view_a: CheckpointView,
+        view_b: CheckpointView,
+        *,
+        atol: float = 0.0,
+        rtol: float = 0.0,
+        device: str = "cpu",
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        progress: ProgressFn | None = None,
+        cancel: CancelArg = None,
+    ) -> None:
+        if chunk_bytes <= 0:
+            raise CkptExplorerError(None, "chunk_bytes > 0", str(chunk_bytes))
+        if atol < 0 or rtol < 0:
+            raise CkptExplorerError(None, "atol >= 0 and rtol >= 0", f"{atol}, {rtol}")
+        self.view_a, self.view_b = view_a, view_b
+        self.atol, self.rtol = float(atol), float(rtol)
+        self.device = resolve_device(device)
+        self.chunk_bytes = int(chunk_bytes)
+        self.progress = progress
+        self.cancel = cancel
+        self.cancelled = False
+        self.done = 0
+        self.total = 0
+        self._stats: ChunkStats | None = None
+        self._stager: _Stager | None = None
+        self._readahead: Readahead | None = None
+        self._last_report = 0
+        self._report_every = 1
+
+    # ---- progress and cancellation -------------------------------------------------------
+    def _should_stop(self) -> bool:
+        c = self.cancel
+        if c is None:
+            return False
+        if isinstance(c, threading.Event):
+            return c.is_set()
+        return bool(c())
+
+    def _advance(self, nbytes: int, force: bool = False) -> None:
+        self.done += nbytes
+        if self._readahead is not None:
+            self._readahead.advance(self.done)
+        if self.progress is not None and (
+            force or self.done - self._last_report >= self._report_every or self.done >= self.total
+        ):
+            self._last_report = self.done
+            if self.progress(self.done, self.total) is False:
+                self.cancelled = True
+
+    # ---- the run --------------------------------------------------------------------------
+    def run(self, plans: Sequence[PairPlan]) -> list[TensorDiff]:
+        """Rows for ``plans`` in their order; after cancellation the rest are ``not_compared``."""
+        self.total = sum(p.nbytes for p in plans)
+        self._report_every = max(1, min(16 * 2**20, self.total // 200))
+        rows: list[TensorDiff] = []
+        ranges: list[tuple[Path, int, int]] = []
+        for p in plans:
+            if p.nbytes:
+                for view, rec in ((self.view_a, p.rec_a), (self.view_b, p.rec_b)):
+                    assert rec is not None
+                    path = file_of(view, rec)
+                    if path is not None and rec.offset is not None:
+                        ranges.append((path, rec.offset, rec.nbytes))
+        import torch
+
+        threads = torch.get_num_threads()
+        # one intra-op thread: reductions then sum in a fixed order, so the figures are the
+        # same bit for bit in every run and for every process count (scale out with nproc)
+        torch.set_num_threads(1)
+        try:
+            with Readahead(ranges) as readahead:
+                self._readahead = readahead
+                for p in plans:
+                    if not self.cancelled and self._should_stop():
+                        self.cancelled = True
+                    if self.cancelled:
+                        rows.append(self._row(p, NOT_COMPARED))
+                        continue
+                    rows.append(self.compare(p))
+                self._readahead = None
+        finally:
+            torch.set_num_threads(threads)
+        if self.progress is not None and not self.cancelled and self._last_report != self.done:
+            self.progress(self.done, self.total)
+        return rows
+
+    def _row(self, p: PairPlan, status: str) -> TensorDiff:
+        a, b = p.rec_a, p.rec_b
+        name = p.pair.a if p.pair.a is not None else p.pair.b
+        assert name is not None
+        pa = param_name(self.view_a, p.pair.a) if p.pair.a is not None else None
+        pb = param_name(self.view_b, p.pair.b) if p.pair.b is not None else None
+        part, state, module, layer = describe_name(name, pa if pa is not None else pb)
+        return TensorDiff(
+            name=name,
+            status=status,
+            name_b=p.pair.b if p.pair.a is not None and p.pair.b != p.pair.a else None,
+            match=p.pair.how,
+            part=part,
+            param=pa if pa is not None else pb,
+            param_b=pb if pb is not None and pb != pa else None,
+            state=state,
+            module=module,
+            layer=layer,
+            dtype_a=a.dtype if a else None,
+            dtype_b=b.dtype if b else None,
+            shape_a=list(a.shape) if a else None,
+            shape_b=list(b.shape) if b else None,
+            numel=(a or b).numel if (a or b) else 0,  # type: ignore[union-attr]
+            nbytes_a=a.nbytes if a else 0,
+            nbytes_b=b.nbytes if b else 0,
+            order=p.order,
+        )
+
+    def compare(self, p: PairPlan) -> TensorDiff:
+        if p.rec_a is None:
+            return self._row(p, ONLY_IN_B)
+        if p.rec_b is None:
+            return self._row(p, ONLY_IN_A)
+        if not p.comparable:
+            return self._row(p, SHAPE_MISMATCH)
+        assert p.pair.a is not None and p.pair.b is not None
+        row = self._row(p, IDENTICAL)
+        start = self.done
+        ta = _flat(self.view_a.load(p.pair.a))
+        tb = _flat(self.view_b.load(p.pair.b))
+        same_dtype = ta.dtype == tb.dtype and p.rec_a.dtype == p.rec_b.dtype
+        if same_dtype and self._bytes_identical(ta, tb):
+            row.max_abs = row.mean_abs = row.rel_l2 = row.diff_l2 = 0.0
+            row.n_outside = 0
+            return row
+        # float path: rewind the progress of the byte pass, walk again in float64
+        self.done = start
+        sums = self._float_pass(ta, tb, same_dtype)
+        if self.cancelled:
+            return self._row(p, NOT_COMPARED)
+        f = sums.figures()
+        for k, v in vars(f).items():
+            setattr(row, k, v)
+        if not same_dtype:
+            row.status = DTYPE_MISMATCH
+        else:
+            row.status = EQUAL if f.n_outside == 0 else CHANGED
+        return row
+
+    def _bytes_identical(self, ta: torch.Tensor, tb: torch.Tensor) -> bool:
+        n = ta.numel()
+        step = max(1, self.chunk_bytes // max(1, ta.element_size()))
+        for i in range(0, n, step):
+            ca, cb = ta[i : i + step], tb[i : i + step]
+            if not bytes_equal(ca, cb):
+                return False
+            nbytes = ca.numel() * ca.element_size() + cb.numel() * cb.element_size()
+            self._advance(nbytes)
+        return True
+
+    def _work(self) -> ChunkStats:
+        if self._stats is None:
+            self._stats = ChunkStats(FLOAT_ELEMENTS, self.device, self.atol, self.rtol)
+        return self._stats
+
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        if self.device.type == "cpu":
+            return t
+        if self._stager is None:
+            self._stager = _Stager(FLOAT_ELEMENTS * 16, self.device)
+        return self._stager.to_device(t)
+
+    def _float_pass(self, ta: torch.Tensor, tb: torch.Tensor, same_dtype: bool) -> Sums:
+        import torch
+
+        stats = self._work()
+        itemsize = max(ta.element_size(), tb.element_size())
+        step = max(1, min(FLOAT_ELEMENTS, self.chunk_bytes // itemsize))
+        partials: list[torch.Tensor] = []
+        for i in range(0, ta.numel(), step):
+            if self._should_stop():
+                self.cancelled = True
+            if self.cancelled:
+                break
+            ca, cb = ta[i : i + step], tb[i : i + step]
+            if same_dtype and bytes_equal(ca, cb):
+                partials.append(stats.identical(self._to_device(ca)))
+            else:
+                partials.append(stats.reduce(self._to_device(ca), self._to_device(cb)))
+            self._advance(ca.numel() * ca.element_size() + cb.numel() * cb.element_size())
+        sums = Sums()
+        if partials:
+            table = torch.stack([t.to(stats.device) for t in partials]).cpu().tolist()
+            for v in table:
+                sums.merge(v)
+        return sums
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """A flat view (a copy only for non-contiguous storage); complex as real pairs."""
+    import torch
+
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.reshape(-1)

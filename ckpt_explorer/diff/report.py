@@ -1,0 +1,254 @@
+"""DiffResult: the rows of a diff, its summary, aggregates for plots, DataFrame and JSON."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .rows import (
+    CHANGED,
+    DTYPE_MISMATCH,
+    EQUAL,
+    IDENTICAL,
+    NOT_COMPARED,
+    ONLY_IN_A,
+    ONLY_IN_B,
+    SAME,
+    SHAPE_MISMATCH,
+    STATUSES,
+    TensorDiff,
+    ValueDiff,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+COMPARED = (IDENTICAL, EQUAL, CHANGED, DTYPE_MISMATCH)
+
+
+@dataclass
+class DiffResult:
+    """Everything a diff found.
+
+    Attributes:
+        tensors: one row per aligned tensor name, in A's on-disk order, then names only in B.
+        values: one row per non-tensor value key.
+        cancelled: True when the run stopped early (remaining rows are ``not_compared``).
+        options: a, b, atol, rtol, device, nproc, chunk_bytes, seconds.
+    """
+
+    tensors: list[TensorDiff]
+    values: list[ValueDiff] = field(default_factory=list)
+    cancelled: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    # ---- verdict ------------------------------------------------------------------------
+    @property
+    def equal(self) -> bool:
+        """Every tensor identical or within tolerance, nothing missing, no state value changed
+        (file metadata/config values are informational), and the run was not cancelled."""
+        if self.cancelled:
+            return False
+        if any(r.status not in SAME for r in self.tensors):
+            return False
+        return all(v.status == "equal" or v.informational for v in self.values)
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        for r in self.tensors:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        c = self.counts()
+        vals = [v for v in self.values if not v.informational]
+        return {
+            "equal": self.equal,
+            "cancelled": self.cancelled,
+            "tensors": len(self.tensors),
+            "identical": c[IDENTICAL],
+            "compared": sum(c[s] for s in COMPARED),
+            "changed": c[CHANGED],
+            "equal_within_tolerance": c[EQUAL],
+            "shape_mismatch": c[SHAPE_MISMATCH],
+            "dtype_mismatch": c[DTYPE_MISMATCH],
+            "only_in_a": c[ONLY_IN_A],
+            "only_in_b": c[ONLY_IN_B],
+            "not_compared": c[NOT_COMPARED],
+            "by_status": {k: v for k, v in c.items() if v},
+            "values_changed": sum(v.status == "changed" for v in vals),
+            "values_only_in_a": sum(v.status == "only_in_a" for v in vals),
+            "values_only_in_b": sum(v.status == "only_in_b" for v in vals),
+            "bytes_compared": sum(
+                r.nbytes_a + r.nbytes_b for r in self.tensors if r.status in COMPARED
+            ),
+        }
+
+    # ---- tables -------------------------------------------------------------------------
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per tensor (columns as in :class:`TensorDiff`)."""
+        import pandas as pd
+
+        cols = list(TensorDiff("", "").to_dict())
+        return pd.DataFrame([r.to_dict() for r in self.tensors], columns=cols)
+
+    def values_dataframe(self) -> pd.DataFrame:
+        import pandas as pd
+
+        cols = ["key", "status", "a", "b", "key_b", "informational"]
+        return pd.DataFrame([v.to_dict() for v in self.values], columns=cols)
+
+    def by_layer(self) -> list[dict[str, Any]]:
+        """Per (part, optimizer state, layer index): ready for a per-layer chart."""
+        return _aggregate(self.tensors, lambda r: (r.part, r.state or "", r.layer), "layer")
+
+    def by_module(self) -> list[dict[str, Any]]:
+        """Per (part, optimizer state, module prefix)."""
+        return _aggregate(self.tensors, lambda r: (r.part, r.state or "", r.module), "module")
+
+    def changed(self) -> list[TensorDiff]:
+        """Rows that differ, largest relative L2 first (undefined rel_l2 last)."""
+        rows = [r for r in self.tensors if r.status not in SAME]
+        return sorted(rows, key=_rel_key)
+
+    # ---- JSON ---------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return _json_safe(
+            {
+                "a": self.options.get("a"),
+                "b": self.options.get("b"),
+                "options": self.options,
+                "summary": self.summary(),
+                "tensors": [r.to_dict() for r in self.tensors],
+                "values": [v.to_dict() for v in self.values],
+                "by_layer": self.by_layer(),
+                "by_module": self.by_module(),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DiffResult:
+        rows = [TensorDiff.from_dict(d) for d in data.get("tensors", [])]
+        for i, r in enumerate(rows):
+            r.order = i
+        return cls(
+            rows,
+            [ValueDiff.from_dict(d) for d in data.get("values", [])],
+            bool(data.get("summary", {}).get("cancelled", False)),
+            dict(data.get("options", {})),
+        )
+
+    def format_text(self, limit: int = 40) -> str:
+        return format_result(self, limit)
+
+
+def _rel_key(r: TensorDiff) -> tuple[int, float, str]:
+    if r.rel_l2 is None:
+        return (1, 0.0, r.name)
+    return (0, -r.rel_l2, r.name)
+
+
+def _aggregate(rows: Iterable[TensorDiff], key: Any, label: str) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        if r.status not in COMPARED:
+            continue
+        k = key(r)
+        g = groups.get(k)
+        if g is None:
+            g = groups[k] = {
+                "part": k[0],
+                "state": k[1] or None,
+                label: k[2],
+                "tensors": 0,
+                "changed": 0,
+                "numel": 0,
+                "max_abs": 0.0,
+                "_sum_abs": 0.0,
+                "max_rel_l2": 0.0,
+            }
+        g["tensors"] += 1
+        g["changed"] += r.status not in SAME
+        g["numel"] += r.numel
+        g["max_abs"] = max(g["max_abs"], r.max_abs or 0.0)
+        g["_sum_abs"] += (r.mean_abs or 0.0) * r.numel
+        if r.rel_l2 is not None:
+            g["max_rel_l2"] = max(g["max_rel_l2"], r.rel_l2)
+    out = []
+    for g in groups.values():
+        g["mean_abs"] = g.pop("_sum_abs") / g["numel"] if g["numel"] else 0.0
+        out.append(g)
+    if label == "layer":
+        out.sort(key=lambda g: (g["part"], g["state"] or "", g["layer"] is None, g["layer"] or 0))
+    return out
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def _short(v: Any, limit: int = 100) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def format_result(result: DiffResult, limit: int = 40) -> str:
+    s = result.summary()
+    lines = [
+        f"A: {result.options.get('a')}",
+        f"B: {result.options.get('b')}",
+        f"verdict: {'EQUAL' if s['equal'] else 'DIFFERENT'}"
+        + (" (cancelled: partial result)" if s["cancelled"] else "")
+        + f"  (atol={result.options.get('atol', 0.0)}, rtol={result.options.get('rtol', 0.0)})",
+        f"tensors: {s['tensors']}  identical {s['identical']}  equal within tolerance "
+        f"{s['equal_within_tolerance']}  changed {s['changed']}  shape mismatch "
+        f"{s['shape_mismatch']}  dtype mismatch {s['dtype_mismatch']}  only in A "
+        f"{s['only_in_a']}  only in B {s['only_in_b']}"
+        + (f"  not compared {s['not_compared']}" if s["not_compared"] else ""),
+    ]
+    changed = result.changed()
+    if changed:
+        lines += ["", f"differing tensors ({len(changed)}), largest relative L2 first:"]
+        lines.append(
+            f"  {'status':15} {'rel_l2':>9} {'max|a-b|':>9} {'cosine':>9} {'outside':>9}  name"
+        )
+        for r in changed[:limit]:
+            name = r.name + (f" -> {r.name_b}" if r.name_b else "")
+            if r.param:
+                name += f"  [{r.param}" + (f" | B: {r.param_b}" if r.param_b else "") + "]"
+            outside = "-" if r.n_outside is None else str(r.n_outside)
+            lines.append(
+                f"  {r.status:15} {_fmt(r.rel_l2):>9} {_fmt(r.max_abs):>9} "
+                f"{_fmt(r.cosine):>9} {outside:>9}  {name}"
+            )
+            if r.status == SHAPE_MISMATCH:
+                lines.append(f"  {'':15} shapes {r.shape_a} vs {r.shape_b}")
+            elif r.status == DTYPE_MISMATCH:
+                lines.append(f"  {'':15} dtypes {r.dtype_a} vs {r.dtype_b}")
+            if r.nan_a or r.nan_b or r.inf_a or r.inf_b:
+                lines.append(f"  {'':15} NaN {r.nan_a}/{r.nan_b}  Inf {r.inf_a}/{r.inf_b} (A/B)")
+        if len(changed) > limit:
+            lines.append(f"  ... {len(changed) - limit} more (use --json for all)")
+    vals = [v for v in result.values if v.status != "equal"]
+    if vals:
+        lines += ["", "values that differ:"]
+        for v in vals:
+            tag = " (metadata)" if v.informational else ""
+            if v.status == "changed":
+                lines.append(f"  {v.key}: {_short(v.a)} -> {_short(v.b)}{tag}")
+            else:
+                side = v.a if v.status == "only_in_a" else v.b
+                lines.append(f"  {v.key}: {v.status} ({_short(side)}){tag}")
+    return "\n".join(lines)

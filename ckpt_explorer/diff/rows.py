@@ -1,0 +1,125 @@
+"""The rows of a diff report: one per tensor name, one per value."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# status of a tensor row
+IDENTICAL = "identical"  # the same bytes
+EQUAL = "equal"  # every element within atol + rtol*|a| (bytes differ)
+CHANGED = "changed"
+SHAPE_MISMATCH = "shape_mismatch"
+DTYPE_MISMATCH = "dtype_mismatch"  # figures are still computed when the shapes agree
+ONLY_IN_A = "only_in_a"
+ONLY_IN_B = "only_in_b"
+NOT_COMPARED = "not_compared"  # the run was cancelled before this pair
+STATUSES = (
+    IDENTICAL,
+    EQUAL,
+    CHANGED,
+    SHAPE_MISMATCH,
+    DTYPE_MISMATCH,
+    ONLY_IN_A,
+    ONLY_IN_B,
+    NOT_COMPARED,
+)
+SAME = (IDENTICAL, EQUAL)
+
+LAYER_RE = re.compile(r"(?:^|\.)(\d+)\.")
+STATE_RE = re.compile(r"^state\.(-?\d+)\.(.+)$")
+
+
+@dataclass
+class TensorDiff:
+    """One aligned tensor name and its figures (None where not computed or undefined).
+
+    ``name`` is A's name (B's for a name only in B); ``name_b`` is B's name when alignment
+    paired different names. Identical pairs are recognised by their bytes, without float
+    work: their ``max_abs``/``mean_abs``/``rel_l2``/``n_outside`` are 0 and the norms,
+    cosine and NaN/Inf counts are left None.
+    """
+
+    name: str
+    status: str
+    name_b: str | None = None
+    match: str = "exact"
+    part: str = ""
+    param: str | None = None
+    param_b: str | None = None
+    state: str | None = None
+    module: str = ""
+    layer: int | None = None
+    dtype_a: str | None = None
+    dtype_b: str | None = None
+    shape_a: list[int] | None = None
+    shape_b: list[int] | None = None
+    numel: int = 0
+    nbytes_a: int = 0
+    nbytes_b: int = 0
+    max_abs: float | None = None
+    mean_abs: float | None = None
+    rel_l2: float | None = None
+    cosine: float | None = None
+    diff_l2: float | None = None
+    n_outside: int | None = None
+    nan_a: int | None = None
+    nan_b: int | None = None
+    inf_a: int | None = None
+    inf_b: int | None = None
+    norm_a: float | None = None
+    norm_b: float | None = None
+    order: int = field(default=0, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("order")
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TensorDiff:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class ValueDiff:
+    """One non-tensor value (hyperparameter, scheduler field, step, ...) on both sides."""
+
+    key: str
+    status: str  # "equal", "changed", "only_in_a", "only_in_b"
+    a: Any = None
+    b: Any = None
+    key_b: str | None = None
+    informational: bool = False  # file metadata/config: shown, not part of the verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ValueDiff:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def describe_name(name: str, param: str | None) -> tuple[str, str | None, str, int | None]:
+    """(part, optimizer state name, module, layer index) of a row name.
+
+    Optimizer rows use their parameter's name (when known) for module and layer.
+    """
+    part, sep, rest = name.partition("/")
+    if not sep:
+        part, rest = "", name
+    state = None
+    m = STATE_RE.match(rest)
+    if m is not None:
+        state = m.group(2)
+        if param is None:
+            return part, state, f"state.{m.group(1)}", None
+        rest = param
+        module = param.rsplit(".", 1)[0] if "." in param else param
+    else:
+        module = rest.rsplit(".", 1)[0] if "." in rest else rest
+    lm = LAYER_RE.search(rest)
+    return part, state, module, int(lm.group(1)) if lm else None
