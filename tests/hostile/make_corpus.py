@@ -1,0 +1,204 @@
+"""Write the corpus of hostile and broken checkpoints: ``python make_corpus.py OUT_DIR``.
+
+Every case starts from a real output (torch.save, safetensors save_file, an HF-style index) and
+breaks it in one way. ``OUT_DIR/corpus.json`` maps each case to its path and the error class a
+reader must raise. A payload that would run code writes ``OUT_DIR/PWNED`` if it ever runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import zipfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+
+class _SystemPayload:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _st_parts(path: Path) -> tuple[dict, bytes]:
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8 : 8 + n]), raw[8 + n :]
+
+
+def _st_write(path: Path, header: dict | bytes, data: bytes, length: int | None = None) -> None:
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text) if length is None else length) + text + data)
+
+
+def _zip_edit(src: Path, dst: Path, replace: dict[str, bytes | None]) -> None:
+    """Copy a torch zip, replacing (bytes) or dropping (None) records by name suffix."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            hit = next((k for k in replace if info.filename.endswith(k)), None)
+            if hit is None:
+                zout.writestr(info, zin.read(info))
+            elif replace[hit] is not None:
+                zout.writestr(info, replace[hit])
+
+
+def make(out: Path) -> dict[str, dict[str, str]]:
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / "PWNED"
+    cases: dict[str, dict[str, str]] = {}
+
+    def case(name: str, path: Path, error: str) -> None:
+        cases[name] = {"path": str(path.relative_to(out)), "error": error}
+
+    good_st = out / "_good.safetensors"
+    save_file({"a": torch.arange(6, dtype=torch.float32), "b": torch.ones(4, dtype=torch.bfloat16)}, good_st)
+    header, data = _st_parts(good_st)
+    raw = good_st.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    for cut in (0, 3, 8, 9, 8 + n // 2, 8 + n, 8 + n + 5, len(raw) - 1):
+        p = out / f"st_cut_{cut}.safetensors"
+        p.write_bytes(raw[:cut])
+        case(f"safetensors truncated at byte {cut}", p, "CkptExplorerError")
+    p = out / "st_len_zero.safetensors"
+    p.write_bytes(struct.pack("<Q", 0) + b"{}")
+    case("safetensors header length 0", p, "CkptExplorerError")
+    p = out / "st_len_huge.safetensors"
+    p.write_bytes(struct.pack("<Q", 2**39) + b"{" + b" " * 15)
+    case("safetensors header length enormous", p, "CorruptCheckpointError")
+    p = out / "st_len_past_eof.safetensors"
+    p.write_bytes(struct.pack("<Q", 4096) + b'{"a": 1}')
+    case("safetensors header length past EOF", p, "TruncatedFileError")
+    p = out / "st_not_json.safetensors"
+    _st_write(p, b"{not json at all", data)
+    case("safetensors header not JSON", p, "CorruptCheckpointError")
+    p = out / "st_not_utf8.safetensors"
+    _st_write(p, b'{"\xff\xfe": 1}', data)
+    case("safetensors header not UTF-8", p, "CorruptCheckpointError")
+    p = out / "st_json_list.safetensors"
+    _st_write(p, b'{"a": [1, 2, 3]}', data)
+    case("safetensors entry not an object", p, "CorruptCheckpointError")
+    mutations = {
+        "overlap": lambda h: {**h, "b": {**h["b"], "data_offsets": [16, 24]}},
+        "gap": lambda h: {**h, "b": {**h["b"], "data_offsets": [28, 36]}},
+        "size_mismatch": lambda h: {**h, "a": {**h["a"], "shape": [5]}},
+        "bad_dtype": lambda h: {**h, "a": {**h["a"], "dtype": "Q7"}},
+        "negative_shape": lambda h: {**h, "a": {**h["a"], "shape": [-6]}},
+        "reversed_offsets": lambda h: {**h, "a": {**h["a"], "data_offsets": [24, 0]}},
+        "metadata_not_str": lambda h: {**h, "__metadata__": {"format": ["pt"]}},
+        "offsets_past_eof": lambda h: {
+            **h, "a": {"dtype": "F32", "shape": [6000], "data_offsets": [0, 24000]},
+            "b": {**h["b"], "data_offsets": [24000, 24008]},
+        },
+    }
+    for name, mutate in mutations.items():
+        p = out / f"st_{name}.safetensors"
+        _st_write(p, mutate(header), data)
+        case(f"safetensors {name.replace('_', ' ')}", p, "CkptExplorerError")
+    p = out / "st_duplicate_keys.safetensors"
+    entry = json.dumps(header["a"])
+    _st_write(p, ("{" + f'"a": {entry}, "a": {entry}' + "}").encode(), data)
+    case("safetensors duplicate keys", p, "CorruptCheckpointError")
+
+    good_pt = out / "_good.pt"
+    torch.save({"w": torch.randn(32, 32), "b": torch.zeros(32)}, good_pt)
+    raw = good_pt.read_bytes()
+    for cut in (4, 64, len(raw) // 2, len(raw) - 22):
+        p = out / f"pt_cut_{cut}.pt"
+        p.write_bytes(raw[:cut])
+        case(f"torch zip truncated at byte {cut}", p, "CkptExplorerError")
+    p = out / "pt_no_data_pkl.pt"
+    _zip_edit(good_pt, p, {"/data.pkl": None})
+    case("torch zip missing data.pkl", p, "CorruptCheckpointError")
+    p = out / "pt_missing_record.pt"
+    _zip_edit(good_pt, p, {"/data/0": None})
+    case("torch zip missing a storage record", p, "CorruptCheckpointError")
+    p = out / "pt_short_record.pt"
+    _zip_edit(good_pt, p, {"/data/0": b"\0" * 16})
+    case("torch zip storage record too short", p, "CorruptCheckpointError")
+    p = out / "pt_garbage_pickle.pt"
+    _zip_edit(good_pt, p, {"/data.pkl": b"\x80\x02garbage"})
+    case("torch zip data.pkl not a pickle", p, "CorruptCheckpointError")
+    p = out / "pt_bad_codec.pt"
+    payload = b"\x80\x02c_codecs\nencode\nq\x00X\x01\x00\x00\x00aX\x0a\x00\x00\x00zlib_codec\x86R."
+    _zip_edit(good_pt, p, {"/data.pkl": payload})
+    case("torch zip pickle with a refused codec", p, "UnsafeCheckpointError")
+    depth = 100_000
+    p = out / "pt_deep.pt"
+    _zip_edit(good_pt, p, {"/data.pkl": b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b"."})
+    case("torch zip with 100k-deep nesting", p, "ok")
+    p = out / "pt_code_payload.pt"
+    torch.save({"w": torch.ones(2), "x": _SystemPayload(marker)}, p)
+    case("torch pickle whose payload would run os.system", p, "ok")
+    p = out / "pt_legacy_cut.pt"
+    torch.save({"w": torch.randn(64)}, out / "_legacy.pt", _use_new_zipfile_serialization=False)
+    legacy = (out / "_legacy.pt").read_bytes()
+    p.write_bytes(legacy[: len(legacy) - 100])
+    case("legacy torch file truncated", p, "TruncatedFileError")
+    p = out / "pt_fake_zip.bin"
+    p.write_bytes(b"PK\x03\x04" + os.urandom(200))
+    case("zip magic then random bytes", p, "CkptExplorerError")
+
+    def index_case(name: str, weight_map: object, extra: dict | None = None, error: str = "CkptExplorerError") -> Path:
+        folder = out / f"idx_{name}"
+        folder.mkdir()
+        doc = {"metadata": {"total_size": 24}, "weight_map": weight_map, **(extra or {})}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(doc))
+        case(f"index {name.replace('_', ' ')}", folder, error)
+        return folder
+
+    index_case("missing_shard", {"a": "model-00001-of-00002.safetensors"}, error="CorruptCheckpointError")
+    index_case("dotdot", {"a": "../_good.safetensors"}, error="UnsafeCheckpointError")
+    index_case("absolute", {"a": str(good_st.resolve())}, error="UnsafeCheckpointError")
+    folder = index_case("symlink_out", {"a": "link.safetensors"}, error="UnsafeCheckpointError")
+    os.symlink(good_st.resolve(), folder / "link.safetensors")
+    folder = index_case("symlink_loop", {"a": "loop.safetensors"}, error="CkptExplorerError")
+    os.symlink("loop.safetensors", folder / "loop.safetensors")
+    index_case("weight_map_list", [1, 2])
+    index_case("weight_map_values_not_str", {"a": 7})
+    folder = out / "idx_not_json"
+    folder.mkdir()
+    (folder / "model.safetensors.index.json").write_text("{ nope")
+    case("index not JSON", folder, "CorruptCheckpointError")
+    folder = out / "idx_deep_json"
+    folder.mkdir()
+    (folder / "model.safetensors.index.json").write_text("[" * 200_000 + "]" * 200_000)
+    case("index circular-deep JSON", folder, "CorruptCheckpointError")
+    folder = out / "idx_huge_json"
+    folder.mkdir()
+    with open(folder / "model.safetensors.index.json", "wb") as f:
+        f.truncate(300 * 2**20)  # sparse: 300 MiB of zeros
+    case("index larger than the cap", folder, "CorruptCheckpointError")
+    folder = out / "idx_bad_shard"
+    folder.mkdir()
+    (folder / "model-00001-of-00001.safetensors").write_bytes(b"\0" * 64)
+    doc = {"metadata": {"total_size": 24}, "weight_map": {"a": "model-00001-of-00001.safetensors"}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(doc))
+    case("index naming a shard that is not a checkpoint", folder, "CorruptCheckpointError")
+
+    p = out / "empty_file.bin"
+    p.write_bytes(b"")
+    case("empty file", p, "FormatDetectionError")
+    p = out / "empty_dir"
+    p.mkdir()
+    case("empty directory", p, "FormatDetectionError")
+    p = out / "dcp_bad_metadata"
+    p.mkdir()
+    (p / ".metadata").write_bytes(b"\x80\x04garbage")
+    case("DCP folder with a corrupt .metadata", p, "CorruptCheckpointError")
+    p = out / "ds_latest_escape"
+    p.mkdir()
+    (p / "latest").write_text("../../etc")
+    case("DeepSpeed latest pointing outside", p, "UnsafeCheckpointError")
+    (out / "corpus.json").write_text(json.dumps(cases, indent=2))
+    return cases
+
+
+if __name__ == "__main__":
+    print(f"{len(make(Path(sys.argv[1])))} cases")
