@@ -1,0 +1,181 @@
+"""Fuzzing the parsers that face hostile bytes: safetensors header, index JSON, allow-list unpickler.
+
+A short run in CI; a longer one with ``CKPT_FUZZ_EXAMPLES=20000`` (see RELIABILITY.md).
+The property: any input gives a result or the project's own error, never another exception,
+never a hang, and never code execution.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import struct
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors.torch import save_file
+
+from ckpt_explorer import CkptExplorerError
+from ckpt_explorer.io.safetensors_header import parse_header
+from ckpt_explorer.io.torch_file import read_torch_bytes
+from ckpt_explorer.readers.sharded_index import read_index_json
+
+EXAMPLES = int(os.environ.get("CKPT_FUZZ_EXAMPLES", "300"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+_json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+)
+_json = st.recursive(
+    _json_leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=8), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+_entry = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(["F32", "BF16", "U8", "F4", "F6_E2M3", "X", "I64"]),
+        "shape": st.lists(st.integers(-2, 9), max_size=3),
+        "data_offsets": st.lists(st.integers(-4, 600), min_size=0, max_size=3),
+    }
+)
+_header_doc = st.dictionaries(st.text(min_size=1, max_size=6), _entry, max_size=6)
+
+
+def _real_header() -> tuple[bytes, int]:
+    buf = io.BytesIO()
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"fuzz-{os.getpid()}.safetensors"
+    save_file({"a": torch.ones(3, 4), "b": torch.zeros(5, dtype=torch.bfloat16)}, path)
+    raw = path.read_bytes()
+    path.unlink()
+    del buf
+    (n,) = struct.unpack("<Q", raw[:8])
+    return raw[8 : 8 + n], len(raw)
+
+
+REAL_HEADER, REAL_SIZE = _real_header()
+
+
+@FUZZ
+@given(doc=_header_doc, metadata=_json, size=st.integers(0, 4096))
+def test_structured_safetensors_headers(doc: dict, metadata: object, size: int) -> None:
+    raw = json.dumps({"__metadata__": metadata, **doc}).encode()
+    try:
+        header = parse_header("fuzz.safetensors", raw, size)
+    except CkptExplorerError:
+        return
+    assert header.data_end <= size
+    ends = sorted((e.begin, e.end) for e in header.entries)
+    assert all(a[1] == b[0] for a, b in zip(ends, ends[1:], strict=False))
+
+
+@FUZZ
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=8),
+    cut=st.integers(0, 10**6),
+)
+def test_mutated_real_safetensors_headers(flips: list[tuple[int, int]], cut: int) -> None:
+    raw = bytearray(REAL_HEADER)
+    for pos, value in flips:
+        raw[pos % len(raw)] = value
+    raw = raw[: max(1, cut % (len(raw) + 1))]
+    try:
+        parse_header("fuzz.safetensors", bytes(raw), REAL_SIZE)
+    except CkptExplorerError:
+        pass
+
+
+@FUZZ
+@given(doc=_json)
+def test_index_json(tmp_path: Path, doc: object) -> None:
+    path = tmp_path / "model.safetensors.index.json"
+    path.write_text(json.dumps(doc))
+    try:
+        parsed = read_index_json(path)
+    except CkptExplorerError:
+        return
+    assert isinstance(parsed["weight_map"], dict)
+
+
+def _real_pickle() -> bytes:
+    buf = io.BytesIO()
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))])
+    opt.step()
+    torch.save({"w": torch.ones(2, 2), "opt": opt.state_dict(), "n": 3}, buf)
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as zf:
+        return zf.read(next(n for n in zf.namelist() if n.endswith("data.pkl")))
+
+
+REAL_PICKLE = _real_pickle()
+
+
+def _blob(data_pkl: bytes) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("archive/data.pkl", data_pkl)
+    return out.getvalue()
+
+
+@FUZZ
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=6),
+    cut=st.integers(0, 10**6),
+)
+def test_mutated_pickles_never_escape(
+    tmp_path: Path, flips: list[tuple[int, int]], cut: int
+) -> None:
+    marker = tmp_path / "PWNED"
+    raw = bytearray(REAL_PICKLE)
+    for pos, value in flips:
+        raw[pos % len(raw)] = value
+    raw = raw[: max(1, cut % (len(raw) + 1))]
+    try:
+        read_torch_bytes(_blob(bytes(raw)), tmp_path / "fuzz.pt")
+    except CkptExplorerError:
+        pass
+    assert not marker.exists()
+
+
+@FUZZ
+@given(payload=st.binary(max_size=300))
+def test_random_pickle_bytes(tmp_path: Path, payload: bytes) -> None:
+    try:
+        read_torch_bytes(_blob(b"\x80\x02" + payload), tmp_path / "fuzz.pt")
+    except CkptExplorerError:
+        pass
+
+
+@pytest.mark.parametrize(
+    "module,name",
+    [("os", "system"), ("builtins", "eval"), ("subprocess", "Popen"), ("posix", "system")],
+)
+def test_dangerous_globals_are_never_called(tmp_path: Path, module: str, name: str) -> None:
+    marker = tmp_path / "PWNED"
+    arg = f"touch {marker}" if name != "eval" else f"open({str(marker)!r}, 'w')"
+    data = (
+        b"\x80\x02c"
+        + module.encode()
+        + b"\n"
+        + name.encode()
+        + b"\n"
+        + pickle.dumps((arg,), protocol=2)[2:-1]
+        + b"R."
+    )
+    obj = read_torch_bytes(_blob(data), tmp_path / "evil.pt")
+    assert type(obj).__qualified_name__ == f"{module}.{name}"
+    assert not marker.exists()
