@@ -80,15 +80,26 @@ def plant(sd: dict[str, Any]) -> dict[str, Any]:
     return b
 
 
-def files(layers: int) -> dict[str, tuple[Path, Path]]:
+def plant_everywhere(sd: dict[str, Any]) -> dict[str, Any]:
+    """B = A after "a few more training steps": small noise on every tensor."""
+    import torch
+
+    g = torch.Generator().manual_seed(7)
     return {
-        "safetensors": (DATA / f"a-{layers}.safetensors", DATA / f"b-{layers}.safetensors"),
-        "bin": (DATA / f"a-{layers}.bin", DATA / f"b-{layers}.bin"),
+        k: (v.float() + 1e-4 * torch.randn(v.shape, generator=g)).to(v.dtype) for k, v in sd.items()
     }
 
 
-def make_data(layers: int) -> dict[str, tuple[Path, Path]]:
-    out = files(layers)
+def files(layers: int, changed: str = "few") -> dict[str, tuple[Path, Path]]:
+    tag = "" if changed == "few" else f"-{changed}"
+    return {
+        "safetensors": (DATA / f"a-{layers}.safetensors", DATA / f"b-{layers}{tag}.safetensors"),
+        "bin": (DATA / f"a-{layers}.bin", DATA / f"b-{layers}{tag}.bin"),
+    }
+
+
+def make_data(layers: int, changed: str = "few") -> dict[str, tuple[Path, Path]]:
+    out = files(layers, changed)
     if all(p.is_file() for pair in out.values() for p in pair):
         return out
     import torch
@@ -96,7 +107,7 @@ def make_data(layers: int) -> dict[str, tuple[Path, Path]]:
 
     DATA.mkdir(parents=True, exist_ok=True)
     a = state_dict(layers, 0)
-    b = plant(a)
+    b = plant(a) if changed == "few" else plant_everywhere(a)
     save_file(a, str(out["safetensors"][0]))
     save_file(b, str(out["safetensors"][1]))
     torch.save(a, out["bin"][0])
@@ -248,12 +259,18 @@ def main() -> None:
     ap.add_argument("--skip-naive-cold", action="store_true", help="naive only warm (slow)")
     ap.add_argument("--naive-rounds", type=int, default=None, help="rounds of naive (slow)")
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument(
+        "--changed",
+        choices=["few", "all"],
+        default="few",
+        help="B differs from A in 3 tensors (few) or in every tensor (all)",
+    )
     ap.add_argument("--child", nargs=3, metavar=("CASE", "A", "B"))
     args = ap.parse_args()
     if args.child:
         child(args.child[0], Path(args.child[1]), Path(args.child[2]))
         return
-    data = make_data(args.layers)
+    data = make_data(args.layers, args.changed)
     results: dict[str, list[dict[str, Any]]] = {}
     for fmt in args.formats.split(","):
         a, b = data[fmt]

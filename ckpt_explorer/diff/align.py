@@ -2,6 +2,9 @@
 
 Order of attempts, each only over names still unpaired:
 
+0. optimizer states by parameter name, when both sides know the id -> name mapping
+   (``state.3.exp_avg`` in A meets ``state.5.exp_avg`` in B when both ids name
+   ``layers.0.w``: an optimizer rebuilt with another parameter order is compared correctly);
 1. exact names;
 2. the user's rename map (``OLD=NEW``: every occurrence of ``OLD`` in an A name becomes ``NEW``);
 3. names with common wrapper prefixes removed (``module.``, ``_orig_mod.``, ``model.``) on
@@ -24,7 +27,8 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
 class Pair:
     """One aligned name: ``a`` or ``b`` is None for a name present on one side only.
 
-    ``how`` is ``"exact"``, ``"rename"``, ``"prefix"``, ``"part"`` or ``"unpaired"``.
+    ``how`` is ``"param_name"``, ``"exact"``, ``"rename"``, ``"prefix"``, ``"part"`` or
+    ``"unpaired"``.
     """
 
     a: str | None
@@ -94,14 +98,32 @@ def _part_key(name: str) -> str:
 
 
 def align_names(
-    names_a: Sequence[str], names_b: Sequence[str], rename: Mapping[str, str] | None = None
+    names_a: Sequence[str],
+    names_b: Sequence[str],
+    rename: Mapping[str, str] | None = None,
+    param_keys_a: Mapping[str, str] | None = None,
+    param_keys_b: Mapping[str, str] | None = None,
 ) -> list[Pair]:
-    """Pairs in A's order, then B's unpaired names in B's order."""
+    """Pairs in A's order, then B's unpaired names in B's order.
+
+    ``param_keys_a``/``param_keys_b`` map optimizer-state names to a key built from the
+    parameter name (see :func:`param_name_keys`); those pair first.
+    """
     set_b = set(names_b)
     matched: dict[str, tuple[str, str]] = {}
     used_b: set[str] = set()
+    if param_keys_a and param_keys_b:
+        index_a = _unique_index(param_keys_a, param_keys_a.__getitem__)
+        index_b = _unique_index(param_keys_b, param_keys_b.__getitem__)
+        for k, na in index_a.items():
+            nb = index_b.get(k)
+            if nb is not None and nb in set_b:
+                matched[na] = (nb, "param_name")
+                used_b.add(nb)
     for n in names_a:
-        if n in set_b:
+        if n in matched:
+            continue
+        if n in set_b and n not in used_b:
             matched[n] = (n, "exact")
             used_b.add(n)
     if rename:
@@ -131,3 +153,18 @@ def align_names(
     ]
     pairs += [Pair(None, n, "unpaired") for n in names_b if n not in used_b]
     return pairs
+
+
+def param_name_keys(
+    names: Iterable[str], param_name: Callable[[str], str | None]
+) -> dict[str, str]:
+    """``[part/]state.<id>.<state>`` -> ``[part/]state[<param name>].<state>`` where known."""
+    keys: dict[str, str] = {}
+    for n in names:
+        pname = param_name(n)
+        if pname is None:
+            continue
+        part, rest = split_part(n)
+        state = rest.split(".", 2)[2] if rest.count(".") >= 2 else ""
+        keys[n] = f"{part}/state[{pname}].{state}" if part else f"state[{pname}].{state}"
+    return keys

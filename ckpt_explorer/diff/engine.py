@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CkptExplorerError
 from ..types import TensorRecord
 from ..view import CheckpointView
-from .align import Pair, align_names
+from .align import Pair, align_names, param_name_keys
 from .native import Readahead, bytes_equal
 from .rows import (
     CHANGED,
@@ -74,7 +74,14 @@ def plan_pairs(
     view_a: CheckpointView, view_b: CheckpointView, rename: dict[str, str] | None = None
 ) -> list[PairPlan]:
     """Every row, in A's on-disk order, then names only in B (in B's on-disk order)."""
-    pairs = align_names(view_a.names(), view_b.names(), rename)
+    names_a, names_b = view_a.names(), view_b.names()
+    pairs = align_names(
+        names_a,
+        names_b,
+        rename,
+        param_name_keys(names_a, lambda n: param_name(view_a, n)),
+        param_name_keys(names_b, lambda n: param_name(view_b, n)),
+    )
     pos_a = {r.name: i for i, r in enumerate(view_a.disk_order())}
     pos_b = {r.name: i for i, r in enumerate(view_b.disk_order())}
 
