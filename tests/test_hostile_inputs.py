@@ -248,3 +248,19 @@ def test_cli_subprocess_has_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("ckpt-explorer: error:")
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("suffix", ["safetensors", "pt"])
+def test_file_truncated_after_opening(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"m.{suffix}"
+    sd = {"a": torch.randn(256, 256), "b": torch.randn(256, 256)}
+    if suffix == "safetensors":
+        save_file(sd, path)
+    else:
+        torch.save(sd, path)
+    view = open_checkpoint(path)
+    last = max(view.tensors, key=lambda r: r.offset or 0)
+    with open(path, "r+b") as f:
+        f.truncate(last.offset + 16)  # the last tensor is now cut short
+    with pytest.raises(TruncatedFileError, match="changed after it was opened"):
+        view.load(last.name)
