@@ -4,6 +4,7 @@ Importing this package is light: torch is imported by the readers, panel/plotly 
 """
 
 from .api import detect_format, open_checkpoint
+from .convert import plan_conversion, run_conversion
 from .diff import DiffResult, diff_checkpoints
 from .errors import (
     CkptExplorerError,
@@ -13,7 +14,9 @@ from .errors import (
     TruncatedFileError,
     UnsafeCheckpointError,
 )
+from .resume import resume_doctor
 from .types import Detection, FileInfo, OptimizerInfo, TensorRecord
+from .validate import Finding, ValidationReport, validate_checkpoint
 from .view import CheckpointView
 
 __version__ = "0.1.0"
@@ -25,14 +28,20 @@ __all__ = [
     "Detection",
     "DiffResult",
     "FileInfo",
+    "Finding",
     "FormatDetectionError",
     "MissingDependencyError",
     "OptimizerInfo",
     "TensorRecord",
     "TruncatedFileError",
     "UnsafeCheckpointError",
+    "ValidationReport",
     "__version__",
     "detect_format",
     "diff_checkpoints",
     "open_checkpoint",
+    "plan_conversion",
+    "resume_doctor",
+    "run_conversion",
+    "validate_checkpoint",
 ]

@@ -88,6 +88,85 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if result.equal else EXIT_DIFFERENT
 
 
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from .convert import parse_size, plan_conversion, run_conversion
+    from .convert.progress import ProgressBar
+
+    if args.engine == "colossalai" and not args.dry_run:
+        from .convert.colossal_engine import gather_with_colossalai
+
+        size = parse_size(args.max_shard_size)
+        result = gather_with_colossalai(
+            args.source,
+            args.destination,
+            shard=size is not None,
+            size_per_shard_mb=max(1, (size or 2**30) // 2**20),
+            use_safetensors=args.to in ("safetensors", "hf"),
+            overwrite=args.overwrite,
+        )
+        print(json.dumps(result.to_json(), indent=2) if args.json else result.destination)
+        return EXIT_OK if result.verified else EXIT_DIFFERENT
+    plan = plan_conversion(
+        args.source,
+        args.destination,
+        args.to,
+        max_shard_size=args.max_shard_size,
+        dtype=args.dtype,
+        overwrite=args.overwrite,
+    )
+    if args.dry_run:
+        if args.json:
+            json.dump({"plan": plan.to_json()}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(plan.describe(limit=args.limit))
+        return EXIT_OK
+    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    try:
+        result = run_conversion(plan, progress=bar, nproc=args.nproc)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        json.dump({"plan": plan.to_json(), "result": result.to_json()}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        state = "verified" if result.verified else "NOT verified (nothing installed)"
+        print(
+            f"{result.destination}: {len(result.files)} file(s), {result.bytes} tensor bytes, "
+            f"{state}; wrote in {result.seconds:.2f} s, verified in {result.verify_seconds:.2f} s"
+        )
+        for m in result.mismatches[: args.limit]:
+            print(f"  mismatch: {m}")
+    return EXIT_OK if result.verified else EXIT_DIFFERENT
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import validate_checkpoint
+
+    report = validate_checkpoint(
+        args.path, model=args.model, numeric=not args.no_numeric, hf_load=args.hf_load
+    )
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(report.format_text())
+    return EXIT_OK if report.ok else EXIT_DIFFERENT
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from .resume import resume_doctor
+
+    report = resume_doctor(args.a, args.b, compare_weights=not args.no_weights)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(report.format_text())
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ckpt-explorer",
@@ -135,6 +214,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-mib", type=int, default=32, help="chunk size in MiB (default 32)")
     p.add_argument("--limit", type=int, default=40, help="differing tensors to print")
     p.set_defaults(func=_cmd_diff)
+    p = sub.add_parser(
+        "validate",
+        help="check a model, optimizer or training state (exit 1 on errors, 2 unreadable)",
+    )
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true", help="print findings and summary as JSON")
+    p.add_argument("--model", help="model checkpoint for an optimizer saved on its own")
+    p.add_argument("--no-numeric", action="store_true", help="headers only: skip the value scan")
+    p.add_argument("--hf-load", action="store_true", help="also load with from_pretrained")
+    p.set_defaults(func=_cmd_validate)
+    p = sub.add_parser("doctor", help="rank likely causes of a loss jump between two states")
+    p.add_argument("a", help="the state that was resumed from")
+    p.add_argument("b", help="a state after resuming, or from a reference run")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-weights", action="store_true", help="skip the tensor-by-tensor diff")
+    p.set_defaults(func=_cmd_doctor)
+    p = sub.add_parser(
+        "convert",
+        help="convert a checkpoint: planned, atomic, verified (exit 0 verified, 1 not, 2 bad input)",
+    )
+    p.add_argument("source")
+    p.add_argument("destination")
+    p.add_argument("--to", required=True, choices=["safetensors", "bin", "hf", "torch", "dcp"])
+    p.add_argument("--max-shard-size", help="e.g. 5GB, 500MB: shard into a folder with an index")
+    p.add_argument("--dtype", help="cast floating-point tensors (bf16, fp16, fp32); off by default")
+    p.add_argument("--nproc", type=int, default=1, help="processes (torchrun job when > 1)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing destination")
+    p.add_argument("--json", action="store_true", help="print the plan and result as JSON")
+    p.add_argument("--limit", type=int, default=20, help="plan files / mismatches to print")
+    p.add_argument(
+        "--engine",
+        choices=["stream", "colossalai"],
+        default="stream",
+        help="colossalai: gather by loading through a Booster (TorchDDPPlugin) and saving",
+    )
+    p.set_defaults(func=_cmd_convert)
     return parser
 
 

@@ -1,0 +1,209 @@
+"""A conversion as a real distributed job:
+``torchrun --nproc-per-node N -m ckpt_explorer.convert.distributed SRC DST --to hf ...``.
+
+Every rank makes the same plan from the same arguments; the output files are shared out by
+bytes (largest first, each to the least-loaded rank) and each rank writes and verifies its
+share in the temp folder that rank 0 made beside the destination (its name is broadcast), so
+the same launch works across nodes with a shared filesystem (torchrun ``--nnodes``). After a
+barrier rank 0 writes the index and side files, checks the index, gathers the ranks'
+mismatches, and moves the output into place only when all is verified.
+Backend: nccl when CUDA is available (``--backend`` overrides), gloo otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import CkptExplorerError
+from .jobs import ConversionResult, Progress, ProgressEvent, output_root, write_extras, write_files
+from .plan import ConversionPlan, PlannedFile
+
+
+def share_files(files: Sequence[PlannedFile], n: int) -> list[list[PlannedFile]]:
+    """``n`` shares balanced by bytes (greedy, largest first), each in plan order."""
+    order = {id(f): i for i, f in enumerate(files)}
+    shares: list[list[PlannedFile]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for f in sorted(files, key=lambda f: (-f.nbytes, order[id(f)])):
+        k = min(range(n), key=lambda i: (loads[i], i))
+        shares[k].append(f)
+        loads[k] += max(f.nbytes, 1)
+    return [sorted(s, key=lambda f: order[id(f)]) for s in shares]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ckpt_explorer.convert.distributed")
+    p.add_argument("source")
+    p.add_argument("destination")
+    p.add_argument("--to", required=True)
+    p.add_argument("--max-shard-size")
+    p.add_argument("--dtype")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--backend", choices=("gloo", "nccl"))
+    p.add_argument("--result", help="JSON file for the ConversionResult (written by rank 0)")
+    return p
+
+
+def run_rank(argv: Sequence[str] | None = None) -> int:
+    """The body of each torchrun process; returns 0 verified, 1 not verified."""
+    import torch
+    import torch.distributed as dist
+
+    from .atomic import clean_stale, discard, fsync_tree, install, make_temp
+    from .planner import plan_conversion
+    from .verify import check_index, verify_output
+
+    args = _parser().parse_args(argv)
+    backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:
+        # rank 0 checks the destination and makes the temp folder; the others plan after it
+        plan: ConversionPlan | None = None
+        box: list[object] = [None]
+        error: CkptExplorerError | None = None
+        if rank == 0:
+            try:
+                plan = plan_conversion(
+                    args.source,
+                    args.destination,
+                    args.to,
+                    args.max_shard_size,
+                    args.dtype,
+                    args.overwrite,
+                )
+                clean_stale(plan.destination)
+                box[0] = str(make_temp(plan.destination))
+            except CkptExplorerError as e:
+                error, box[0] = e, ("error", e.one_line())
+        dist.broadcast_object_list(box, src=0)
+        if error is not None:
+            raise error
+        if isinstance(box[0], tuple):
+            raise CkptExplorerError(args.destination, "rank 0 to start the job", str(box[0][1]))
+        tmp = Path(str(box[0]))
+        if plan is None:
+            plan = plan_conversion(
+                args.source,
+                args.destination,
+                args.to,
+                args.max_shard_size,
+                args.dtype,
+                overwrite=True,  # rank 0 made the check; the temp folder now exists
+            )
+            plan.options["overwrite"] = args.overwrite
+        root, opened = output_root(plan, tmp)
+        t0 = time.perf_counter()
+        mine = share_files(plan.files, world)[rank]
+        if plan.files and plan.files[0].writer == "dcp":
+            mine = plan.files if rank == 0 else []
+        write_files(plan, root, mine)
+        if rank == 0:
+            write_extras(plan, root)
+        dist.barrier()
+        seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        problems = verify_output(plan, opened, files=mine)
+        gathered: list[object] | None = [None] * world if rank == 0 else None
+        dist.gather_object(problems, gathered, dst=0)
+        verified = False
+        if rank == 0:
+            assert gathered is not None
+            mismatches = [str(m) for share in gathered if isinstance(share, list) for m in share]
+            if plan.index is not None:
+                mismatches += check_index(plan, tmp)
+            verify_seconds = time.perf_counter() - t1
+            verified = not mismatches
+            if verified:
+                fsync_tree(tmp)
+                install(tmp, plan.destination, plan.output_is_dir, args.overwrite)
+            else:
+                discard(tmp)
+            if args.result:
+                result = ConversionResult(
+                    verified,
+                    str(plan.destination),
+                    plan.output_files(),
+                    plan.total_bytes,
+                    seconds,
+                    verify_seconds,
+                    mismatches,
+                    world,
+                    plan.fast_bytes,
+                )
+                Path(args.result).write_text(json.dumps(result.to_json()))
+        flag = [verified]
+        dist.broadcast_object_list(flag, src=0)
+        dist.barrier()
+        return 0 if flag[0] else 1
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch(
+    plan: ConversionPlan, nproc: int, progress: Progress | None = None, timeout_s: float = 3600
+) -> ConversionResult:
+    """Run ``plan`` under ``python -m torch.distributed.run`` with ``nproc`` processes."""
+    o = plan.options
+    with tempfile.TemporaryDirectory() as td:
+        result_path = Path(td) / "result.json"
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+            "--master-addr=127.0.0.1", f"--master-port={_free_port()}",
+            "-m", "ckpt_explorer.convert.distributed",
+            str(plan.source), str(plan.destination), "--to", plan.target,
+            "--result", str(result_path),
+        ]  # fmt: skip
+        if o.get("max_shard_size") is not None:
+            cmd += ["--max-shard-size", str(o["max_shard_size"])]
+        if o.get("dtype"):
+            cmd += ["--dtype", str(o["dtype"])]
+        if o.get("overwrite"):
+            cmd.append("--overwrite")
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+        env.setdefault("OMP_NUM_THREADS", "1")
+        if progress is not None:
+            progress(ProgressEvent(0, plan.total_bytes, f"{nproc} processes", None))
+        proc = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+        if not result_path.is_file():
+            raise CkptExplorerError(
+                plan.destination,
+                f"a result from the {nproc}-process job",
+                f"exit {proc.returncode}",
+                "Its output ends with: " + (proc.stderr or proc.stdout)[-2000:],
+            )
+        doc = json.loads(result_path.read_text())
+    if progress is not None:
+        progress(ProgressEvent(plan.total_bytes, plan.total_bytes, "", 0.0))
+    return ConversionResult(**doc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run_rank(argv)
+    except CkptExplorerError as e:
+        print(f"ckpt-explorer convert: {e.one_line()}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

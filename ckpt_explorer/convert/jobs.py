@@ -1,0 +1,200 @@
+"""``run_conversion``: follow a plan with progress events and cancellation, verify, install."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .atomic import clean_stale, discard, fsync_tree, install, make_temp
+from .plan import ConversionPlan, PlannedFile
+from .verify import verify_output
+from .writers import (
+    ConversionCancelled,
+    colossalai_optimizer_index,
+    fsync_path,
+    hf_index,
+    write_dcp,
+    write_json,
+    write_safetensors,
+    write_torch,
+)
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Where a job stands: bytes written of the total, the file being written, time left."""
+
+    bytes_done: int
+    bytes_total: int
+    current_file: str
+    eta_s: float | None
+
+
+@dataclass
+class ConversionResult:
+    """The outcome: ``verified`` is True when every output tensor equals its source.
+
+    Attributes:
+        destination: where the output now is (it is not installed when not verified).
+        files: output files relative to the destination folder (or the file's own name).
+        bytes: tensor bytes written. seconds: writing time; verify_seconds: verification time.
+        mismatches: what verification found (empty when verified).
+        nproc: processes that wrote the output.
+    """
+
+    verified: bool
+    destination: str
+    files: list[str]
+    bytes: int
+    seconds: float
+    verify_seconds: float
+    mismatches: list[str] = field(default_factory=list)
+    nproc: int = 1
+    fast_path_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+Progress = Callable[[ProgressEvent], None]
+
+
+class _Meter:
+    def __init__(self, total: int, progress: Progress | None) -> None:
+        self.total, self.progress, self.done = total, progress, 0
+        self.t0 = time.perf_counter()
+        self.file = ""
+        self._last = 0.0
+
+    def start(self, name: str) -> None:
+        self.file = name
+        self.emit(force=True)
+
+    def tick(self, n: int) -> None:
+        self.done += n
+        self.emit()
+
+    def emit(self, force: bool = False) -> None:
+        if self.progress is None:
+            return
+        now = time.perf_counter()
+        if not force and now - self._last < 0.1 and self.done < self.total:
+            return
+        self._last = now
+        elapsed = now - self.t0
+        eta = elapsed / self.done * (self.total - self.done) if self.done else None
+        self.progress(ProgressEvent(self.done, self.total, self.file, eta))
+
+
+def write_files(
+    plan: ConversionPlan,
+    root: Path,
+    files: Sequence[PlannedFile],
+    meter: _Meter | None = None,
+    cancel: threading.Event | None = None,
+) -> None:
+    """Write ``files`` of the plan under ``root`` (the output folder or the temp folder)."""
+    for pf in files:
+        if meter is not None:
+            meter.start(pf.name)
+        tick = meter.tick if meter is not None else None
+        if cancel is not None and cancel.is_set():
+            raise ConversionCancelled(plan.destination, "the job to finish", "a cancel request")
+        if pf.writer == "safetensors":
+            write_safetensors(root / pf.name, pf.tensors, tick, cancel)
+        elif pf.writer == "torch":
+            write_torch(root / pf.name, pf, tick, cancel)
+        elif pf.writer == "dcp":
+            write_dcp(root, pf, tick, cancel)
+        else:  # pragma: no cover - plans only name the writers above
+            raise ValueError(pf.writer)
+
+
+def write_extras(plan: ConversionPlan, root: Path) -> None:
+    """The index and the copied side files (rank 0's part of a distributed job)."""
+    if plan.index is not None:
+        name, kind = plan.index
+        if kind == "hf":
+            doc = hf_index(plan.files)
+        else:
+            group = next(f.name for f in plan.files if f.layout == "param_groups")
+            doc = colossalai_optimizer_index(plan.files, group)
+        write_json(root / name, doc)
+    for src, name in plan.copies:
+        shutil.copyfile(src, root / name)
+        fsync_path(root / name)
+
+
+def output_root(plan: ConversionPlan, tmp: Path) -> tuple[Path, Path]:
+    """(folder the writers write into, path that is opened for verification)."""
+    if plan.output_is_dir:
+        return tmp, tmp
+    return tmp, tmp / plan.destination.name
+
+
+def run_conversion(
+    plan: ConversionPlan,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    nproc: int = 1,
+    verify: bool = True,
+) -> ConversionResult:
+    """Carry out ``plan``: write into a temp folder, verify, then move into place.
+
+    Args:
+        plan: from :func:`plan_conversion`.
+        progress: called with :class:`ProgressEvent` as bytes are written.
+        cancel: set it to stop the job; the temp folder is removed and
+            :class:`ConversionCancelled` raised; the destination is untouched.
+        nproc: >1 runs the job under ``torch.distributed.run`` with that many processes.
+        verify: compare the output with the source (on by default; an unverified result is
+            installed only when ``verify`` is False).
+
+    Returns:
+        ConversionResult; when verification fails, ``verified`` is False and nothing was
+        installed at the destination.
+    """
+    if nproc > 1:
+        from .distributed import launch
+
+        return launch(plan, nproc, progress=progress)
+    dst = plan.destination
+    clean_stale(dst)
+    tmp = make_temp(dst)
+    try:
+        root, opened = output_root(plan, tmp)
+        meter = _Meter(plan.total_bytes, progress)
+        t0 = time.perf_counter()
+        write_files(plan, root, plan.files, meter, cancel)
+        write_extras(plan, root)
+        fsync_tree(tmp)
+        seconds = time.perf_counter() - t0
+        meter.file = "(verifying)"
+        meter.emit(force=True)
+        t1 = time.perf_counter()
+        mismatches = verify_output(plan, opened) if verify else []
+        verify_seconds = time.perf_counter() - t1
+        if cancel is not None and cancel.is_set():
+            raise ConversionCancelled(dst, "the job to finish", "a cancel request")
+        if mismatches:
+            discard(tmp)
+        else:
+            install(tmp, dst, plan.output_is_dir, bool(plan.options.get("overwrite")))
+    except BaseException:
+        discard(tmp)
+        raise
+    return ConversionResult(
+        verified=not mismatches and verify,
+        destination=str(dst),
+        files=plan.output_files(),
+        bytes=plan.total_bytes,
+        seconds=seconds,
+        verify_seconds=verify_seconds,
+        mismatches=mismatches,
+        fast_path_bytes=plan.fast_bytes,
+    )

@@ -1,0 +1,187 @@
+"""The plan of a conversion: which files are written, holding which tensors, from where.
+
+A plan is made before anything is written (``--dry-run`` prints it); the job, the writers and
+the verifier only follow it. Plans are deterministic for the same arguments, so every rank of a
+distributed job makes the same plan on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+TARGETS = ("safetensors", "bin", "hf", "torch", "dcp")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A byte range of a source file: ``nbytes`` bytes at absolute ``offset``."""
+
+    file: str
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class PlannedTensor:
+    """One output tensor.
+
+    Attributes:
+        name: its name in the output.
+        source: what it is made from (a source tensor name, or a description).
+        dtype, shape, nbytes: as written.
+        pieces: when set, the output bytes are exactly these source byte ranges in order
+            (the fast path: copied without deserialising); otherwise ``loader`` gives the values.
+        cast_from: the source dtype when an explicit ``--dtype`` cast applies.
+        loader: returns the output tensor's values (already cast); not part of JSON.
+    """
+
+    name: str
+    source: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    pieces: tuple[Piece, ...] | None = None
+    cast_from: str | None = None
+    loader: Callable[[], torch.Tensor] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def fast(self) -> bool:
+        return self.pieces is not None and self.cast_from is None
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One output file, relative to the output root.
+
+    ``writer`` is "safetensors", "torch" (a torch.save zip) or "dcp". ``layout`` says how a torch
+    file arranges its tensors: "flat" ``{name: tensor}``, "optimizer" (a full state_dict),
+    "optimizer_shard" (``{id: {state: value}}``) or "param_groups" (the group list).
+    ``values`` are the non-tensor leaves written beside the tensors (``param_groups``, int steps).
+    """
+
+    name: str
+    writer: str
+    tensors: tuple[PlannedTensor, ...]
+    layout: str = "flat"
+    values: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+
+@dataclass
+class ConversionPlan:
+    """Everything a conversion will do, decided before it starts.
+
+    Attributes:
+        source, destination: the paths; ``output_is_dir`` says whether the output is a folder.
+        source_family, source_kind: what was detected.
+        target: one of :data:`TARGETS`.
+        files: the data files in write order.
+        index: ``(file name, kind)`` of the index written by rank 0 ("hf" or
+            "colossalai-optimizer"), or None.
+        copies: ``(source file, output name)`` of side files copied as they are (config.json).
+        dropped: what the source holds that the output leaves out, and why.
+        options: the arguments that made the plan (a distributed rank re-plans from them).
+    """
+
+    source: Path
+    destination: Path
+    source_family: str
+    source_kind: str
+    target: str
+    output_is_dir: bool
+    files: list[PlannedFile]
+    index: tuple[str, str] | None = None
+    copies: list[tuple[str, str]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tensors(self) -> list[PlannedTensor]:
+        return [t for f in self.files for t in f.tensors]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.nbytes for f in self.files)
+
+    @property
+    def fast_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors if t.fast)
+
+    def output_files(self) -> list[str]:
+        names = [f.name for f in self.files if f.writer != "dcp"]
+        if self.index is not None:
+            names.append(self.index[0])
+        return names + [dst for _, dst in self.copies]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": str(self.source),
+            "source_family": self.source_family,
+            "source_kind": self.source_kind,
+            "destination": str(self.destination),
+            "target": self.target,
+            "output_is_dir": self.output_is_dir,
+            "tensors": len(self.tensors),
+            "total_bytes": self.total_bytes,
+            "fast_path_bytes": self.fast_bytes,
+            "files": [
+                {
+                    "name": f.name,
+                    "writer": f.writer,
+                    "layout": f.layout,
+                    "tensors": len(f.tensors),
+                    "bytes": f.nbytes,
+                    "names": [t.name for t in f.tensors],
+                }
+                for f in self.files
+            ],
+            "index": None if self.index is None else {"name": self.index[0], "kind": self.index[1]},
+            "copies": [dst for _, dst in self.copies],
+            "dropped": list(self.dropped),
+            "notes": list(self.notes),
+            "options": {k: v for k, v in self.options.items() if k != "source"},
+        }
+
+    def describe(self, limit: int = 8) -> str:
+        """A readable summary (what ``--dry-run`` prints)."""
+        lines = [
+            f"source       {self.source} ({self.source_family}, {self.source_kind})",
+            f"destination  {self.destination} ({'folder' if self.output_is_dir else 'file'}, "
+            f"--to {self.target})",
+            f"tensors      {len(self.tensors)}, {format_bytes(self.total_bytes)} "
+            f"({format_bytes(self.fast_bytes)} copied byte for byte)",
+        ]
+        for f in self.files[:limit]:
+            names = ", ".join(t.name for t in f.tensors[:3])
+            more = f", ... (+{len(f.tensors) - 3})" if len(f.tensors) > 3 else ""
+            lines.append(
+                f"  {f.name:40} {f.writer:11} {len(f.tensors):6} tensors "
+                f"{format_bytes(f.nbytes):>10}  {names}{more}"
+            )
+        if len(self.files) > limit:
+            lines.append(f"  ... {len(self.files) - limit} more files")
+        if self.index is not None:
+            lines.append(f"  {self.index[0]:40} index ({self.index[1]})")
+        for _, dst in self.copies:
+            lines.append(f"  {dst:40} copied")
+        lines += [f"dropped      {d}" for d in self.dropped]
+        lines += [f"note         {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -1,0 +1,129 @@
+"""Verification: reopen the output as a user would and compare it to the source bit for bit.
+
+Every planned tensor must be in the output with its dtype and shape, and its bytes must equal
+the source's (the source byte ranges for copied tensors, the loaded and cast values otherwise).
+Plain values (``param_groups``, integer steps) must be equal, and an index must name exactly
+the files written, each tensor in the file that holds it, with the right ``total_size``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import CkptExplorerError
+from .plan import ConversionPlan, PlannedFile, PlannedTensor
+
+MAX_REPORTED = 50
+
+
+def verify_output(
+    plan: ConversionPlan, output: Path, files: Iterable[PlannedFile] | None = None
+) -> list[str]:
+    """Mismatches between the output at ``output`` and the plan's sources (empty: verified).
+
+    ``files`` limits the tensor check to those files (a distributed rank checks its share).
+    """
+    from ..api import open_checkpoint
+
+    mismatches: list[str] = []
+    chosen = list(plan.files if files is None else files)
+    try:
+        view = open_checkpoint(output)
+    except CkptExplorerError as e:
+        return [f"the output does not open: {e}"]
+    listed = {r.name: r for r in view.tensors}
+    for pf in chosen:
+        for t in pf.tensors:
+            if len(mismatches) >= MAX_REPORTED:
+                return mismatches
+            record = listed.get(t.name)
+            if record is None:
+                mismatches.append(f"{t.name}: missing from the output")
+                continue
+            if record.dtype != t.dtype or tuple(record.shape) != tuple(t.shape):
+                mismatches.append(
+                    f"{t.name}: {record.dtype} {list(record.shape)} written, "
+                    f"{t.dtype} {list(t.shape)} planned"
+                )
+                continue
+            if output.is_dir() and pf.writer != "dcp" and record.file != pf.name:
+                mismatches.append(f"{t.name}: in {record.file}, planned for {pf.name}")
+            if not _same_bytes(view.load(t.name), t):
+                mismatches.append(f"{t.name}: bytes differ from the source")
+        mismatches += _check_values(pf, view.values)
+    if files is None:
+        planned_names = {t.name for t in plan.tensors}
+        extra = [n for n in listed if n not in planned_names]
+        if extra:
+            mismatches.append(f"{len(extra)} unplanned tensor(s) in the output, e.g. {extra[0]}")
+        if plan.index is not None:
+            mismatches += check_index(plan, output)
+    return mismatches
+
+
+def _same_bytes(out: Any, t: PlannedTensor) -> bool:
+    import torch
+
+    from .fastpath import piece_bytes
+    from .writers import _load, tensor_bytes
+
+    got = tensor_bytes(out)
+    if got.numel() != t.nbytes:
+        return False
+    if t.fast and t.pieces is not None:
+        pos = 0
+        for p in t.pieces:
+            if not torch.equal(got[pos : pos + p.nbytes], piece_bytes(p)):
+                return False
+            pos += p.nbytes
+        return True
+    return bool(torch.equal(got, tensor_bytes(_load(t))))
+
+
+def _check_values(pf: PlannedFile, values: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, want in pf.values.items():
+        if key.startswith("__") or pf.writer == "dcp":
+            continue
+        got = values.get("param_groups" if pf.layout == "param_groups" else key)
+        if got != want:
+            out.append(f"{key}: {got!r:.80} written, {want!r:.80} in the source")
+    return out
+
+
+def check_index(plan: ConversionPlan, output: Path) -> list[str]:
+    """The index names exactly the written files, each tensor where it is, and its total."""
+    assert plan.index is not None
+    name, kind = plan.index
+    path = output / name
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return [f"{name}: unreadable ({e})"]
+    wm: dict[str, str] = doc.get("weight_map", {})
+    meta: dict[str, Any] = doc.get("metadata", {})
+    problems: list[str] = []
+    data_files = [f for f in plan.files if f.layout != "param_groups"]
+    for f in data_files:
+        if not (output / f.name).is_file():
+            problems.append(f"{name}: shard {f.name} is missing")
+    if kind == "hf":
+        want = {t.name: f.name for f in data_files for t in f.tensors}
+        total = sum(f.nbytes for f in data_files)
+        if not (isinstance(meta.get("total_size"), int) and meta["total_size"] == total):
+            problems.append(f"{name}: total_size {meta.get('total_size')!r}, expected {total}")
+    else:
+        want = {}
+        for f in data_files:
+            for n in f.values.get("__order__", []):
+                want.setdefault(n.split(".", 2)[1], f.name)
+        groups = next(f.name for f in plan.files if f.layout == "param_groups")
+        if meta.get("param_groups") != groups:
+            problems.append(f"{name}: param_groups {meta.get('param_groups')!r}, expected {groups}")
+    if wm != want:
+        diff = [k for k in set(wm) | set(want) if wm.get(k) != want.get(k)]
+        problems.append(f"{name}: weight_map differs for {len(diff)} name(s), e.g. {diff[0]!r}")
+    return problems

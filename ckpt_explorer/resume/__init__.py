@@ -1,0 +1,32 @@
+"""The resume doctor: ranked causes of a loss mismatch between two training states.
+
+Importing this package is light; the doctor and its readers load on first call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .report import Cause, DoctorReport
+
+if TYPE_CHECKING:
+    from ..view import CheckpointView
+
+
+def resume_doctor(
+    a: str | Path | CheckpointView,
+    b: str | Path | CheckpointView,
+    *,
+    compare_weights: bool = True,
+) -> DoctorReport:
+    """Rank likely causes of a loss mismatch between ``a`` (resumed from) and ``b``.
+
+    See :func:`ckpt_explorer.resume.doctor.resume_doctor`.
+    """
+    from .doctor import resume_doctor as run
+
+    return run(a, b, compare_weights=compare_weights)
+
+
+__all__ = ["Cause", "DoctorReport", "resume_doctor"]

@@ -1,0 +1,293 @@
+"""The resume doctor: why does the loss jump after resuming? Ranked causes with evidence.
+
+``a`` is the training state that was resumed from; ``b`` one saved after resuming (or from an
+uninterrupted reference run). Each cause gets a score in [0, 1] from the strength of its
+evidence; the report lists the causes that have any, strongest first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..validate.bundle import position_claims
+from ..validate.parts import Components, OptimizerPart, collect
+from ..validate.scheduler import effective_step, optimizer_step
+from ..view import CheckpointView
+from .evidence import Side, compare_tensors, zero_moments
+from .report import Cause, DoctorReport
+
+
+def _open(x: str | Path | CheckpointView) -> CheckpointView:
+    if isinstance(x, CheckpointView):
+        return x
+    from ..api import open_checkpoint
+
+    return open_checkpoint(x)
+
+
+def _side(view: CheckpointView) -> Side:
+    parts = collect(view)
+    opt = next((o for o in parts.optimizers if o.groups), None)
+    sched = parts.schedulers[0] if parts.schedulers else None
+    claims = position_claims(view.path, parts)
+    return Side(
+        view,
+        parts,
+        opt,
+        optimizer_step(opt) if opt else None,
+        effective_step(sched.values) if sched else None,
+        sched.values if sched else None,
+        next(iter(claims.values()), None),
+        any(rs.has_rng for rs in parts.run_states),
+        any(rs.values for rs in parts.run_states),
+    )
+
+
+def resume_doctor(
+    a: str | Path | CheckpointView,
+    b: str | Path | CheckpointView,
+    *,
+    compare_weights: bool = True,
+) -> DoctorReport:
+    """Rank the likely causes of a loss mismatch between state ``a`` and state ``b``.
+
+    Args:
+        a: the training state that was resumed from.
+        b: a state saved after resuming, or from a reference run.
+        compare_weights: also diff every tensor (streamed, via the diff engine).
+
+    Example:
+        >>> report = resume_doctor("run/step-6000", "run/step-6010")   # doctest: +SKIP
+        >>> report.top.cause, report.top.evidence                       # doctest: +SKIP
+    """
+    va, vb = _open(a), _open(b)
+    sa, sb = _side(va), _side(vb)
+    causes: list[Cause] = []
+    for rule in (_moments, _scheduler, _param_order, _rng, _hyper, _part_steps):
+        cause = rule(sa, sb)
+        if cause is not None:
+            causes.append(cause)
+    if compare_weights:
+        causes += compare_tensors(va, vb, sa, sb)
+    facts = {
+        "optimizer step": (sa.opt_step, sb.opt_step),
+        "scheduler steps": (sa.sched_step, sb.sched_step),
+        "run position": (sa.position, sb.position),
+        "RNG state saved": (sa.has_rng, sb.has_rng),
+    }
+    return DoctorReport(str(va.path), str(vb.path), causes, facts)
+
+
+def _fmt(x: float | None) -> str:
+    return "none" if x is None else f"{x:g}"
+
+
+def _moments(a: Side, b: Side) -> Cause | None:
+    ev: list[str] = []
+    score = 0.0
+    if a.opt is not None and b.opt is None:
+        ev.append("A has optimizer state, B has none")
+        score = 0.9
+    if a.opt_step is not None and b.opt_step is not None and b.opt_step < a.opt_step:
+        ev.append(
+            f"optimizer step went back: A {a.opt_step:g}, B {b.opt_step:g} "
+            "(B should be at least A's after a resume)"
+        )
+        score = max(score, 0.9)
+        if (
+            a.position is not None
+            and b.position is not None
+            and b.position > a.position
+            and b.opt_step == b.position - a.position
+        ):
+            ev.append(
+                f"B's step {b.opt_step:g} equals the steps run since the resume "
+                f"({b.position} - {a.position}): the optimizer started from scratch"
+            )
+            score = 0.93
+    if b.opt is not None:
+        zeros, total = zero_moments(b.opt)
+        if total and zeros == total and (b.opt_step or 0) <= 1:
+            ev.append(f"all {total} exp_avg tensors in B are zero, step {_fmt(b.opt_step)}")
+            score = max(score, 0.95)
+    if not ev:
+        return None
+    return Cause(
+        "optimizer_moments_reset",
+        "optimizer moments reset (optimizer state not restored)",
+        score,
+        tuple(ev),
+        "Load the optimizer state (booster.load_optimizer / optimizer.load_state_dict) "
+        "before training continues; Adam with fresh moments takes large steps.",
+    )
+
+
+def _scheduler(a: Side, b: Side) -> Cause | None:
+    ev: list[str] = []
+    score = 0.0
+    if a.sched_values is not None and b.sched_values is None:
+        ev.append("A saved an LR scheduler, B did not")
+        score = 0.7
+    if a.sched_step is not None and b.sched_step is not None:
+        if b.sched_step < a.sched_step:
+            ev.append(f"scheduler last_epoch went back: A {a.sched_step}, B {b.sched_step}")
+            score = max(score, 0.85)
+        if (
+            a.opt_step is not None
+            and b.opt_step is not None
+            and b.opt_step > a.opt_step
+            and b.sched_step == b.opt_step - a.opt_step
+        ):
+            ev.append(
+                f"B's scheduler has taken {b.sched_step} steps = the optimizer steps since the "
+                f"resume ({b.opt_step:g} - {a.opt_step:g}): it restarted at the resume"
+            )
+            score = max(score, 0.95)
+        elif b.opt_step is not None and abs(b.sched_step - b.opt_step) > 1 and score:
+            ev.append(
+                f"in B the scheduler ({b.sched_step}) and optimizer ({b.opt_step:g}) disagree"
+            )
+    if score and a.sched_values and b.sched_values:
+        la, lb = a.sched_values.get("_last_lr"), b.sched_values.get("_last_lr")
+        if la != lb:
+            ev.append(f"_last_lr: A {la}, B {lb}")
+    if not ev:
+        return None
+    return Cause(
+        "scheduler_not_restored",
+        "LR scheduler not restored (warm-up/decay restarted)",
+        score,
+        tuple(ev),
+        "Load the scheduler state (booster.load_lr_scheduler / scheduler.load_state_dict) "
+        "after building it; ColossalAI #5151.",
+    )
+
+
+def _param_order(a: Side, b: Side) -> Cause | None:
+    ev: list[str] = []
+    if a.opt is not None and b.opt is not None and not (a.opt.flat or b.opt.flat):
+        for pid in sorted(set(a.opt.states) & set(b.opt.states)):
+            sa, sb = a.opt.state_shape(pid), b.opt.state_shape(pid)
+            if sa is not None and sb is not None and sa != sb:
+                owner = _owner(a, sb)
+                ev.append(
+                    f"state {pid}: shape {list(sa)} in A, {list(sb)} in B"
+                    + (f" (in A that is the shape of {owner})" if owner else "")
+                )
+                if len(ev) >= 8:
+                    break
+    for side, name in ((a, "A"), (b, "B")):
+        for f in _shape_findings(side):
+            ev.append(f"{name}: {f}")
+    if not ev:
+        return None
+    return Cause(
+        "param_order_changed",
+        "optimizer rebuilt with a different param order (state k belongs to another tensor)",
+        0.97,
+        tuple(ev[:12]),
+        "Build the optimizer from model.parameters() in the original order (same param "
+        "groups, same filtering) before loading its state.",
+    )
+
+
+def _owner(side: Side, shape: tuple[int, ...]) -> str | None:
+    from ..validate.parts import parameter_records
+
+    for m in side.parts.models[:1]:
+        for r in parameter_records(m):
+            if tuple(r.shape) == shape:
+                return r.name
+    return None
+
+
+def _shape_findings(side: Side) -> list[str]:
+    from ..validate.optimizer import check_optimizer
+
+    if side.opt is None or not side.parts.models:
+        return []
+    model = next((m for m in side.parts.models if m.ordered), side.parts.models[0])
+    found = check_optimizer(side.opt, model, False, None)
+    return [f.message for f in found if f.rule == "optimizer.state_shape"][:4]
+
+
+def _rng(a: Side, b: Side) -> Cause | None:
+    if a.has_rng and b.has_rng:
+        return None
+    ev = []
+    for side, name in ((a, "A"), (b, "B")):
+        if not side.has_rng:
+            ev.append(f"{name} has no RNG state (torch/cuda/numpy/python)")
+        if not side.has_run_state:
+            ev.append(f"{name} has no saved run position (running_states.json / meta)")
+    score = 0.6 if a.has_rng != b.has_rng or a.has_run_state != b.has_run_state else 0.3
+    return Cause(
+        "rng_state_missing",
+        "RNG / data position not saved (dropout and data order differ after resume)",
+        score,
+        tuple(ev),
+        "Save torch.get_rng_state(), cuda/numpy/python RNG states and the sample index with "
+        "every checkpoint and restore them on resume.",
+    )
+
+
+HYPER = ("betas", "eps", "weight_decay", "momentum", "amsgrad")
+
+
+def _hyper(a: Side, b: Side) -> Cause | None:
+    if a.opt is None or b.opt is None:
+        return None
+    ev = []
+    if len(a.opt.groups) != len(b.opt.groups):
+        ev.append(f"param groups: A {len(a.opt.groups)}, B {len(b.opt.groups)}")
+    for i, (ga, gb) in enumerate(zip(a.opt.groups, b.opt.groups, strict=False)):
+        for key in (*HYPER, "initial_lr"):
+            va, vb = _plain(ga.get(key)), _plain(gb.get(key))
+            if va != vb:
+                ev.append(f"group {i} {key}: A {va}, B {vb}")
+    if not ev:
+        return None
+    return Cause(
+        "hyperparameters_changed",
+        "optimizer hyperparameters differ (config changed between runs)",
+        0.6,
+        tuple(ev[:12]),
+        "Use the same optimizer config on resume, or expect a different trajectory.",
+    )
+
+
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _part_steps(a: Side, b: Side) -> Cause | None:
+    from ..validate.bundle import check_bundle
+
+    ev = []
+    for side, name in ((a, "A"), (b, "B")):
+        if side.view.kind != "training_state":
+            continue
+        for f in check_bundle(side.view.path, side.parts):
+            if f.rule in ("bundle.step_mismatch", "bundle.optimizer_step", "bundle.epoch_mismatch"):
+                ev.append(f"{name}: {f.message}")
+        if (
+            side.sched_step is not None
+            and side.opt_step is not None
+            and abs(side.sched_step - side.opt_step) > 1
+        ):
+            ev.append(
+                f"{name}: scheduler steps {side.sched_step} vs optimizer step {side.opt_step:g}"
+            )
+    if not ev:
+        return None
+    return Cause(
+        "step_mismatch_between_parts",
+        "the parts of a training state record different steps",
+        0.55,
+        tuple(ev),
+        "Model, optimizer, scheduler and run state must come from the same save.",
+    )
+
+
+__all__ = ["Cause", "Components", "DoctorReport", "OptimizerPart", "resume_doctor"]

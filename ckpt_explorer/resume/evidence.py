@@ -1,0 +1,101 @@
+"""Evidence helpers for the resume doctor: per-side facts, zero moments, the tensor diff."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..validate.numeric import tensor_stats
+from ..validate.parts import Components, OptimizerPart
+from ..view import CheckpointView
+
+if TYPE_CHECKING:
+    from .report import Cause
+
+
+@dataclass
+class Side:
+    """What one training state says about itself."""
+
+    view: CheckpointView
+    parts: Components
+    opt: OptimizerPart | None
+    opt_step: float | None
+    sched_step: int | None
+    sched_values: dict[str, Any] | None
+    position: int | None
+    has_rng: bool
+    has_run_state: bool
+
+
+def zero_moments(opt: OptimizerPart) -> tuple[int, int]:
+    """(all-zero exp_avg tensors, exp_avg tensors) of an optimizer."""
+    zeros = total = 0
+    for states in opt.states.values():
+        rec = states.get("exp_avg")
+        if rec is None or not rec.numel:
+            continue
+        total += 1
+        if tensor_stats(opt.view.load(rec.name)).all_zero:
+            zeros += 1
+    return zeros, total
+
+
+def compare_tensors(va: CheckpointView, vb: CheckpointView, a: Side, b: Side) -> list[Cause]:
+    """Causes found by diffing every tensor: dtype changes and weights that should not move."""
+    from .report import Cause
+
+    try:
+        from ..diff import diff_checkpoints
+    except ImportError:  # the diff engine is optional for the doctor
+        return []
+    result = diff_checkpoints(va, vb)
+    causes = []
+    dtype = [r for r in result.tensors if r.dtype_a and r.dtype_b and r.dtype_a != r.dtype_b]
+    if dtype:
+        model_rows = [r for r in dtype if ".state." not in "." + r.name.split("/")[-1]]
+        ev = [f"{r.name}: {r.dtype_a} → {r.dtype_b}" for r in dtype[:8]]
+        if len(dtype) > 8:
+            ev.append(f"… {len(dtype)} tensors in all")
+        causes.append(
+            Cause(
+                "dtype_changed",
+                "dtype changed between the two states",
+                0.8 if model_rows else 0.6,
+                tuple(ev),
+                "Resume in the precision you trained in (mixed-precision config, "
+                "torch_dtype on load, master weights).",
+            )
+        )
+    steps_equal = a.opt_step is not None and a.opt_step == b.opt_step
+    moved = [r for r in result.tensors if r.status == "changed"]
+    weights = [r for r in moved if r.state is None]
+    if steps_equal and weights:
+        weights.sort(key=lambda r: -(r.rel_l2 or 0.0))
+        ev = [f"{r.name}: rel_l2 {r.rel_l2:.3g}, max |Δ| {r.max_abs:.3g}" for r in weights[:8]]
+        ev.insert(
+            0, f"both states are at optimizer step {a.opt_step:g} yet {len(weights)} tensors differ"
+        )
+        causes.append(
+            Cause(
+                "weights_changed_unexpectedly",
+                "weights differ where they should be equal (same step)",
+                0.75,
+                tuple(ev),
+                "The weights were not loaded (or loaded from another checkpoint) on resume, "
+                "or a non-deterministic op ran; diff the model parts to see where.",
+            )
+        )
+    missing = [r for r in result.tensors if r.status in ("only_in_a", "only_in_b")]
+    if missing:
+        ev = [f"{r.name}: {r.status.replace('_', ' ')}" for r in missing[:8]]
+        causes.append(
+            Cause(
+                "tensors_missing",
+                "tensors present on one side only",
+                0.5,
+                tuple(ev),
+                "A part of the state was not saved or not loaded on one side.",
+            )
+        )
+    return causes

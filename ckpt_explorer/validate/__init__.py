@@ -1,0 +1,37 @@
+"""Validation rules: index and file integrity, model vs config, numeric health, optimizer,
+scheduler and training-state bundle consistency, HF loadability.
+
+One module per concern; :func:`validate_checkpoint` (``runner``) runs those that apply.
+Importing this package is light: the rules and readers load on first call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .findings import Finding, ValidationReport
+
+if TYPE_CHECKING:
+    from ..view import CheckpointView
+
+
+def validate_checkpoint(
+    path_or_view: str | Path | CheckpointView,
+    *,
+    model: str | Path | CheckpointView | None = None,
+    numeric: bool = True,
+    hf_load: bool = False,
+    progress: Callable[[int, int], Any] | None = None,
+) -> ValidationReport:
+    """Validate a model, optimizer or training-state checkpoint.
+
+    See :func:`ckpt_explorer.validate.runner.validate_checkpoint` for the arguments.
+    """
+    from .runner import validate_checkpoint as run
+
+    return run(path_or_view, model=model, numeric=numeric, hf_load=hf_load, progress=progress)
+
+
+__all__ = ["Finding", "ValidationReport", "validate_checkpoint"]

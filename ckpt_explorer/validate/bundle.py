@@ -1,0 +1,169 @@
+"""Training-state bundles: every part present, and the steps/epochs they record agree.
+
+Step claims come from the folder name (``epoch-E_step-S``, ``global_stepN``,
+``checkpoint-N``), ``running_states.json``/``meta.pt``, DeepSpeed's ``global_steps``,
+``trainer_state.json``, the optimizer's ``step`` and the scheduler's ``last_epoch``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..readers.json_files import optional_json
+from .findings import Finding
+from .parts import Components
+from .scheduler import effective_step, optimizer_step
+
+STEP_IN_NAME = re.compile(r"(?:^|[_\-])(?:global_step|step|checkpoint)[_\-]?(\d+)$")
+EPOCH_IN_NAME = re.compile(r"(?:^|[_\-])epoch[_\-]?(\d+)(?:[_\-]|$)")
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def position_claims(path: Path, parts: Components) -> dict[str, int]:
+    """Where the run says it is: source -> step."""
+    claims: dict[str, int] = {}
+    m = STEP_IN_NAME.search(path.name)
+    if m:
+        claims[f"folder name {path.name}"] = int(m.group(1))
+    for rs in parts.run_states:
+        for key in ("global_step", "global_steps", "step"):
+            value = _int(rs.values.get(key))
+            if value is not None:
+                claims[f"{rs.label.rstrip('/') or Path(rs.file).name} {key}"] = value
+                break
+    try:
+        trainer = optional_json(path, "trainer_state.json") if path.is_dir() else None
+    except Exception:
+        trainer = None
+    if isinstance(trainer, dict) and _int(trainer.get("global_step")) is not None:
+        claims["trainer_state.json global_step"] = int(trainer["global_step"])
+    return claims
+
+
+def check_bundle(path: Path, parts: Components) -> list[Finding]:
+    out: list[Finding] = []
+    if not parts.models:
+        out.append(
+            Finding(
+                "bundle.missing_model",
+                "error",
+                "the training state holds no model weights",
+                "Save the model beside the optimizer; a resume needs both.",
+            )
+        )
+    if not parts.optimizers:
+        out.append(
+            Finding(
+                "bundle.missing_optimizer",
+                "warning",
+                "the training state holds no optimizer state",
+                "Resuming rebuilds the optimizer with zero moments and step 0 (a loss jump "
+                "after resume); save the optimizer too.",
+            )
+        )
+    used_scheduler = any("initial_lr" in g for o in parts.optimizers for g in o.groups)
+    if not parts.schedulers:
+        out.append(
+            Finding(
+                "bundle.missing_scheduler",
+                "warning" if used_scheduler else "info",
+                "no LR scheduler state is saved"
+                + (" although the optimizer groups carry initial_lr" if used_scheduler else ""),
+                "A rebuilt scheduler restarts its warm-up/decay; save lr_scheduler with the "
+                "checkpoint.",
+            )
+        )
+    saved = [rs for rs in parts.run_states if rs.values or rs.has_rng]
+    if not saved:
+        out.append(
+            Finding(
+                "bundle.missing_run_state",
+                "warning",
+                "no RNG/meta file or running_states.json is saved",
+                "The data position and RNG restart on resume; save epoch/step/sample index "
+                "(running_states.json or meta.pt) and the RNG states.",
+            )
+        )
+    elif not any(rs.has_rng for rs in saved):
+        out.append(
+            Finding(
+                "bundle.missing_rng",
+                "info",
+                "the run position is saved but no RNG state",
+                "Dropout and data shuffling will not replay exactly after resume.",
+            )
+        )
+    claims = position_claims(path, parts)
+    if len(set(claims.values())) > 1:
+        shown = ", ".join(f"{k} = {v}" for k, v in claims.items())
+        out.append(
+            Finding(
+                "bundle.step_mismatch",
+                "error",
+                f"the parts disagree on the step: {shown}",
+                "They were saved at different steps or copied together from different "
+                "checkpoints; resume from a consistent set.",
+            )
+        )
+    out += _epoch(path, parts)
+    position = next(iter(claims.values()), None) if len(set(claims.values())) == 1 else None
+    for opt in parts.optimizers:
+        step = optimizer_step(opt)
+        if position is not None and step is not None and int(step) != position and not opt.flat:
+            out.append(
+                Finding(
+                    "bundle.optimizer_step",
+                    "warning",
+                    f"the optimizer step is {step:g} but the run position is {position} "
+                    f"({', '.join(claims)})",
+                    "Expected with gradient accumulation (position counts micro-steps) or "
+                    "skipped fp16 steps; otherwise the optimizer is from another checkpoint.",
+                    file=opt.label.rstrip("/") or None,
+                )
+            )
+    if not parts.optimizers and position is not None:
+        for sched in parts.schedulers:
+            eff = effective_step(sched.values)
+            if eff is not None and abs(eff - position) > 1:
+                out.append(
+                    Finding(
+                        "bundle.scheduler_step",
+                        "warning",
+                        f"the scheduler has taken {eff} steps but the run position is {position}",
+                        "The scheduler was not restored, or steps per epoch.",
+                        file=sched.label.rstrip("/") or None,
+                    )
+                )
+    return out
+
+
+def _epoch(path: Path, parts: Components) -> list[Finding]:
+    m = EPOCH_IN_NAME.search(path.name)
+    if m is None:
+        return []
+    folder_epoch = int(m.group(1))
+    out = []
+    for rs in parts.run_states:
+        epoch = _int(rs.values.get("epoch"))
+        if epoch is not None and epoch != folder_epoch:
+            out.append(
+                Finding(
+                    "bundle.epoch_mismatch",
+                    "error",
+                    f"the folder name says epoch {folder_epoch} but "
+                    f"{rs.label.rstrip('/') or 'the run state'} says epoch {epoch}",
+                    "The run state was copied from another checkpoint.",
+                )
+            )
+    return out

@@ -1,0 +1,251 @@
+"""The model against its ``config.json``: vocab, layers, hidden size, dtype, tied weights.
+
+Only HF-style configs are read (no transformers import): ``vocab_size``,
+``num_hidden_layers``/``n_layer``/``num_layers``, ``hidden_size``/``n_embd``/``d_model``,
+``torch_dtype`` (transformers 4) or ``dtype`` (transformers 5), ``tie_word_embeddings``.
+Transformers 5 leaves a tied ``lm_head.weight`` out of the files; transformers 4 ``.bin``
+keeps it sharing the embedding's storage; both are clean.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from ..types import TensorRecord
+from .findings import Finding
+from .parts import ModelPart, is_float
+
+EMBED_SUFFIXES = (
+    "embed_tokens.weight",
+    "wte.weight",
+    "word_embeddings.weight",
+    "embed_in.weight",
+    "shared.weight",
+    "tok_embeddings.weight",
+)
+HEAD_SUFFIXES = ("lm_head.weight",)
+CAUSAL_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
+STACK = re.compile(r"^(.*?(?:^|\.)(?:layers|h|layer|blocks|block))\.(\d+)\.")
+
+
+def _first(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | None:
+    for k in keys:
+        if isinstance(config.get(k), int) and not isinstance(config.get(k), bool):
+            return k, config[k]
+    return None
+
+
+def _find(records: list[TensorRecord], suffixes: tuple[str, ...]) -> TensorRecord | None:
+    for suffix in suffixes:
+        for r in records:
+            if r.name == suffix or r.name.endswith("." + suffix):
+                return r
+    return None
+
+
+def check_model(model: ModelPart) -> list[Finding]:
+    """Every config rule for one model (nothing when it has no config.json)."""
+    config = model.config
+    if not config:
+        return []
+    findings: list[Finding] = []
+    records = model.records
+    embed = _find(records, EMBED_SUFFIXES)
+    head = _find(records, HEAD_SUFFIXES)
+    findings += _vocab(model, config, [r for r in (embed, head) if r is not None])
+    findings += _layers(model, config)
+    findings += _hidden(model, config, embed)
+    findings += _dtype(model, config)
+    findings += _tied(model, config, embed, head)
+    return findings
+
+
+def _vocab(model: ModelPart, config: dict[str, Any], found: list[TensorRecord]) -> list[Finding]:
+    vocab = config.get("vocab_size")
+    if not isinstance(vocab, int) or isinstance(vocab, bool):
+        return []
+    out = []
+    for r in found:
+        if len(r.shape) != 2 or r.shape[0] == vocab:
+            continue
+        padded = r.shape[0] > vocab
+        out.append(
+            Finding(
+                "config.vocab_padding" if padded else "config.vocab_size",
+                "error",
+                f"{r.name} has {r.shape[0]} rows but config.json says vocab_size {vocab}"
+                + (" — vocab padding left in" if padded else ""),
+                (
+                    f"Slice the padding off ([:{vocab}]) before saving (from_pretrained fails "
+                    "with a size mismatch), or set vocab_size if the rows are real tokens."
+                    if padded
+                    else "The tensor is smaller than the vocabulary; the checkpoint and its "
+                    "config come from different models."
+                ),
+                tensor=model.display(r.name),
+                file=model.label + r.file,
+            )
+        )
+    return out
+
+
+def _layers(model: ModelPart, config: dict[str, Any]) -> list[Finding]:
+    found = _first(config, LAYER_KEYS)
+    if found is None:
+        return []
+    key, expected = found
+    stacks: dict[str, set[int]] = {}
+    for r in model.records:
+        m = STACK.match(r.name)
+        if m:
+            stacks.setdefault(m.group(1), set()).add(int(m.group(2)))
+    if "decoder" in " ".join(stacks) and "encoder" in " ".join(stacks):
+        return []  # encoder-decoder: per-stack counts live under other keys
+    out = []
+    for stack, indices in stacks.items():
+        missing = sorted(set(range(expected)) - indices)
+        beyond = sorted(i for i in indices if i >= expected)
+        if len(stacks) > 1 and beyond:
+            continue  # another tower (vision, audio) with its own config
+        if missing:
+            shown = ", ".join(map(str, missing[:12])) + (" …" if len(missing) > 12 else "")
+            out.append(
+                Finding(
+                    "config.missing_layers",
+                    "error",
+                    f"{stack} has {len(indices)} of the {expected} layers config.json {key} "
+                    f"says; missing {shown}",
+                    "The save lost layers (a pipeline stage or shard not written or not "
+                    "gathered); re-save from the training run.",
+                    tensor=model.display(f"{stack}.{missing[0]}"),
+                )
+            )
+        if beyond:
+            out.append(
+                Finding(
+                    "config.extra_layers",
+                    "error",
+                    f"{stack} has layer(s) {', '.join(map(str, beyond[:12]))} beyond the "
+                    f"{expected} config.json {key} says",
+                    "The config belongs to a smaller model; fix num_hidden_layers or the config.",
+                    tensor=model.display(f"{stack}.{beyond[0]}"),
+                )
+            )
+    return out
+
+
+def _hidden(model: ModelPart, config: dict[str, Any], embed: TensorRecord | None) -> list[Finding]:
+    found = _first(config, HIDDEN_KEYS)
+    if found is None or embed is None or len(embed.shape) != 2:
+        return []
+    key, hidden = found
+    if embed.shape[1] == hidden:
+        return []
+    return [
+        Finding(
+            "config.hidden_size",
+            "error",
+            f"{embed.name} has width {embed.shape[1]} but config.json {key} is {hidden}",
+            "The config and the weights come from different models.",
+            tensor=model.display(embed.name),
+        )
+    ]
+
+
+def _dtype(model: ModelPart, config: dict[str, Any]) -> list[Finding]:
+    declared = config.get("torch_dtype", config.get("dtype"))
+    key = "torch_dtype" if "torch_dtype" in config else "dtype"
+    if not isinstance(declared, str) or declared == "auto":
+        return []
+    declared = declared.removeprefix("torch.")
+    by_bytes: Counter[str] = Counter()
+    for r in model.records:
+        if is_float(r.dtype):
+            by_bytes[r.dtype] += r.nbytes
+    if not by_bytes:
+        return []
+    main, _ = by_bytes.most_common(1)[0]
+    if main == declared:
+        return []
+    share = by_bytes[main] / sum(by_bytes.values())
+    return [
+        Finding(
+            "config.dtype",
+            "warning",
+            f"config.json {key} is {declared} but {share:.0%} of the floating-point bytes are "
+            f"{main}",
+            f'from_pretrained(dtype="auto") would load {declared}; set {key} to {main} or '
+            "cast the weights.",
+            file=model.label + "config.json",
+        )
+    ]
+
+
+def _same_values(model: ModelPart, a: TensorRecord, b: TensorRecord) -> bool | None:
+    if a.storage_key is not None and (a.storage_key, a.file, a.offset) == (
+        b.storage_key,
+        b.file,
+        b.offset,
+    ):
+        return True
+    if a.shape != b.shape:
+        return False
+    try:
+        import torch
+
+        return bool(torch.equal(model.view.load(a.name), model.view.load(b.name)))
+    except Exception:
+        return None
+
+
+def _tied(
+    model: ModelPart,
+    config: dict[str, Any],
+    embed: TensorRecord | None,
+    head: TensorRecord | None,
+) -> list[Finding]:
+    tie = config.get("tie_word_embeddings")
+    if not isinstance(tie, bool) or embed is None:
+        return []
+    if tie and head is not None:
+        same = _same_values(model, embed, head)
+        if same is False:
+            return [
+                Finding(
+                    "tied.lm_head_differs",
+                    "error",
+                    f"tie_word_embeddings is true but {head.name} differs from {embed.name}",
+                    "transformers 4 ties them and silently drops one (transformers 5 keeps "
+                    "both and warns); set tie_word_embeddings false, or save one tensor.",
+                    tensor=model.display(head.name),
+                )
+            ]
+        return []
+    archs = config.get("architectures") or []
+    causal = any(str(a).endswith(CAUSAL_HEADS) for a in archs)
+    if not tie and head is None and causal:
+        return [
+            Finding(
+                "tied.lm_head_missing",
+                "error",
+                f"tie_word_embeddings is false but no lm_head.weight is stored (only {embed.name})",
+                "from_pretrained would initialise lm_head randomly; save lm_head.weight or set "
+                "tie_word_embeddings true.",
+                tensor=model.display("lm_head.weight"),
+            )
+        ]
+    if not tie and head is not None and _same_values(model, embed, head):
+        return [
+            Finding(
+                "tied.untied_but_equal",
+                "info",
+                f"tie_word_embeddings is false but {head.name} equals {embed.name}",
+                "Fine if the heads were trained tied; set tie_word_embeddings true to save space.",
+                tensor=model.display(head.name),
+            )
+        ]
+    return []

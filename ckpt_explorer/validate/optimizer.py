@@ -1,0 +1,293 @@
+"""Optimizer param_group consistency, state shapes under the id -> name map, step, moments.
+
+Ids are numbered in the optimizer's param order, group by group. When a model is known and
+lists its parameters in order, id k belongs to the k-th parameter; a state whose shape is
+another parameter's usually means the optimizer was rebuilt with a different param order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from .findings import Finding
+from .numeric import TensorStats
+from .parts import ModelPart, OptimizerPart, parameter_records
+
+ADAM_KEYS = ("lr", "betas", "eps", "weight_decay")
+SHARED_KEYS = ("betas", "eps", "amsgrad", "maximize", "capturable", "differentiable")
+MAX_PER_RULE = 20
+
+
+def check_optimizer(
+    opt: OptimizerPart,
+    model: ModelPart | None,
+    has_scheduler: bool,
+    stats: dict[str, TensorStats] | None,
+) -> list[Finding]:
+    out = _groups(opt)
+    out += _hyper(opt, has_scheduler)
+    out += _steps(opt)
+    if stats is not None:
+        out += _moments(opt, stats)
+    if model is not None and not opt.flat:
+        out += _against_model(opt, model)
+    return out
+
+
+def _groups(opt: OptimizerPart) -> list[Finding]:
+    out: list[Finding] = []
+    where = opt.label or None
+    if not opt.groups:
+        return [
+            Finding(
+                "optimizer.no_param_groups",
+                "error",
+                "the optimizer has no param_groups",
+                "torch's load_state_dict needs them; the group file is missing or empty.",
+                file=where,
+            )
+        ]
+    member: dict[int, list[int]] = {}
+    for gi, g in enumerate(opt.groups):
+        params = g.get("params")
+        if not isinstance(params, list | tuple):
+            out.append(Finding("optimizer.group_params", "error", f"group {gi} has no params list"))
+            continue
+        for p in params:
+            member.setdefault(p, []).append(gi)
+    if opt.flat:
+        return out
+    for pid, groups in sorted(member.items()):
+        if len(groups) > 1:
+            out.append(
+                Finding(
+                    "optimizer.duplicate_id",
+                    "error",
+                    f"param id {pid} is listed {len(groups)} times (groups {groups})",
+                    "Each parameter must belong to exactly one group; rebuild the optimizer.",
+                    tensor=opt.tensor(pid, "*"),
+                    param_id=pid,
+                )
+            )
+    for pid in opt.all_ids():
+        if pid not in member:
+            out.append(
+                Finding(
+                    "optimizer.orphan_state",
+                    "error",
+                    f"state {pid} belongs to no param group",
+                    "The state and the group file come from different saves.",
+                    tensor=opt.tensor(pid, "*"),
+                    param_id=pid,
+                )
+            )
+    ids = sorted(member)
+    if ids and ids != list(range(len(ids))):
+        gaps = sorted(set(range(max(ids) + 1)) - set(ids))[:10]
+        out.append(
+            Finding(
+                "optimizer.id_gaps",
+                "warning",
+                f"param ids are not contiguous from 0 (missing {gaps})",
+                "torch numbers ids 0..N-1; gaps mean states were dropped or merged by hand.",
+                param_id=gaps[0] if gaps else None,
+            )
+        )
+    no_state = [p for p in ids if p not in opt.states and p not in opt.scalars]
+    if no_state and opt.all_ids():
+        out.append(
+            Finding(
+                "optimizer.no_state",
+                "info",
+                f"{len(no_state)} of {len(ids)} params have no state (e.g. {no_state[:5]})",
+                "Normal for params that never received a gradient (frozen or unused).",
+                param_id=no_state[0],
+            )
+        )
+    return out
+
+
+def _hyper(opt: OptimizerPart, has_scheduler: bool) -> list[Finding]:
+    out: list[Finding] = []
+    adam = any("exp_avg_sq" in s for s in opt.states.values())
+    for gi, g in enumerate(opt.groups):
+        needed = ADAM_KEYS if adam else ("lr",)
+        missing = [k for k in needed if k not in g]
+        if missing:
+            out.append(
+                Finding(
+                    "optimizer.hyperparameters",
+                    "warning",
+                    f"group {gi} lacks {', '.join(missing)}",
+                    "load_state_dict takes hyperparameters from the file; missing ones fall "
+                    "back to the new optimizer's defaults.",
+                )
+            )
+        lr = g.get("lr")
+        if isinstance(lr, int | float) and (not math.isfinite(lr) or lr < 0):
+            out.append(
+                Finding("optimizer.bad_lr", "error", f"group {gi} has lr {lr}", "Fix the lr.")
+            )
+        if has_scheduler and "initial_lr" not in g:
+            out.append(
+                Finding(
+                    "optimizer.initial_lr_missing",
+                    "error",
+                    f"group {gi} has no initial_lr although a scheduler is saved beside it",
+                    "torch schedulers created with last_epoch != -1 raise KeyError "
+                    "'initial_lr'; save the optimizer after the scheduler was constructed.",
+                )
+            )
+    if len(opt.groups) > 1:
+        keys = [set(g) - {"params"} for g in opt.groups]
+        common = set.intersection(*keys)
+        for gi, k in enumerate(keys):
+            if k - common:
+                out.append(
+                    Finding(
+                        "optimizer.group_keys",
+                        "warning" if "initial_lr" in k - common else "info",
+                        f"group {gi} has {', '.join(sorted(k - common))} that other groups lack",
+                        "Groups of one optimizer normally carry the same keys.",
+                    )
+                )
+        for key in SHARED_KEYS:
+            vals = [_plain(g.get(key)) for g in opt.groups if key in g]
+            if len(set(map(repr, vals))) > 1:
+                out.append(
+                    Finding(
+                        "optimizer.group_values",
+                        "info",
+                        f"{key} differs across groups: {vals}",
+                        "Intended when groups are configured separately.",
+                    )
+                )
+    return out
+
+
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _steps(opt: OptimizerPart) -> list[Finding]:
+    steps = opt.steps()
+    if len(steps) < 2:
+        return []
+    common, _ = Counter(steps.values()).most_common(1)[0]
+    odd = {pid: s for pid, s in steps.items() if s != common}
+    out = []
+    for pid, s in list(odd.items())[:MAX_PER_RULE]:
+        out.append(
+            Finding(
+                "optimizer.step_mismatch",
+                "warning",
+                f"state {pid} has step {s:g} while {len(steps) - len(odd)} params have "
+                f"step {common:g}",
+                "Params skipped by some updates (no gradient) or states merged from "
+                "different saves; Adam's bias correction differs per param.",
+                tensor=opt.tensor(pid, "step"),
+                param_id=pid,
+            )
+        )
+    return out
+
+
+def _moments(opt: OptimizerPart, stats: dict[str, TensorStats]) -> list[Finding]:
+    out = []
+    for pid, states in opt.states.items():
+        rec = states.get("exp_avg_sq")
+        if rec is None:
+            continue
+        st = stats.get(opt.label + rec.name)
+        if st is not None and st.min is not None and st.min < 0:
+            out.append(
+                Finding(
+                    "optimizer.negative_exp_avg_sq",
+                    "error",
+                    f"state {pid} exp_avg_sq has negative values (min {st.min:.4g})",
+                    "A second moment is a running mean of squares and cannot be negative: the "
+                    "state is corrupt or belongs to another tensor.",
+                    tensor=opt.label + rec.name,
+                    param_id=pid,
+                )
+            )
+    return out
+
+
+def _against_model(opt: OptimizerPart, model: ModelPart) -> list[Finding]:
+    ids = opt.group_ids() or opt.all_ids()
+    params = parameter_records(model, len(ids))
+    out: list[Finding] = []
+    if len(ids) > len(params):
+        out.append(
+            Finding(
+                "optimizer.param_count",
+                "error",
+                f"the optimizer has {len(ids)} params but the model has {len(params)} "
+                "parameter tensors",
+                "The optimizer belongs to a bigger model, or ids were duplicated.",
+            )
+        )
+    elif len(ids) < len(params):
+        out.append(
+            Finding(
+                "optimizer.param_count",
+                "warning",
+                f"the optimizer has {len(ids)} params but the model has {len(params)} "
+                "floating-point tensors",
+                "Frozen parameters are not passed to the optimizer, or some tensors are "
+                "buffers; otherwise the optimizer belongs to another model.",
+            )
+        )
+    shapes_by_name = {r.name: tuple(r.shape) for r in params}
+    positional = model.ordered and len(ids) == len(params)
+    for k, pid in enumerate(ids):
+        shape = opt.state_shape(pid)
+        if shape is None or pid not in opt.states:
+            continue
+        if positional:
+            expected = params[k]
+            if tuple(expected.shape) == shape or _numel(expected.shape) == _numel(shape) == 1:
+                continue
+            owner = next((n for n, s in shapes_by_name.items() if s == shape), None)
+            out.append(
+                Finding(
+                    "optimizer.state_shape",
+                    "error",
+                    f"state {pid} has shape {list(shape)} but its parameter "
+                    f"{expected.name} has {list(expected.shape)}"
+                    + (f" (that is the shape of {owner})" if owner else ""),
+                    "The optimizer was probably rebuilt with a different param order, so "
+                    "state k belongs to another tensor; rebuild it in the original order.",
+                    tensor=opt.tensor(pid, _first_state(opt, pid)),
+                    param_id=pid,
+                )
+            )
+        elif shape not in shapes_by_name.values() and _numel(shape) > 1:
+            out.append(
+                Finding(
+                    "optimizer.state_shape",
+                    "error",
+                    f"state {pid} has shape {list(shape)}, the shape of no model parameter",
+                    "The optimizer belongs to another model, or its states are still "
+                    "sharded/flattened.",
+                    tensor=opt.tensor(pid, _first_state(opt, pid)),
+                    param_id=pid,
+                )
+            )
+        if len(out) > MAX_PER_RULE:
+            break
+    return out
+
+
+def _first_state(opt: OptimizerPart, pid: int) -> str:
+    return next((n for n, r in opt.states[pid].items() if r.shape), "*")
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n

@@ -1,0 +1,310 @@
+"""Find the model, optimizer, scheduler and run-state components inside any opened view.
+
+A view may be one file, a sharded folder, a training-state bundle of parts, a DeepSpeed
+folder (one part per ``.pt`` file) or a DCP folder whose one view holds ``model.*`` and
+``optim.state.<id>.*`` side by side. Rules work on the components, not on families.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..readers.json_files import optional_json
+from ..readers.torch_pickle import RNG_KEYS
+from ..types import TensorRecord
+from ..view import CheckpointView
+
+STATE_NAME = re.compile(r"^(.*?)state\.(\d+)\.([^.]+)$")
+GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.(.+)$")
+RUN_KEYS = ("global_step", "global_steps", "step", "epoch", "sample_start_index")
+SCHEDULER_MARKERS = ("last_epoch", "base_lrs")
+FLOAT_PREFIXES = ("float", "bfloat", "complex")
+EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
+ORDERED_FAMILIES = (
+    "torch-zip",
+    "torch-legacy",
+    "colossalai-sharded-model",
+    "colossalai-safetensors",
+    "torch-dcp",
+    "deepspeed",
+)
+
+
+@dataclass
+class ModelPart:
+    """Model tensors of one view; ``label + record.name`` is the name shown to users."""
+
+    label: str
+    view: CheckpointView
+    records: list[TensorRecord]
+    folder: Path | None
+    config: dict[str, Any] | None
+    ordered: bool
+
+    def display(self, name: str) -> str:
+        return self.label + name
+
+
+@dataclass
+class OptimizerPart:
+    """Optimizer state of one view: ``<prefix>state.<id>.<name>`` records and its groups."""
+
+    label: str
+    view: CheckpointView
+    prefix: str
+    groups: list[dict[str, Any]]
+    states: dict[int, dict[str, TensorRecord]]
+    scalars: dict[int, dict[str, Any]]
+    flat: bool = False  # DeepSpeed flat partitions: ids are groups, shapes are not params
+    param_names: dict[int, str] = field(default_factory=dict)
+
+    def tensor(self, pid: int, state: str) -> str:
+        return self.label + f"{self.prefix}state.{pid}.{state}"
+
+    def group_ids(self) -> list[int]:
+        out: list[int] = []
+        for g in self.groups:
+            out += [p for p in g.get("params", []) if isinstance(p, int)]
+        return out
+
+    def all_ids(self) -> list[int]:
+        return sorted(set(self.states) | set(self.scalars))
+
+    def steps(self) -> dict[int, float]:
+        """Per param id, its ``step`` (tensors loaded: they are 0-dim)."""
+        out: dict[int, float] = {}
+        for pid in self.all_ids():
+            value = self.scalars.get(pid, {}).get("step")
+            rec = self.states.get(pid, {}).get("step")
+            if rec is not None and rec.numel == 1:
+                try:
+                    value = float(self.view.load(rec.name).reshape(-1)[0])
+                except Exception:
+                    value = None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[pid] = float(value)
+        return out
+
+    def state_shape(self, pid: int) -> tuple[int, ...] | None:
+        for name, rec in self.states.get(pid, {}).items():
+            if name != "step" and rec.shape:
+                return tuple(rec.shape)
+        return None
+
+
+@dataclass
+class ValuesPart:
+    """A scheduler or run-state (RNG, meta, running_states.json) dict of plain values."""
+
+    label: str
+    kind: str  # "scheduler" | "run_state"
+    values: dict[str, Any]
+    has_rng: bool = False
+    file: str = ""
+
+
+@dataclass
+class Components:
+    models: list[ModelPart] = field(default_factory=list)
+    optimizers: list[OptimizerPart] = field(default_factory=list)
+    schedulers: list[ValuesPart] = field(default_factory=list)
+    run_states: list[ValuesPart] = field(default_factory=list)
+    leaves: list[tuple[str, CheckpointView]] = field(default_factory=list)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith(FLOAT_PREFIXES)
+
+
+def model_config(view: CheckpointView) -> tuple[Path | None, dict[str, Any] | None]:
+    """The folder whose ``config.json`` describes this model, and the parsed config."""
+    if "config.json" in view.values and isinstance(view.values["config.json"], dict):
+        return view.path, view.values["config.json"]
+    folder = view.path if view.path.is_dir() else None
+    if folder is None and view.path.name in ("model.safetensors", "pytorch_model.bin"):
+        folder = view.path.parent
+    if folder is None:
+        return None, None
+    try:
+        doc = optional_json(folder, "config.json")
+    except Exception:
+        return folder, None
+    return folder, doc if isinstance(doc, dict) else None
+
+
+def _optimizer_parts(view: CheckpointView, label: str) -> list[OptimizerPart]:
+    states: dict[str, dict[int, dict[str, TensorRecord]]] = {}
+    for r in view.tensors:
+        m = STATE_NAME.match(r.name)
+        if m:
+            states.setdefault(m.group(1), {}).setdefault(int(m.group(2)), {})[m.group(3)] = r
+    scalars: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, value in view.values.items():
+        m = STATE_NAME.match(key)
+        if m:
+            scalars.setdefault(m.group(1), {}).setdefault(int(m.group(2)), {})[m.group(3)] = value
+        elif (m2 := re.match(r"^(.*?)state\.(\d+)$", key)) and value == {}:
+            scalars.setdefault(m2.group(1), {}).setdefault(int(m2.group(2)), {})
+    parts = []
+    for prefix in sorted(set(states) | set(scalars)):
+        if prefix and not prefix.endswith("."):
+            continue
+        groups = _groups(view, prefix)
+        if not groups and view.optimizer is None and view.kind != "optimizer":
+            continue  # a model tensor that merely looks like state.<n>.<x>
+        flat = "base_optimizer_state" in prefix or "DeepSpeed" in view.detection.detail
+        names = dict(view.optimizer.param_names) if view.optimizer and not prefix else {}
+        parts.append(
+            OptimizerPart(
+                label,
+                view,
+                prefix,
+                groups,
+                states.get(prefix, {}),
+                scalars.get(prefix, {}),
+                flat,
+                names,
+            )
+        )
+    if not parts and view.optimizer is not None and view.optimizer.param_groups:
+        parts.append(OptimizerPart(label, view, "", _groups(view, ""), {}, {}))
+    return parts
+
+
+def _groups(view: CheckpointView, prefix: str) -> list[dict[str, Any]]:
+    if not prefix and view.optimizer is not None and view.optimizer.param_groups:
+        return [dict(g) for g in view.optimizer.param_groups]
+    raw = view.values.get(prefix + "param_groups")
+    if isinstance(raw, list | tuple):
+        return [dict(g) for g in raw if isinstance(g, dict)]
+    flat: dict[int, dict[str, Any]] = {}
+    for key, value in view.values.items():
+        m = GROUP_KEY.match(key)
+        if m and m.group(1) == prefix:
+            flat.setdefault(int(m.group(2)), {})[m.group(3)] = value
+    groups = [flat[i] for i in sorted(flat)]
+    for g in groups:
+        if isinstance(g.get("params"), list | tuple):
+            g["params"] = [int(p) if str(p).isdigit() else p for p in g["params"]]
+    return groups
+
+
+def _scheduler_prefixes(values: dict[str, Any]) -> list[str]:
+    out = []
+    for key in values:
+        if key.endswith("last_epoch"):
+            prefix = key[: -len("last_epoch")]
+            if (
+                (not prefix or prefix.endswith("."))
+                and prefix + "base_lrs" in values
+                and ".after_scheduler_dict." not in "." + prefix
+            ):
+                out.append(prefix)
+    return out
+
+
+def _strip(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
+
+
+def _has_rng(view: CheckpointView) -> bool:
+    keys = [r.name for r in view.tensors] + list(view.values)
+    return any(k.split(".")[-1] in RNG_KEYS or k.split(".")[0] in RNG_KEYS for k in keys)
+
+
+def _walk(view: CheckpointView, label: str, out: Components) -> None:
+    if view.parts:
+        for name, part in view.parts.items():
+            _walk(part, f"{label}{name}/", out)
+        run = {k: v for k, v in view.values.items() if k in RUN_KEYS}
+        if run and view.family == "deepspeed":
+            out.run_states.append(ValuesPart(label, "run_state", run, False, str(view.path)))
+        return
+    out.leaves.append((label, view))
+    if view.kind == "scheduler":
+        out.schedulers.append(ValuesPart(label, "scheduler", dict(view.values), file=label))
+        return
+    if view.kind in ("rng", "running_state"):
+        out.run_states.append(
+            ValuesPart(label, "run_state", dict(view.values), _has_rng(view), str(view.path))
+        )
+        return
+    optimizers = _optimizer_parts(view, label)
+    out.optimizers += optimizers
+    for prefix in _scheduler_prefixes(view.values):
+        if view.kind != "optimizer":
+            out.schedulers.append(ValuesPart(label, "scheduler", _strip(view.values, prefix)))
+    taken = {r.name for o in optimizers for recs in o.states.values() for r in recs.values()}
+    if view.kind in ("model", "training_state"):
+        records = [r for r in view.tensors if r.name not in taken]
+        if view.family == "deepspeed" or "DeepSpeed" in view.detection.detail:
+            records = [r for r in records if r.name.startswith("module.")]
+        if records:
+            folder, config = model_config(view)
+            files = [f.path for f in view.files]
+            ordered = view.family in ORDERED_FAMILIES or (
+                view.family == "hf-single" and not any(f.endswith(".safetensors") for f in files)
+            )
+            out.models.append(ModelPart(label, view, records, folder, config, ordered))
+        if view.kind == "training_state" and _has_rng(view):
+            out.run_states.append(ValuesPart(label, "run_state", {}, True, str(view.path)))
+        run = {k: v for k, v in view.values.items() if k in RUN_KEYS}
+        if run and view.kind == "training_state":
+            out.run_states.append(ValuesPart(label, "run_state", run, False, str(view.path)))
+
+
+def collect(view: CheckpointView, model: CheckpointView | None = None) -> Components:
+    """Every component of ``view``; ``model`` (a separate model checkpoint) is added last."""
+    out = Components()
+    _walk(view, "", out)
+    if model is not None and not out.models:
+        found = Components()
+        _walk(model, "", found)
+        for m in found.models:
+            m.label = "(model) " + m.label
+        out.models += found.models
+    return out
+
+
+def parameter_records(model: ModelPart, expected: int | None = None) -> list[TensorRecord]:
+    """The model's trainable-parameter candidates in order: float tensors without known
+    buffers, tied aliases (shared storage, or ``lm_head`` when the config ties it) counted once.
+
+    With ``expected`` one less than the count, an ``lm_head.weight`` equal to the embedding
+    (tied, saved in separate shards) is dropped too.
+    """
+    buffers = (
+        "running_mean",
+        "running_var",
+        "num_batches_tracked",
+        "inv_freq",
+        "position_ids",
+        "attn.bias",
+        "attn.masked_bias",
+    )
+    tied = bool(model.config and model.config.get("tie_word_embeddings"))
+    seen: set[tuple[str | None, str, int | None]] = set()
+    out = []
+    for r in model.records:
+        if not is_float(r.dtype) or r.name.endswith(buffers):
+            continue
+        if tied and r.name.endswith("lm_head.weight"):
+            continue
+        if r.storage_key is not None:
+            alias = (r.storage_key, r.file, r.offset)
+            if alias in seen:
+                continue
+            seen.add(alias)
+        out.append(r)
+    if expected is not None and expected == len(out) - 1 and not tied:
+        head = next((r for r in out if r.name.endswith("lm_head.weight")), None)
+        embed = next((r for r in out if r.name.endswith(EMBEDDINGS)), None)
+        if head is not None and embed is not None and head.shape == embed.shape:
+            import torch
+
+            if torch.equal(model.view.load(head.name), model.view.load(embed.name)):
+                out.remove(head)
+    return out

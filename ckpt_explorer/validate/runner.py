@@ -1,0 +1,178 @@
+"""``validate_checkpoint``: run every rule that applies and collect the findings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import CkptExplorerError
+from ..view import CheckpointView
+from . import bundle, config, integrity, optimizer, scheduler
+from . import hf_load as hf_rules
+from . import numeric as numeric_rules
+from .findings import Finding, ValidationReport
+from .parts import Components, ModelPart, OptimizerPart, collect
+
+ProgressFn = Callable[[int, int], Any]
+
+
+def _open(x: str | Path | CheckpointView) -> CheckpointView:
+    if isinstance(x, CheckpointView):
+        return x
+    from ..api import open_checkpoint
+
+    return open_checkpoint(x)
+
+
+def _integrity_of_parts(view: CheckpointView, seen: set[Path]) -> list[Finding]:
+    out: list[Finding] = []
+    for name, part in view.parts.items():
+        if part.path in seen:
+            continue
+        seen.add(part.path)
+        if part.path.is_dir() or part.path.name.endswith(".json"):
+            out += integrity.check_path(part.path, label=f"{name}/")
+        out += _integrity_of_parts(part, seen)
+    return out
+
+
+def _unrecognised_children(view: CheckpointView) -> list[Finding]:
+    """Children of a training-state folder that look like checkpoint files but are broken
+    (the bundle reader leaves out what it cannot read, e.g. a truncated optimizer file)."""
+    if view.family != "training-state" or not view.path.is_dir():
+        return []
+    from ..api import detect_format
+    from ..errors import FormatDetectionError, TruncatedFileError
+    from ..readers.bundle import IGNORED
+
+    taken = {p.path.resolve() for p in view.parts.values()}
+    out = []
+    for child in sorted(view.path.iterdir()):
+        if child.name.startswith(".") or child.name in IGNORED or child.resolve() in taken:
+            continue
+        try:
+            detect_format(child)
+        except FormatDetectionError:
+            continue  # not a checkpoint file at all (README, tokenizer, scripts)
+        except TruncatedFileError as e:
+            out.append(
+                Finding(
+                    "integrity.truncated",
+                    "error",
+                    f"{child.name} is truncated: expected {e.expected}, found {e.found}",
+                    "Copy the file again from its source; the training state is incomplete.",
+                    file=child.name,
+                )
+            )
+        except CkptExplorerError as e:
+            out.append(
+                Finding(
+                    "integrity.unreadable_part",
+                    "error",
+                    f"{child.name} beside the training state cannot be read: {e.found}",
+                    e.hint or "Copy it again or re-save; the training state is incomplete.",
+                    file=child.name,
+                )
+            )
+    return out
+
+
+def _pick_model(parts: Components) -> ModelPart | None:
+    ordered = [m for m in parts.models if m.ordered]
+    candidates = ordered or parts.models
+    return candidates[0] if candidates else None
+
+
+def validate_checkpoint(
+    path_or_view: str | Path | CheckpointView,
+    *,
+    model: str | Path | CheckpointView | None = None,
+    numeric: bool = True,
+    hf_load: bool = False,
+    progress: ProgressFn | None = None,
+) -> ValidationReport:
+    """Validate a model, optimizer or training-state checkpoint.
+
+    Args:
+        path_or_view: a checkpoint path of any known family, or an open view.
+        model: a model checkpoint for an optimizer saved on its own (param count, shapes).
+        numeric: stream every floating-point tensor (NaN/Inf, all-zero, extreme values,
+            negative ``exp_avg_sq``); False reads headers and indexes only.
+        hf_load: also load HF folders with transformers ``from_pretrained`` on CPU.
+        progress: called with ``(bytes_done, bytes_total)`` during the numeric scan.
+
+    Returns:
+        A :class:`ValidationReport`; ``report.ok`` is False when any error-level finding.
+
+    Raises:
+        CkptExplorerError: the input cannot be read and no rule explains why.
+
+    Example:
+        >>> report = validate_checkpoint("run/epoch-1_step-3000")   # doctest: +SKIP
+        >>> report.to_frame()[["rule", "severity", "message"]]      # doctest: +SKIP
+    """
+    label = str(getattr(path_or_view, "path", path_or_view))
+    findings: list[Finding] = []
+    checked = ["integrity"]
+    if isinstance(path_or_view, CheckpointView):
+        view = path_or_view
+        findings += integrity.check_path(view.path) if view.path.is_dir() else []
+    else:
+        root = Path(path_or_view)
+        if not root.exists():
+            raise CkptExplorerError(root, "a checkpoint file or folder", "nothing at that path")
+        findings += integrity.check_path(root)
+        try:
+            view = _open(root)
+        except CkptExplorerError as e:
+            if any(f.severity == "error" for f in findings):
+                findings.append(
+                    Finding("integrity.unopenable", "error", e.one_line(), e.hint, file=e.path)
+                )
+                return ValidationReport(label, findings, checked)
+            raise
+    findings += _integrity_of_parts(view, {view.path})
+    findings += _unrecognised_children(view)
+    model_view = None
+    if model is not None:
+        model_view = _open(model)
+    parts = collect(view, model_view)
+    checked += ["config", "optimizer", "scheduler"]
+    for m in parts.models:
+        findings += config.check_model(m)
+    stats: dict[str, numeric_rules.TensorStats] | None = None
+    if numeric:
+        checked.append("numeric")
+        stats = {}
+        for name, record, st in numeric_scan(parts, progress):
+            stats[name] = st
+            findings += numeric_rules.findings_for(name, record, st)
+    the_model = _pick_model(parts)
+    run_epoch = next(
+        (rs.values.get("epoch") for rs in parts.run_states if "epoch" in rs.values), None
+    )
+    for opt in parts.optimizers:
+        findings += optimizer.check_optimizer(opt, the_model, bool(parts.schedulers), stats)
+    for sched in parts.schedulers:
+        findings += scheduler.check_scheduler(sched, _pair(parts.optimizers), run_epoch)
+    if view.kind == "training_state":
+        checked.append("bundle")
+        findings += bundle.check_bundle(view.path, parts)
+    if hf_load:
+        checked.append("hf_load")
+        for m in parts.models:
+            findings += hf_rules.check_hf_load(m)
+    report = ValidationReport(label, findings, checked)
+    if stats is not None:
+        report.stats = {k: v.to_dict() for k, v in stats.items()}
+    return report
+
+
+def numeric_scan(parts: Components, progress: ProgressFn | None) -> Any:
+    return numeric_rules.scan(parts.leaves, progress)
+
+
+def _pair(optimizers: list[OptimizerPart]) -> OptimizerPart | None:
+    """The optimizer a scheduler belongs to (the first with param groups)."""
+    return next((o for o in optimizers if o.groups and not o.flat), None)

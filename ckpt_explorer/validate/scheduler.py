@@ -1,0 +1,137 @@
+"""LR scheduler against its optimizer: steps, ``_last_lr`` vs group lr, ``base_lrs``.
+
+ColossalAI's warm-up schedulers (``delayed.py``) stop counting their own ``last_epoch`` when
+the warm-up ends and hand over to ``after_scheduler_dict``; their effective step is the sum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from .findings import Finding
+from .parts import OptimizerPart, ValuesPart
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def effective_step(values: dict[str, Any]) -> int | None:
+    """Scheduler steps taken: ``last_epoch`` (plus the after-scheduler's after a warm-up)."""
+    last = _int(values.get("last_epoch"))
+    if last is None:
+        return None
+    after = values.get("after_scheduler_dict")
+    if values.get("finished") and isinstance(after, dict) and _int(after.get("last_epoch")):
+        return last + int(after["last_epoch"])
+    prefixed = _int(values.get("after_scheduler_dict.last_epoch"))
+    if values.get("finished") and prefixed is not None:
+        return last + prefixed
+    return last
+
+
+def optimizer_step(opt: OptimizerPart) -> float | None:
+    """The step most params of ``opt`` have."""
+    steps = opt.steps()
+    if not steps:
+        return None
+    return Counter(steps.values()).most_common(1)[0][0]
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def check_scheduler(
+    sched: ValuesPart, opt: OptimizerPart | None, run_epoch: int | None = None
+) -> list[Finding]:
+    v = sched.values
+    where = sched.label.rstrip("/") or sched.file or None
+    out: list[Finding] = []
+    last, count = _int(v.get("last_epoch")), _int(v.get("_step_count"))
+    if last is not None and count is not None and count != last + 1:
+        out.append(
+            Finding(
+                "scheduler.step_count",
+                "warning",
+                f"_step_count {count} is not last_epoch + 1 ({last + 1})",
+                "The scheduler was stepped with an explicit epoch, or its state was edited; "
+                "resumed warm-ups may restart (torchtune #2730).",
+                file=where,
+            )
+        )
+    if opt is None:
+        return out
+    groups = opt.groups
+    eff = effective_step(v)
+    step = optimizer_step(opt)
+    if (
+        eff is not None
+        and step is not None
+        and abs(eff - step) > 1
+        and not (run_epoch and eff == run_epoch)
+    ):
+        fresh = eff == 0
+        out.append(
+            Finding(
+                "scheduler.optimizer_step",
+                "warning",
+                f"the scheduler has taken {eff} steps (last_epoch) but the optimizer {step:g}"
+                + (" — it looks freshly built, not restored" if fresh else ""),
+                "If the scheduler steps once per optimizer step, it was not restored on "
+                "resume (ColossalAI #5151): load lr_scheduler before training continues.",
+                file=where,
+            )
+        )
+    last_lr = v.get("_last_lr")
+    if isinstance(last_lr, list | tuple) and groups:
+        if len(last_lr) != len(groups):
+            out.append(
+                Finding(
+                    "scheduler.group_count",
+                    "error",
+                    f"_last_lr has {len(last_lr)} entries but the optimizer {len(groups)} groups",
+                    "The scheduler belongs to an optimizer with other param groups.",
+                    file=where,
+                )
+            )
+        else:
+            for i, (s_lr, g) in enumerate(zip(last_lr, groups, strict=True)):
+                lr = g.get("lr")
+                if (
+                    isinstance(s_lr, int | float)
+                    and isinstance(lr, int | float)
+                    and not _close(float(s_lr), float(lr))
+                ):
+                    out.append(
+                        Finding(
+                            "scheduler.last_lr",
+                            "warning",
+                            f"_last_lr[{i}] is {s_lr:.6g} but group {i} lr is {lr:.6g}",
+                            "Scheduler and optimizer were saved at different points, or "
+                            "the lr was changed by hand after the scheduler stepped.",
+                            file=where,
+                        )
+                    )
+    base = v.get("base_lrs")
+    if isinstance(base, list | tuple) and len(base) == len(groups):
+        for i, (b, g) in enumerate(zip(base, groups, strict=True)):
+            init = g.get("initial_lr")
+            if (
+                isinstance(b, int | float)
+                and isinstance(init, int | float)
+                and not _close(float(b), float(init))
+            ):
+                out.append(
+                    Finding(
+                        "scheduler.base_lrs",
+                        "warning",
+                        f"base_lrs[{i}] is {b:.6g} but group {i} initial_lr is {init:.6g}",
+                        "The scheduler was built for a different peak lr than the "
+                        "optimizer's; rebuild one of them from the same config.",
+                        file=where,
+                    )
+                )
+    return out
