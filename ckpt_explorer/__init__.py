@@ -16,6 +16,7 @@ from .errors import (
 )
 from .resume import resume_doctor
 from .types import Detection, FileInfo, OptimizerInfo, TensorRecord
+from .ui.explorer import Explorer
 from .validate import Finding, ValidationReport, validate_checkpoint
 from .view import CheckpointView
 
@@ -27,6 +28,7 @@ __all__ = [
     "CorruptCheckpointError",
     "Detection",
     "DiffResult",
+    "Explorer",
     "FileInfo",
     "Finding",
     "FormatDetectionError",

@@ -141,6 +141,18 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return EXIT_OK if result.verified else EXIT_DIFFERENT
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .ui.serve import serve
+
+    server, url = serve(args.paths, root=args.root, port=args.port, address=args.address)
+    print(f"ckpt_explorer dashboard: {url}  (Ctrl+C to stop)", flush=True)
+    try:
+        server.join()
+    except KeyboardInterrupt:
+        server.stop()
+    return EXIT_OK
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from .validate import validate_checkpoint
 
@@ -251,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="colossalai: gather by loading through a Booster (TorchDDPPlugin) and saving",
     )
     p.set_defaults(func=_cmd_convert)
+    p = sub.add_parser("serve", help="open the dashboard in the browser (127.0.0.1 by default)")
+    p.add_argument("paths", nargs="*", help="checkpoints to open (the first two prefill Compare)")
+    p.add_argument("--root", help="folder the page may read (default: the paths' common parent)")
+    p.add_argument("--port", type=int, default=5006, help="port (default 5006; 0 picks a free one)")
+    p.add_argument("--address", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.set_defaults(func=_cmd_serve)
     return parser
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's two entry points. Each sets up what it needs on a fresh machine first.
-#   bash scripts/dev.sh demo   write a demo training state and inspect it
+#   bash scripts/dev.sh demo   write a demo training state and open the dashboard on it
 #   bash scripts/dev.sh test   lint, type-check and run the whole test suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,13 +8,21 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   demo)
+    # generate the demo training state, then open the dashboard on it (127.0.0.1)
     bash scripts/setup_env.sh
-    exec .venv/bin/ckpt-explorer demo "$@"
+    out=${CKPT_EXPLORER_DEMO:-ckpt-explorer-demo}
+    .venv/bin/python -c "import sys; from ckpt_explorer.demo import make_demo; make_demo(sys.argv[1])" "$out"
+    echo "demo training state in $out/ (resumed_from, after_resume); Ctrl+C stops the dashboard"
+    exec .venv/bin/ckpt-explorer serve "$out/resumed_from" "$out/after_resume" --root "$out" "$@"
     ;;
   test)
-    WITH_FIXTURE_TOOLS=1 bash scripts/setup_env.sh
-    echo "== ruff" && .venv/bin/ruff check . && .venv/bin/ruff format --check .
-    echo "== mypy" && .venv/bin/mypy
+    WITH_FIXTURE_TOOLS=1 WITH_BROWSER=1 bash scripts/setup_env.sh
+    # one command per line: `set -e` does not stop on a failure inside an `a && b` chain
+    echo "== ruff"
+    .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
+    echo "== mypy"
+    .venv/bin/mypy
     echo "== pytest"
     exec .venv/bin/python -m pytest -q -ra --durations=15 "$@"
     ;;

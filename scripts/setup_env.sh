@@ -2,13 +2,22 @@
 # Creates or refreshes the project's virtual environment (.venv) on a CPU-only Linux machine.
 #   WITH_FIXTURE_TOOLS=1  also install the real tools the tests use to write checkpoints
 #                         (colossalai, deepspeed, peft, transformers 4.x in a side folder)
+#   WITH_BROWSER=1        also install Debian's chromium for the browser tests (never
+#                         `playwright install`; the playwright package comes with the dev extras)
 # Re-running is cheap: a stamp records what was installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 WITH_FIXTURE_TOOLS=${WITH_FIXTURE_TOOLS:-0}
+WITH_BROWSER=${WITH_BROWSER:-0}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 PY=${PYTHON:-python3}
+
+# Debian's chromium for the browser tests (checked on every run: it lives outside .venv)
+if [ "$WITH_BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  sudo_=""; [ "$(id -u)" = 0 ] || sudo_=sudo
+  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq chromium >/dev/null
+fi
 
 stamp_key=$(cat pyproject.toml scripts/setup_env.sh | sha256sum | cut -c1-16)-tools$WITH_FIXTURE_TOOLS
 if [ -f "$VENV/.ckpt_explorer_stamp" ] && grep -qx "$stamp_key" "$VENV/.ckpt_explorer_stamp" \

@@ -381,3 +381,16 @@ def test_json_report_is_plain(tmp_path: Path) -> None:
     back = DiffResult.from_json(json.loads(text))
     assert back.summary() == diff_checkpoints(a, b).summary()
     assert math.isclose(data["tensors"][0]["max_abs"], 1.0, rel_tol=1e-6)
+
+
+def test_rows_stream_while_the_diff_runs(tmp_path: Path) -> None:
+    a, b = _many(tmp_path)
+    streamed: list[TensorDiff] = []
+    seen_progress: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        seen_progress.append(len(streamed))
+
+    result = diff_checkpoints(a, b, on_row=streamed.append, progress=progress)
+    assert [r.name for r in streamed] == [r.name for r in result.tensors]
+    assert any(0 < n < len(streamed) for n in seen_progress)  # rows arrived during the run

@@ -16,12 +16,16 @@ import ckpt_explorer
 from ckpt_explorer import open_checkpoint
 from ckpt_explorer.cli import main
 
-sys.path.insert(0, str(Path(__file__).parent / "hostile"))
-from make_corpus import make  # noqa: E402
+HOSTILE = Path(__file__).parent / "hostile"
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    sys.path.insert(0, str(HOSTILE))
+    try:
+        from make_corpus import make
+    finally:
+        sys.path.remove(str(HOSTILE))
     out = tmp_path_factory.mktemp("hostile")
     return out, make(out)
 
@@ -71,7 +75,10 @@ def test_cli_processes_print_no_traceback(corpus: tuple[Path, dict[str, Any]]) -
     for case in picked:
         proc = subprocess.run(
             [sys.executable, "-m", "ckpt_explorer", "inspect", str(root / case["path"])],
-            capture_output=True, text=True, check=False, timeout=120,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
         )
         assert proc.returncode == 2, (case, proc.stderr)
         assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from ..errors import CkptExplorerError
 from ..view import CheckpointView
 from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, ProgressFn, plan_pairs
 from .report import DiffResult
+from .rows import TensorDiff
 from .values import compare_values
 
 
@@ -33,6 +35,7 @@ def diff_checkpoints(
     progress: ProgressFn | None = None,
     cancel: CancelArg = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    on_row: Callable[[TensorDiff], Any] | None = None,
 ) -> DiffResult:
     """Compare two checkpoints of any known families, tensor by tensor, and their values.
 
@@ -47,6 +50,8 @@ def diff_checkpoints(
         progress: called with ``(bytes_done, bytes_total)``; returning ``False`` cancels.
         cancel: a ``threading.Event`` (set = cancel) or a callable returning True to cancel.
         chunk_bytes: bytes per chunk of a tensor (large tensors are walked in chunks).
+        on_row: called with each row as soon as it is computed (in-process runs only), so a
+            caller can show partial results while the diff streams.
 
     Returns:
         A :class:`DiffResult`; when cancelled, ``result.cancelled`` is True and the pairs not
@@ -84,6 +89,7 @@ def diff_checkpoints(
         chunk_bytes=chunk_bytes,
         progress=progress,
         cancel=cancel,
+        on_row=on_row,
     )
     rows = engine.run(plan_pairs(view_a, view_b, rename))
     values = compare_values(view_a, view_b, rename)

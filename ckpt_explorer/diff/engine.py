@@ -184,6 +184,7 @@ class Engine:
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         progress: ProgressFn | None = None,
         cancel: CancelArg = None,
+        on_row: Callable[[TensorDiff], Any] | None = None,
     ) -> None:
         if chunk_bytes <= 0:
             raise CkptExplorerError(None, "chunk_bytes > 0", str(chunk_bytes))
@@ -195,6 +196,7 @@ class Engine:
         self.chunk_bytes = int(chunk_bytes)
         self.progress = progress
         self.cancel = cancel
+        self.on_row = on_row
         self.cancelled = False
         self.done = 0
         self.total = 0
@@ -253,7 +255,10 @@ class Engine:
                     if self.cancelled:
                         rows.append(self._row(p, NOT_COMPARED))
                         continue
-                    rows.append(self.compare(p))
+                    row = self.compare(p)
+                    rows.append(row)
+                    if self.on_row is not None:
+                        self.on_row(row)
                 self._readahead = None
         finally:
             torch.set_num_threads(threads)

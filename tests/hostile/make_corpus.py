@@ -58,7 +58,10 @@ def make(out: Path) -> dict[str, dict[str, str]]:
         cases[name] = {"path": str(path.relative_to(out)), "error": error}
 
     good_st = out / "_good.safetensors"
-    save_file({"a": torch.arange(6, dtype=torch.float32), "b": torch.ones(4, dtype=torch.bfloat16)}, good_st)
+    save_file(
+        {"a": torch.arange(6, dtype=torch.float32), "b": torch.ones(4, dtype=torch.bfloat16)},
+        good_st,
+    )
     header, data = _st_parts(good_st)
     raw = good_st.read_bytes()
     n = struct.unpack("<Q", raw[:8])[0]
@@ -93,7 +96,8 @@ def make(out: Path) -> dict[str, dict[str, str]]:
         "reversed_offsets": lambda h: {**h, "a": {**h["a"], "data_offsets": [24, 0]}},
         "metadata_not_str": lambda h: {**h, "__metadata__": {"format": ["pt"]}},
         "offsets_past_eof": lambda h: {
-            **h, "a": {"dtype": "F32", "shape": [6000], "data_offsets": [0, 24000]},
+            **h,
+            "a": {"dtype": "F32", "shape": [6000], "data_offsets": [0, 24000]},
             "b": {**h["b"], "data_offsets": [24000, 24008]},
         },
     }
@@ -145,7 +149,9 @@ def make(out: Path) -> dict[str, dict[str, str]]:
     p.write_bytes(b"PK\x03\x04" + os.urandom(200))
     case("zip magic then random bytes", p, "CkptExplorerError")
 
-    def index_case(name: str, weight_map: object, extra: dict | None = None, error: str = "CkptExplorerError") -> Path:
+    def index_case(
+        name: str, weight_map: object, extra: dict | None = None, error: str = "CkptExplorerError"
+    ) -> Path:
         folder = out / f"idx_{name}"
         folder.mkdir()
         doc = {"metadata": {"total_size": 24}, "weight_map": weight_map, **(extra or {})}
@@ -153,7 +159,9 @@ def make(out: Path) -> dict[str, dict[str, str]]:
         case(f"index {name.replace('_', ' ')}", folder, error)
         return folder
 
-    index_case("missing_shard", {"a": "model-00001-of-00002.safetensors"}, error="CorruptCheckpointError")
+    index_case(
+        "missing_shard", {"a": "model-00001-of-00002.safetensors"}, error="CorruptCheckpointError"
+    )
     index_case("dotdot", {"a": "../_good.safetensors"}, error="UnsafeCheckpointError")
     index_case("absolute", {"a": str(good_st.resolve())}, error="UnsafeCheckpointError")
     folder = index_case("symlink_out", {"a": "link.safetensors"}, error="UnsafeCheckpointError")

@@ -1,0 +1,209 @@
+"""Look and feel shared by the views: cards, notes, tables and chart styling."""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import panel as pn
+
+from ...inspect_report import human_bytes
+
+ACCENT = "#4f46e5"
+GOOD, BAD = "#10b981", "#ef4444"
+PALETTE = ["#4f46e5", "#0ea5e9", "#10b981", "#f59e0b", "#ef4444", "#8b5cf6", "#14b8a6", "#f97316"]
+SEVERITY_COLOURS = {
+    "error": "#fee2e2",
+    "critical": "#fecaca",
+    "warning": "#fef3c7",
+    "warn": "#fef3c7",
+    "info": "#e0f2fe",
+    "ok": "#dcfce7",
+}
+
+CARD_CSS = """
+.cards {display: flex; flex-wrap: wrap; gap: 12px; margin: 4px 0 8px 0;}
+.card {background: #fff; border: 1px solid #e5e7eb; border-radius: 10px; padding: 10px 16px;
+       min-width: 130px; box-shadow: 0 1px 2px rgba(0,0,0,.04);}
+.card .label {font-size: 11px; text-transform: uppercase; letter-spacing: .06em; color: #6b7280;}
+.card .value {font-size: 22px; font-weight: 600; color: #111827; margin-top: 2px;
+              white-space: nowrap;}
+.card .value.long {font-size: 15px; padding-top: 6px;}
+.card .sub {font-size: 12px; color: #6b7280;}
+.cards.compact {display: grid; grid-template-columns: 1fr 1fr; gap: 8px;}
+.cards.compact .card {min-width: 0; padding: 6px 10px;}
+.cards.compact .card .value {font-size: 16px;}
+.card.accent {border-left: 4px solid var(--card-accent, #4f46e5);}
+.evidence {margin: 0; padding-left: 0; list-style: none;}
+.evidence li {padding: 3px 0; color: #374151;}
+.evidence li::before {content: "✓ "; color: #10b981; font-weight: 700;}
+.muted {color: #6b7280;}
+.cause {border: 1px solid #e5e7eb; border-radius: 10px; padding: 12px 16px; margin: 8px 0;
+        background: #fff;}
+.cause h4 {margin: 0 0 4px 0;} .cause .rank {color: #4f46e5; font-weight: 700; margin-right: 6px;}
+.pill {display: inline-block; border-radius: 999px; padding: 1px 10px; font-size: 12px;
+       background: #eef2ff; color: #3730a3; margin-left: 6px;}
+"""
+
+
+def cards(items: list[tuple[Any, ...]], compact: bool = False) -> pn.pane.HTML:
+    """A row of KPI cards from ``(label, value, subtitle[, accent colour])``."""
+    body = "".join(
+        f'<div class="card accent" style="--card-accent:'
+        f'{item[3] if len(item) > 3 else PALETTE[i % len(PALETTE)]}">'
+        f'<div class="label">{html.escape(str(item[0]))}</div>'
+        f'<div class="value{" long" if len(str(item[1])) > 16 else ""}">'
+        f"{html.escape(str(item[1]))}</div>"
+        f'<div class="sub">{html.escape(str(item[2]))}</div></div>'
+        for i, item in enumerate(items)
+    )
+    cls = "cards compact" if compact else "cards"
+    return pn.pane.HTML(
+        f'<div class="{cls}">{body}</div>', stylesheets=[CARD_CSS], sizing_mode="stretch_width"
+    )
+
+
+def html_pane(body: str, **kw: Any) -> pn.pane.HTML:
+    return pn.pane.HTML(body, stylesheets=[CARD_CSS], **kw)
+
+
+def not_available(what: str, module: str) -> pn.pane.Alert:
+    """The note a view shows when its engine is not in this version."""
+    return pn.pane.Alert(
+        f"**{what} is not available in this version.** This view appears when "
+        f"`{module}` is installed with ckpt_explorer.",
+        alert_type="secondary",
+        sizing_mode="stretch_width",
+    )
+
+
+def placeholder(text: str) -> pn.pane.Markdown:
+    return pn.pane.Markdown(f"<span class='muted'>{html.escape(text)}</span>", margin=(10, 10))
+
+
+def error_pane(message: str) -> pn.pane.Alert:
+    return pn.pane.Alert(message, alert_type="danger", sizing_mode="stretch_width")
+
+
+def fmt_count(n: int) -> str:
+    for unit, div in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(n)
+
+
+def fmt_bytes(n: float) -> str:
+    return human_bytes(n)
+
+
+BYTES_FORMAT = {"type": "money", "precision": 0, "thousand": ",", "symbol": ""}
+TABLE_CSS = """
+.tabulator {font-size: 13px; border-radius: 8px;}
+.tabulator .tabulator-header .tabulator-col .tabulator-col-title {font-size: 12px;}
+.tabulator-row .tabulator-cell {padding: 5px 8px; font-size: 13px;}
+"""
+NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
+
+
+def table(df: Any, **kw: Any) -> pn.widgets.Tabulator:
+    """A read-only Tabulator with the dashboard's defaults."""
+    defaults: dict[str, Any] = {
+        "show_index": False,
+        "disabled": True,
+        "theme": "modern",
+        "layout": "fit_data_stretch",
+        "sizing_mode": "stretch_width",
+        "configuration": {"columnDefaults": {"headerTooltip": True, "tooltip": True}},
+        "stylesheets": [TABLE_CSS],
+    }
+    defaults["formatters"] = {
+        **dict.fromkeys(NUMBER_COLUMNS, BYTES_FORMAT),
+        **kw.pop("formatters", {}),
+    }
+    defaults.update(kw)
+    return pn.widgets.Tabulator(df, **defaults)
+
+
+def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
+    """The dashboard's plotly styling (white, compact, readable fonts)."""
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        margin={"l": 40, "r": 16, "t": 44 if title else 16, "b": 36},
+        font={"family": "Inter, Segoe UI, Helvetica, Arial, sans-serif", "size": 12},
+        colorway=PALETTE,
+        title={"text": title, "x": 0.01, "font": {"size": 14}} if title else None,
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def plot(fig: Any, **kw: Any) -> pn.pane.Plotly:
+    return pn.pane.Plotly(
+        fig,
+        config={"displaylogo": False, "responsive": True},
+        sizing_mode="stretch_width",
+        **kw,
+    )
+
+
+def section(title: str, *objects: Any, **kw: Any) -> pn.Card:
+    """A titled, bordered block."""
+    if "width" in kw:
+        kw.setdefault("sizing_mode", "fixed" if "height" in kw else "stretch_height")
+    kw.setdefault("sizing_mode", "stretch_width")
+    return pn.Card(
+        *objects,
+        title=title,
+        collapsible=False,
+        styles={"background": "#ffffff"},
+        header_background="#f8fafc",
+        margin=(6, 6),
+        **kw,
+    )
+
+
+def sync(a: Any, a_name: str, b: Any, b_name: str) -> None:
+    """Keep ``a.<a_name>`` and ``b.<b_name>`` equal (b takes a's value first)."""
+    setattr(b, b_name, getattr(a, a_name))
+
+    def to_b(e: Any) -> None:
+        if getattr(b, b_name) != e.new:
+            setattr(b, b_name, e.new)
+
+    def to_a(e: Any) -> None:
+        if getattr(a, a_name) != e.new:
+            setattr(a, a_name, e.new)
+
+    a.param.watch(to_b, a_name)
+    b.param.watch(to_a, b_name)
+
+
+def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
+    """``fn`` run in the page's session: called from a worker thread (a job finishing), it is
+    scheduled on the page's event loop with the page's document current, so the models it
+    creates get the page's (local) resources and the document lock."""
+    from panel.io.state import set_curdoc
+
+    doc = pn.state.curdoc
+    owner = threading.get_ident()
+
+    def run(*args: Any) -> None:
+        if doc is None or doc.session_context is None or threading.get_ident() == owner:
+            fn(*args)
+            return
+
+        def scheduled() -> None:
+            with set_curdoc(doc):
+                fn(*args)
+
+        doc.add_next_tick_callback(scheduled)
+
+    return run
+
+
+def watch(obj: Any, fn: Callable[..., Any], names: str | list[str]) -> None:
+    """``obj.param.watch(fn, names)``, with ``fn`` run in the page's session."""
+    obj.param.watch(in_session(fn), names)

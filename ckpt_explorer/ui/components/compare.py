@@ -1,0 +1,229 @@
+"""Compare: A against B, streamed with a progress bar; per-layer plot and sortable table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+
+from ..engines import available
+from ..state import AppState
+from .common import (
+    BAD,
+    GOOD,
+    PALETTE,
+    cards,
+    error_pane,
+    fmt_bytes,
+    not_available,
+    placeholder,
+    plot,
+    section,
+    style_figure,
+    sync,
+    table,
+    watch,
+)
+from .picker import PathPicker
+
+COLUMNS = [
+    "name",
+    "status",
+    "rel_l2",
+    "max_abs",
+    "cosine",
+    "n_outside",
+    "dtype_a",
+    "dtype_b",
+    "shape_a",
+    "shape_b",
+    "param",
+    "layer",
+    "part",
+    "state",
+]
+SAME = ("identical", "equal")
+STATUS_COLOURS = {
+    "changed": "#fef3c7",
+    "shape_mismatch": "#fee2e2",
+    "dtype_mismatch": "#fee2e2",
+    "only_in_a": "#e0e7ff",
+    "only_in_b": "#e0e7ff",
+    "not_compared": "#f3f4f6",
+}
+
+
+def _row_style(row: Any) -> list[str]:
+    colour = STATUS_COLOURS.get(row.get("status", ""), "")
+    return [f"background-color: {colour}" if colour else ""] * len(row)
+
+
+def diff_rows(rows: Any, changed_only: bool) -> Any:
+    """The table's frame: a DiffResult's rows (or partial rows), changed ones first."""
+    import pandas as pd
+
+    df = pd.DataFrame([r.to_dict() if hasattr(r, "to_dict") else r for r in rows])
+    if not len(df):
+        return pd.DataFrame(columns=COLUMNS)
+    df = df[[c for c in COLUMNS if c in df.columns]].copy()
+    for c in ("shape_a", "shape_b"):
+        if c in df:
+            df[c] = df[c].map(lambda s: "×".join(map(str, s)) if isinstance(s, list) else "")
+    if changed_only:
+        df = df[~df["status"].isin(SAME)]
+    return df.sort_values("rel_l2", ascending=False, na_position="last", ignore_index=True)
+
+
+class CompareView(pn.viewable.Viewer):
+    """Choose A and B, run the diff in the background, read the result."""
+
+    def __init__(self, app: AppState, **params: Any) -> None:
+        super().__init__(**params)
+        self.app = app
+        if not available("diff"):
+            self._body: pn.viewable.Viewable = not_available("Compare", "ckpt_explorer.diff")
+            return
+        c = self.app.compare
+        opts = self.app.candidates()
+        self._a = PathPicker(opts, "A (reference)")
+        self._b = PathPicker(opts, "B (compared)")
+        sync(c, "a", self._a, "value")
+        sync(c, "b", self._b, "value")
+        self._atol = pn.widgets.FloatInput.from_param(c.param.atol, name="atol", width=110)
+        self._rtol = pn.widgets.FloatInput.from_param(c.param.rtol, name="rtol", width=110)
+        self._run = pn.widgets.Button(name="Compare", button_type="primary", width=120, align="end")
+        self._run.on_click(lambda *_: c.run())
+        self._cancel = pn.widgets.Button(name="Cancel", width=90, align="end", disabled=True)
+        self._cancel.on_click(lambda *_: c.cancel())
+        self._progress = pn.indicators.Progress(
+            value=0, max=1000, bar_color="primary", sizing_mode="stretch_width", visible=False
+        )
+        self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self._changed_only = pn.widgets.Switch(value=True, width=40, align="center")
+        self._results = pn.Column(sizing_mode="stretch_width")
+        watch(c, self._on_progress, ["running", "progress", "message", "error"])
+        watch(c, lambda *_: self._render(), ["result", "partial"])
+        self._changed_only.param.watch(lambda *_: self._render(), "value")
+        form = pn.Row(
+            pn.Column(self._a, self._b, sizing_mode="stretch_width"),
+            pn.Column(pn.Row(self._atol, self._rtol), pn.Row(self._run, self._cancel)),
+            sizing_mode="stretch_width",
+        )
+        self._body = pn.Column(
+            section("Checkpoints", form, pn.Column(self._progress, self._status)),
+            self._results,
+            sizing_mode="stretch_width",
+        )
+        self._on_progress()
+        self._render()
+
+    def _on_progress(self, *_: Any) -> None:
+        c = self.app.compare
+        self._progress.visible = c.running
+        self._progress.value = int(c.progress * 1000)
+        self._run.disabled = c.running
+        self._cancel.disabled = not c.running
+        text = c.message + (f" in {c.seconds:.1f} s" if not c.running and c.seconds else "")
+        self._status.object = f"*{text}*" if text else ""
+        if c.error:
+            self._results[:] = [error_pane(c.error)]
+
+    def _render(self) -> None:
+        c = self.app.compare
+        r = c.result
+        if r is None:
+            if c.partial:
+                self._results[:] = [
+                    section(
+                        f"Partial results ({len(c.partial)} tensors so far)",
+                        table(diff_rows(c.partial, False), pagination="remote", page_size=15),
+                    )
+                ]
+            elif not c.error:
+                self._results[:] = [placeholder("Choose A and B, then Compare.")]
+            return
+        s = r.summary()
+        verdict = "EQUAL" if s["equal"] else "DIFFERENT"
+        kpis = cards(
+            [
+                (
+                    "Verdict",
+                    verdict,
+                    "cancelled: partial" if s["cancelled"] else "all compared",
+                    GOOD if s["equal"] else BAD,
+                ),
+                ("Tensors", f"{s['tensors']:,}", f"{fmt_bytes(s['bytes_compared'])} read"),
+                ("Identical", f"{s['identical']:,}", f"{s['equal_within_tolerance']} in tolerance"),
+                ("Changed", f"{s['changed']:,}", "beyond tolerance"),
+                ("Mismatch", f"{s['shape_mismatch'] + s['dtype_mismatch']}", "shape / dtype"),
+                ("Only in A / B", f"{s['only_in_a']} / {s['only_in_b']}", "names"),
+                ("Values changed", str(s["values_changed"]), "steps, lr, ..."),
+            ]
+        )
+        rows = diff_rows(r.tensors, self._changed_only.value)
+        tbl = table(rows, pagination="remote", page_size=15, css_classes=["diff-table"])
+        tbl.style.apply(  # type: ignore[union-attr]
+            _row_style, axis=1
+        )
+        blocks: list[Any] = [
+            kpis,
+            section("Per layer: largest relative L2 and max |Δ|", self._layer_plot(r)),
+            section(
+                "Tensors",
+                pn.Row(pn.pane.Markdown("Changed only", align="center"), self._changed_only),
+                tbl,
+            ),
+        ]
+        only = self._only(r)
+        if only is not None:
+            blocks.append(only)
+        vals = r.values_dataframe()
+        vals = vals[vals["status"] != "equal"]
+        if len(vals):
+            vals = vals.assign(a=vals["a"].map(repr), b=vals["b"].map(repr))
+            blocks.append(section("Values that differ", table(vals, pagination="local")))
+        self._results[:] = blocks
+
+    @staticmethod
+    def _only(r: Any) -> pn.viewable.Viewable | None:
+        a = [t.name for t in r.tensors if t.status == "only_in_a"]
+        b = [t.name for t in r.tensors if t.status == "only_in_b"]
+        if not a and not b:
+            return None
+        import pandas as pd
+
+        def lst(names: list[str], label: str) -> Any:
+            return table(pd.DataFrame({label: names}), pagination="local", page_size=10)
+
+        return section(
+            "Names only on one side",
+            pn.Row(lst(a, f"only in A ({len(a)})"), lst(b, f"only in B ({len(b)})")),
+        )
+
+    @staticmethod
+    def _layer_plot(r: Any) -> pn.viewable.Viewable:
+        from plotly.subplots import make_subplots
+
+        agg = r.by_layer()
+        if not agg:
+            return placeholder("Nothing was compared.")
+        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+        series: dict[str, list[dict[str, Any]]] = {}
+        for g in agg:
+            key = "/".join(x for x in (g["part"], g["state"]) if x) or "model"
+            series.setdefault(key, []).append(g)
+        for i, (key, gs) in enumerate(series.items()):
+            x = ["other" if g["layer"] is None else str(g["layer"]) for g in gs]
+            colour = PALETTE[i % len(PALETTE)]
+            common = {"x": x, "name": key, "legendgroup": key, "marker_color": colour}
+            fig.add_bar(y=[g["max_rel_l2"] for g in gs], row=1, col=1, **common)
+            fig.add_bar(y=[g["max_abs"] for g in gs], row=2, col=1, showlegend=False, **common)
+        fig.update_yaxes(title="rel. L2", row=1, col=1)
+        fig.update_yaxes(title="max |Δ|", type="log", row=2, col=1)
+        fig.update_xaxes(title="layer", type="category", row=2, col=1)
+        style_figure(fig, height=440)
+        fig.update_layout(barmode="group", legend={"orientation": "h", "y": 1.08})
+        return plot(fig)
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self._body

@@ -1,0 +1,200 @@
+"""Convert: a form, the plan, the run with progress and log, the verification result."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import panel as pn
+
+from ..engines import available
+from ..state import AppState
+from .common import (
+    cards,
+    error_pane,
+    fmt_bytes,
+    not_available,
+    placeholder,
+    section,
+    sync,
+    table,
+    watch,
+)
+from .picker import PathPicker
+
+DTYPES = {"keep": "", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+
+
+def plan_frame(plan: Any) -> Any:
+    """Output files of a plan: name, writer, tensors, bytes, first names."""
+    import pandas as pd
+
+    rows = [
+        {
+            "file": f.name,
+            "writer": f.writer,
+            "tensors": len(f.tensors),
+            "bytes": f.nbytes,
+            "first tensors": ", ".join(t.name for t in f.tensors[:3])
+            + (" …" if len(f.tensors) > 3 else ""),
+        }
+        for f in getattr(plan, "files", [])
+    ]
+    return pd.DataFrame(rows, columns=["file", "writer", "tensors", "bytes", "first tensors"])
+
+
+class ConvertView(pn.viewable.Viewer):
+    """Plan first, then run in the background: the page stays responsive, Cancel works."""
+
+    def __init__(self, app: AppState, **params: Any) -> None:
+        super().__init__(**params)
+        self.app = app
+        if not available("convert"):
+            self._body: pn.viewable.Viewable = not_available("Conversion", "ckpt_explorer.convert")
+            return
+        c = self.app.convert
+        self._source = PathPicker(self.app.candidates(), "Source checkpoint")
+        sync(c, "source", self._source, "value")
+        watch(self.app.browse, lambda e: setattr(c, "source", c.source or e.new), "path")
+        targets = c.targets()
+        self._target = pn.widgets.Select(name="Convert to", options=targets, width=150)
+        sync(c, "target", self._target, "value")
+        self._dest = pn.widgets.TextInput(
+            name="Output (new path under the root)",
+            placeholder="e.g. model-hf (empty: a name is suggested)",
+        )
+        sync(c, "destination", self._dest, "value")
+        self._shard = pn.widgets.TextInput(name="Max shard size", placeholder="5GB", width=120)
+        sync(c, "max_shard_size", self._shard, "value")
+        self._dtype = pn.widgets.Select(name="Cast to", options=DTYPES, width=100)
+        sync(c, "dtype", self._dtype, "value")
+        self._plan_btn = pn.widgets.Button(name="Plan", button_type="primary", width=100)
+        self._plan_btn.on_click(lambda *_: self._plan())
+        self._run_btn = pn.widgets.Button(
+            name="Run conversion", button_type="success", width=150, disabled=True
+        )
+        self._run_btn.on_click(lambda *_: c.run())
+        self._cancel = pn.widgets.Button(name="Cancel", width=90, disabled=True)
+        self._cancel.on_click(lambda *_: c.cancel())
+        self._progress = pn.indicators.Progress(
+            value=0, max=1000, bar_color="success", sizing_mode="stretch_width", visible=False
+        )
+        self._status = pn.pane.Markdown("")
+        self._log = pn.pane.HTML("", sizing_mode="stretch_width")
+        self._plan_area = pn.Column(sizing_mode="stretch_width")
+        self._result = pn.Column(sizing_mode="stretch_width")
+        watch(c, self._on_progress, ["running", "progress", "message", "error", "log"])
+        watch(c, lambda *_: self._render_plan(), ["plan", "error"])
+        watch(c, lambda *_: self._render_result(), "result")
+        form = pn.Column(
+            self._source,
+            pn.Row(self._target, self._dest, self._shard, self._dtype, sizing_mode="stretch_width"),
+            pn.Row(self._plan_btn, self._run_btn, self._cancel),
+            sizing_mode="stretch_width",
+        )
+        self._body = pn.Column(
+            section("1 · What to convert", form),
+            section("2 · The plan (nothing is written yet)", self._plan_area),
+            section(
+                "3 · Run and verify",
+                self._progress,
+                self._status,
+                self._log,
+                self._result,
+            ),
+            sizing_mode="stretch_width",
+        )
+        self._render_plan()
+        self._on_progress()
+
+    def _plan(self) -> None:
+        c = self.app.convert
+        if not c.destination.strip():
+            c.destination = c.suggest_destination()
+        c.make_plan()
+
+    def _on_progress(self, *_: Any) -> None:
+        c = self.app.convert
+        self._progress.visible = c.running
+        self._progress.value = int(c.progress * 1000)
+        self._plan_btn.disabled = c.running
+        self._run_btn.disabled = c.running or c.plan is None or c.result is not None
+        self._cancel.disabled = not c.running
+        text = c.message + (f" in {c.seconds:.1f} s" if not c.running and c.seconds else "")
+        self._status.object = f"*{text}*" if text else ""
+        if c.log:
+            lines = html.escape("\n".join(c.log[-12:]))
+            self._log.object = (
+                "<pre style='background:#0f172a;color:#e2e8f0;padding:10px;border-radius:8px;"
+                f"font-size:12px;max-height:220px;overflow:auto'>{lines}</pre>"
+            )
+        else:
+            self._log.object = ""
+        if c.error and c.plan is not None:
+            self._result[:] = [error_pane(c.error)]
+
+    def _render_plan(self) -> None:
+        c = self.app.convert
+        if c.error and c.plan is None:
+            self._plan_area[:] = [error_pane(c.error)]
+            return
+        plan = c.plan
+        if plan is None:
+            self._plan_area[:] = [placeholder("Fill in the form and press Plan.")]
+            self._on_progress()
+            return
+        total = getattr(plan, "total_bytes", 0)
+        fast = getattr(plan, "fast_bytes", 0)
+        blocks: list[Any] = [
+            cards(
+                [
+                    ("From", getattr(plan, "source_family", "?"), getattr(plan, "source_kind", "")),
+                    (
+                        "To",
+                        getattr(plan, "target", c.target),
+                        "folder" if plan.output_is_dir else "file",
+                    ),
+                    ("Tensors", f"{len(plan.tensors):,}", fmt_bytes(total)),
+                    ("Byte copy", f"{fast / total:.0%}" if total else "-", "no re-serialising"),
+                    ("Files", str(len(plan.files)), "written atomically"),
+                ]
+            ),
+            table(plan_frame(plan), pagination="local", page_size=10),
+        ]
+        notes = [*getattr(plan, "notes", []), *(f"dropped: {d}" for d in plan.dropped)]
+        if notes:
+            blocks.append(pn.pane.Markdown("\n".join(f"- {n}" for n in notes)))
+        self._plan_area[:] = blocks
+        self._result[:] = []
+        self._on_progress()
+
+    def _render_result(self) -> None:
+        r = self.app.convert.result
+        if r is None:
+            self._result[:] = []
+            return
+        ok = bool(getattr(r, "verified", False))
+        rate = r.bytes / r.seconds / 2**20 if r.seconds else 0.0
+        alert = pn.pane.Alert(
+            (
+                f"**Verified bit for bit** — every output tensor equals its source. "
+                f"Written to `{r.destination}`."
+                if ok
+                else "**Verification failed** — nothing was installed:\n\n"
+                + "\n".join(f"- {m}" for m in r.mismatches[:20])
+            ),
+            alert_type="success" if ok else "danger",
+            sizing_mode="stretch_width",
+        )
+        stats = cards(
+            [
+                ("Written", fmt_bytes(r.bytes), f"{len(r.files)} file(s)"),
+                ("Write time", f"{r.seconds:.2f} s", f"{rate:.0f} MiB/s"),
+                ("Verify time", f"{r.verify_seconds:.2f} s", "compared with the source"),
+            ]
+        )
+        self._result[:] = [alert, stats]
+        self._on_progress()
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self._body

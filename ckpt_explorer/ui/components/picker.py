@@ -1,0 +1,68 @@
+"""A path picker limited to the app's root: type or choose a path under it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import panel as pn
+import param
+
+from .common import sync
+
+
+class PathPicker(pn.viewable.Viewer):
+    """An autocomplete box over the paths under the root, with an action button.
+
+    ``value`` is the chosen path relative to the root; ``on_pick(value)`` runs when the
+    button is pressed (or Enter is hit). Nothing outside the root is offered, and the state
+    refuses whatever is typed that resolves outside it.
+    """
+
+    value = param.String(default="")
+
+    def __init__(
+        self,
+        options: list[str],
+        label: str,
+        on_pick: Callable[[str], Any] | None = None,
+        button: str = "Open",
+        **params: Any,
+    ) -> None:
+        super().__init__(**params)
+        self._input = pn.widgets.AutocompleteInput(
+            name=label,
+            options=options,
+            value=self.value,
+            restrict=False,
+            case_sensitive=False,
+            search_strategy="includes",
+            min_characters=0,
+            placeholder="relative to the root, e.g. run/step-100",
+            sizing_mode="stretch_width",
+        )
+        sync(self, "value", self._input, "value")
+        self._on_pick = on_pick
+        self._last: tuple[str, float] = ("", 0.0)
+        self._layout: pn.viewable.Viewable
+        if on_pick is None:
+            self._layout = self._input
+        else:
+            btn = pn.widgets.Button(name=button, button_type="primary", width=90, align="end")
+            btn.on_click(lambda *_: self.pick())
+            # choosing a completion (or typing a path and pressing Enter) opens it at once
+            self.param.watch(lambda *_: self.pick(), "value")
+            self._layout = pn.Row(self._input, btn, sizing_mode="stretch_width")
+
+    def pick(self) -> None:
+        if self._on_pick is None or not self.value:
+            return
+        now = time.monotonic()
+        if self._last[0] == self.value and now - self._last[1] < 1.0:
+            return  # the value change and the button's click of one gesture: open once
+        self._last = (self.value, now)
+        self._on_pick(self.value)
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self._layout

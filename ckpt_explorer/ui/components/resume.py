@@ -1,0 +1,116 @@
+"""Resume doctor: the state training resumed from and one from after, causes ranked."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import panel as pn
+
+from ..engines import available, pick
+from ..state import AppState
+from .common import error_pane, html_pane, not_available, placeholder, section, sync, table, watch
+from .picker import PathPicker
+
+
+def cause_html(rank: int, cause: dict[str, Any]) -> str:
+    """One ranked cause as a card: title, score, evidence list, what to do."""
+    title = pick(cause, "title", "cause", "summary", "name", "message", default="cause")
+    score = pick(cause, "score", "confidence", "likelihood", "severity")
+    evidence = pick(cause, "evidence", "details", default=[])
+    if isinstance(evidence, str):
+        evidence = [evidence]
+    hint = pick(cause, "hint", "fix", "suggestion", default="")
+    score_txt = (
+        f"<span class='pill'>{score:.2f}</span>"
+        if isinstance(score, float)
+        else (f"<span class='pill'>{html.escape(str(score))}</span>" if score else "")
+    )
+    items = "".join(f"<li>{html.escape(str(e))}</li>" for e in evidence)
+    return (
+        f"<div class='cause'><h4><span class='rank'>#{rank}</span>"
+        f"{html.escape(str(title))}{score_txt}</h4>"
+        + (f"<ul>{items}</ul>" if items else "")
+        + (f"<div class='muted'>→ {html.escape(str(hint))}</div>" if hint else "")
+        + "</div>"
+    )
+
+
+def facts_frame(facts: dict[str, Any]) -> Any:
+    """``{fact: (A, B)}`` as rows, with whether they agree."""
+    import pandas as pd
+
+    rows = []
+    for k, v in facts.items():
+        a, b = (v[0], v[1]) if isinstance(v, list | tuple) and len(v) == 2 else (v, "")
+        rows.append({"fact": k, "A": repr(a), "B": repr(b), "agree": a == b})
+    return pd.DataFrame(rows, columns=["fact", "A", "B", "agree"])
+
+
+class ResumeView(pn.viewable.Viewer):
+    """Two training states in, the likely causes of a loss jump out, with their evidence."""
+
+    def __init__(self, app: AppState, **params: Any) -> None:
+        super().__init__(**params)
+        self.app = app
+        if not available("resume"):
+            self._body: pn.viewable.Viewable = not_available(
+                "The resume doctor", "ckpt_explorer.resume"
+            )
+            return
+        r = self.app.resume
+        opts = self.app.candidates()
+        self._a = PathPicker(opts, "Resumed from")
+        self._b = PathPicker(opts, "After resume (or a reference run)")
+        sync(r, "a", self._a, "value")
+        sync(r, "b", self._b, "value")
+        self._run = pn.widgets.Button(name="Diagnose", button_type="primary", width=120)
+        self._run.on_click(lambda *_: r.run())
+        self._progress = pn.indicators.Progress(
+            active=True, bar_color="primary", width=240, visible=False, align="center"
+        )
+        self._status = pn.pane.Markdown("", align="center")
+        self._results = pn.Column(sizing_mode="stretch_width")
+        watch(r, self._on_progress, ["running", "message", "error"])
+        watch(r, lambda *_: self._render(), "causes")
+        self._body = pn.Column(
+            section(
+                "Training states",
+                pn.Row(self._a, self._b, sizing_mode="stretch_width"),
+                pn.Row(self._run, self._progress, self._status),
+            ),
+            self._results,
+            sizing_mode="stretch_width",
+        )
+        self._on_progress()
+        self._render()
+
+    def _on_progress(self, *_: Any) -> None:
+        r = self.app.resume
+        self._run.disabled = r.running
+        self._progress.visible = r.running
+        self._status.object = f"*{r.message}*" if r.message else ""
+        if r.error:
+            self._results[:] = [error_pane(r.error)]
+
+    def _render(self) -> None:
+        r = self.app.resume
+        if not r.causes:
+            if r.report_obj is not None:
+                self._results[:] = [
+                    pn.pane.Alert("No likely cause found: the states agree.", alert_type="success")
+                ]
+            elif not r.error:
+                self._results[:] = [
+                    placeholder("Pick the checkpoint you resumed from and one from after.")
+                ]
+            return
+        body = "".join(cause_html(i + 1, c) for i, c in enumerate(r.causes))
+        blocks: list[Any] = [section("Likely causes, most likely first", html_pane(body))]
+        facts = getattr(r.report_obj, "facts", None)
+        if facts:
+            blocks.append(section("What each state says", table(facts_frame(facts))))
+        self._results[:] = blocks
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self._body

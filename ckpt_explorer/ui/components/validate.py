@@ -1,0 +1,127 @@
+"""Validate: the rules' findings on the open checkpoint, coloured by severity, linked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import panel as pn
+
+from ..engines import available
+from ..state import AppState
+from .common import (
+    SEVERITY_COLOURS,
+    cards,
+    error_pane,
+    not_available,
+    placeholder,
+    section,
+    table,
+    watch,
+)
+
+SEVERITY_ORDER = {"critical": 0, "error": 1, "warning": 2, "warn": 2, "info": 3, "ok": 4}
+
+
+def _severity_style(row: Any) -> list[str]:
+    colour = SEVERITY_COLOURS.get(str(row.get("severity", "")).lower(), "")
+    return [f"background-color: {colour}" if colour else ""] * len(row)
+
+
+def findings_frame(df: Any) -> Any:
+    """Findings sorted worst first, with their simple columns first."""
+    if df is None or not len(df) or "severity" not in df.columns:
+        return df
+    df = df.copy()
+    for c in df.columns:
+        if df[c].map(lambda v: isinstance(v, list | dict | tuple)).any():
+            df[c] = df[c].map(
+                lambda v: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v
+            )
+            df[c] = df[c].map(lambda v: repr(v) if isinstance(v, dict) else v)
+    key = df["severity"].map(lambda s: SEVERITY_ORDER.get(str(s).lower(), 9))
+    df = df.assign(_k=key).sort_values("_k", kind="stable").drop(columns="_k")
+    return df.reset_index(drop=True)
+
+
+class ValidateView(pn.viewable.Viewer):
+    """Runs validate_checkpoint on the open checkpoint; a row click opens its tensor or file."""
+
+    def __init__(self, app: AppState, **params: Any) -> None:
+        super().__init__(**params)
+        self.app = app
+        if not available("validate"):
+            self._body: pn.viewable.Viewable = not_available("Validation", "ckpt_explorer.validate")
+            return
+        v = self.app.validate
+        self._run = pn.widgets.Button(name="Validate", button_type="primary", width=120)
+        self._run.on_click(lambda *_: self._start())
+        self._target = pn.pane.Markdown("", align="center")
+        self._progress = pn.indicators.Progress(
+            active=True, bar_color="primary", width=240, visible=False, align="center"
+        )
+        self._results = pn.Column(sizing_mode="stretch_width")
+        watch(v, self._on_progress, ["running", "message", "error"])
+        watch(v, lambda *_: self._render(), "findings")
+        watch(self.app.browse, lambda *_: self._on_progress(), "path")
+        self._body = pn.Column(
+            pn.Row(self._run, self._progress, self._target),
+            self._results,
+            sizing_mode="stretch_width",
+        )
+        self._on_progress()
+        self._render()
+
+    def _start(self) -> None:
+        v = self.app.validate
+        v.target = self.app.browse.path
+        v.run()
+
+    def _on_progress(self, *_: Any) -> None:
+        v = self.app.validate
+        b = self.app.browse
+        self._run.disabled = v.running or not b.path
+        self._progress.visible = v.running
+        target = v.target or b.path
+        self._target.object = (
+            f"**{target}** — {v.message}" if target else "*Open a checkpoint first.*"
+        )
+        if v.error:
+            self._results[:] = [error_pane(v.error)]
+
+    def _render(self) -> None:
+        v = self.app.validate
+        df = findings_frame(v.findings)
+        if df is None:
+            if not v.error:
+                self._results[:] = [
+                    placeholder("Checks an open checkpoint before release; press Validate.")
+                ]
+            return
+        counts = df["severity"].str.lower().value_counts() if "severity" in df else {}
+        kpis = cards(
+            [
+                ("Findings", str(len(df)), v.target),
+                *((s.capitalize(), str(int(n)), "") for s, n in dict(counts).items()),
+            ]
+        )
+        tbl = table(df, pagination="remote", page_size=20, selectable=1, css_classes=["findings"])
+        if "severity" in df:
+            tbl.style.apply(  # type: ignore[union-attr]
+                _severity_style, axis=1
+            )
+        tbl.param.watch(lambda e: self._follow(df, e.new), "selection")
+        note = pn.pane.Markdown(
+            "Select a finding to open its tensor or file in the weight map.",
+            styles={"color": "#6b7280"},
+        )
+        self._results[:] = [kpis, section("Findings (worst first)", note, tbl)]
+
+    def _follow(self, df: Any, selection: list[int]) -> None:
+        if selection:
+            row = {k: v for k, v in df.iloc[selection[0]].to_dict().items() if v == v}
+            if self.app.browse.path != self.app.validate.target:
+                self.app.browse.open(self.app.validate.target)
+            self.app.open_finding(row)
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self._body

@@ -1,0 +1,326 @@
+"""State of the long-running views: compare, validate, resume doctor, convert.
+
+Each runs its engine (see :mod:`.engines`) in a background :class:`~.jobs.Job` and publishes
+``running``/``progress``/``message``/``error`` and its result as parameters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import param
+
+from ..errors import CkptExplorerError
+from . import engines
+from .jobs import Job, Throttle
+from .paths import RootGuard
+
+
+class JobState(param.Parameterized):
+    """Progress of one background job (a fresh run replaces the previous one)."""
+
+    running = param.Boolean(default=False)
+    progress = param.Number(default=0.0, bounds=(0, 1), doc="fraction done")
+    message = param.String(default="")
+    error = param.String(default="")
+    log = param.List(default=[], item_type=str, doc="lines the job reported")
+    seconds = param.Number(default=0.0, doc="wall time of the last run")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.job: Job | None = None
+        self._t0 = 0.0
+
+    def begin(self, message: str) -> None:
+        self._t0 = time.perf_counter()
+        self.param.update(running=True, progress=0.0, message=message, error="", log=[])
+
+    def report(self, fraction: float, message: str | None = None) -> None:
+        upd: dict[str, Any] = {"progress": min(max(float(fraction), 0.0), 1.0)}
+        if message is not None:
+            upd["message"] = message
+        self.param.update(**upd)
+
+    def add_log(self, line: str) -> None:
+        self.log = [*self.log[-499:], line]
+
+    def finish(self, message: str) -> None:
+        self.param.update(
+            running=False, progress=1.0, message=message, seconds=time.perf_counter() - self._t0
+        )
+
+    def fail(self, error: str) -> None:
+        self.param.update(running=False, error=error, message="failed")
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+            self.message = "cancelling..."
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self.job is not None:
+            self.job.join(timeout)
+
+    def _start(self, work: Any, done: Any, wait: bool, name: str) -> None:
+        self.job = Job(work, done, self.fail, name=name).start()
+        if wait:
+            self.job.join()
+
+
+def _bytes(n: float) -> str:
+    from ..inspect_report import human_bytes
+
+    return human_bytes(n)
+
+
+class CompareState(JobState):
+    """Two checkpoints diffed tensor by tensor."""
+
+    a = param.String(default="", doc="A, relative to the root")
+    b = param.String(default="", doc="B, relative to the root")
+    atol = param.Number(default=0.0, bounds=(0, None))
+    rtol = param.Number(default=0.0, bounds=(0, None))
+    result = param.Parameter(default=None, doc="DiffResult of the last run")
+    partial = param.List(default=[], doc="rows so far, while the diff runs (when streamed)")
+
+    def __init__(self, guard: RootGuard, **params: Any) -> None:
+        super().__init__(**params)
+        self.guard = guard
+
+    def run(self, wait: bool = False) -> None:
+        """Diff A against B in the background (``wait`` blocks until it ends)."""
+        mod = engines.engine("diff")
+        if mod is None or self.running:
+            return
+        try:
+            a, b = self.guard.resolve(self.a), self.guard.resolve(self.b)
+        except CkptExplorerError as e:
+            self.fail(e.one_line())
+            return
+        fn = mod.diff_checkpoints
+        streamed = engines.accepts(fn, "on_row")
+        rows: list[Any] = []
+        push_rows = Throttle(lambda: setattr(self, "partial", list(rows)), 0.3)
+        tick = Throttle(
+            lambda d, t: self.report(d / t if t else 0.0, f"{_bytes(d)} of {_bytes(t)} compared"),
+            0.1,
+        )
+
+        def on_row(row: Any) -> None:
+            rows.append(row)
+            push_rows()
+
+        def work(cancel: threading.Event) -> Any:
+            kw: dict[str, Any] = {"atol": self.atol, "rtol": self.rtol}
+            kw.update(progress=lambda d, t: tick(d, t), cancel=cancel)
+            if streamed:
+                kw["on_row"] = on_row
+            return fn(a, b, **kw)
+
+        def done(result: Any) -> None:
+            s = result.summary()
+            self.param.update(result=result, partial=[])
+            state = "cancelled: partial result" if s["cancelled"] else "done"
+            verdict = "equal" if s["equal"] else f"{s['changed']} changed"
+            self.finish(f"{state} — {s['tensors']} tensors, {verdict}")
+
+        self.param.update(result=None, partial=[])
+        self.begin(f"comparing {self.a} with {self.b}")
+        self._start(work, done, wait, "ckpt-explorer-diff")
+
+
+class ValidateState(JobState):
+    """Findings of the validation rules on one checkpoint."""
+
+    target = param.String(default="", doc="the checkpoint validated, relative to the root")
+    report_obj = param.Parameter(default=None, doc="the engine's report")
+    findings = param.DataFrame(default=None, allow_None=True)
+
+    def __init__(self, guard: RootGuard, **params: Any) -> None:
+        super().__init__(**params)
+        self.guard = guard
+
+    def run(self, wait: bool = False) -> None:
+        mod = engines.engine("validate")
+        if mod is None or self.running:
+            return
+        try:
+            path = self.guard.resolve(self.target)
+        except CkptExplorerError as e:
+            self.fail(e.one_line())
+            return
+
+        def work(cancel: threading.Event) -> Any:
+            fn = mod.validate_checkpoint
+            kw: dict[str, Any] = {}
+            if engines.accepts(fn, "progress"):
+                kw["progress"] = lambda *a: self.report(a[0] / a[1] if len(a) > 1 and a[1] else 0)
+            return fn(path, **kw)
+
+        def done(report: Any) -> None:
+            df = engines.frame_of(report, "findings")
+            self.param.update(report_obj=report, findings=df)
+            self.finish(f"{len(df)} finding(s)")
+
+        self.param.update(findings=None, report_obj=None)
+        self.begin(f"validating {self.target}")
+        self._start(work, done, wait, "ckpt-explorer-validate")
+
+
+class ResumeState(JobState):
+    """The resume doctor: a training state and the one resumed from it, causes ranked."""
+
+    a = param.String(default="", doc="the state training resumed from")
+    b = param.String(default="", doc="a state from after the resume (or a reference run)")
+    report_obj = param.Parameter(default=None)
+    causes = param.List(default=[], doc="ranked causes as dicts")
+
+    def __init__(self, guard: RootGuard, **params: Any) -> None:
+        super().__init__(**params)
+        self.guard = guard
+
+    def run(self, wait: bool = False) -> None:
+        mod = engines.engine("resume")
+        if mod is None or self.running:
+            return
+        try:
+            a, b = self.guard.resolve(self.a), self.guard.resolve(self.b)
+        except CkptExplorerError as e:
+            self.fail(e.one_line())
+            return
+
+        def work(cancel: threading.Event) -> Any:
+            return mod.resume_doctor(a, b)
+
+        def done(report: Any) -> None:
+            items = getattr(report, "causes", report)
+            causes = [engines.as_dict(c) for c in (items() if callable(items) else items) or []]
+            self.param.update(report_obj=report, causes=causes)
+            self.finish(f"{len(causes)} likely cause(s)")
+
+        self.param.update(report_obj=None, causes=[])
+        self.begin(f"examining {self.a} → {self.b}")
+        self._start(work, done, wait, "ckpt-explorer-resume")
+
+
+class ConvertState(JobState):
+    """Conversion: the form's arguments, the plan, the run and its verification."""
+
+    source = param.String(default="")
+    destination = param.String(default="", doc="output path, relative to the root")
+    target = param.String(default="safetensors", doc="plan_conversion's `to`")
+    max_shard_size = param.String(default="", doc='e.g. "500MB"; empty: the target\'s default')
+    dtype = param.String(default="", doc='cast floating tensors ("bf16", "fp16", "fp32")')
+    plan = param.Parameter(default=None)
+    result = param.Parameter(default=None)
+
+    def __init__(self, guard: RootGuard, **params: Any) -> None:
+        super().__init__(**params)
+        self.guard = guard
+
+    def targets(self) -> list[str]:
+        mod = engines.engine("convert")
+        if mod is None:
+            return []
+        plan_mod = getattr(mod, "plan", None)
+        targets = getattr(plan_mod, "TARGETS", None) or getattr(mod, "TARGETS", None)
+        return [str(t) for t in targets or ("safetensors",)]
+
+    def suggest_destination(self) -> str:
+        """``<source name>-<target>[.suffix]`` beside the root's top level, not yet taken."""
+        base = Path(self.source.strip() or "checkpoint").name.split(".")[0] or "checkpoint"
+        suffix = {"safetensors": ".safetensors", "bin": ".bin", "torch": ".pt"}.get(self.target, "")
+        for i in range(1, 100):
+            name = f"{base}-{self.target}{'' if i == 1 else f'-{i}'}{suffix}"
+            if not (self.guard.root / name).exists():
+                return name
+        return ""
+
+    def _destination(self) -> Path:
+        text = self.destination.strip()
+        if not text or ".." in Path(text).parts or Path(text).is_absolute():
+            raise CkptExplorerError(
+                text or None, "an output path relative to the root", text or "nothing"
+            )
+        out = self.guard.root / text
+        parent = out.parent.resolve()
+        if parent != self.guard.root and self.guard.root not in parent.parents:
+            raise CkptExplorerError(text, f"an output inside {self.guard.root}", "a path outside")
+        if out.exists():
+            raise CkptExplorerError(text, "an output path that does not exist yet", "one that does")
+        return out
+
+    def make_plan(self) -> bool:
+        """Plan the conversion (fast: nothing is written); False with ``error`` set on failure."""
+        mod = engines.engine("convert")
+        if mod is None:
+            return False
+        try:
+            src, dst = self.guard.resolve(self.source), self._destination()
+            plan = mod.plan_conversion(
+                src,
+                dst,
+                to=self.target,
+                max_shard_size=self.max_shard_size.strip() or None,
+                dtype=self.dtype.strip() or None,
+            )
+        except CkptExplorerError as e:
+            self.param.update(plan=None, error=e.one_line())
+            return False
+        self.param.update(plan=plan, result=None, error="", message="planned")
+        return True
+
+    def run(self, wait: bool = False) -> None:
+        """Run the current plan in the background: progress, log, then the verification."""
+        mod = engines.engine("convert")
+        if mod is None or self.plan is None or self.running:
+            return
+        plan = self.plan
+        fn = mod.run_conversion
+        tick = Throttle(lambda frac, msg: self.report(frac, msg), 0.1)
+
+        last = {"file": ""}
+
+        def progress(*args: Any) -> Any:
+            ev = args[0] if len(args) == 1 else args
+            frac, msg = _event_progress(ev)
+            if msg and msg != last["file"]:
+                last["file"] = msg
+                self.add_log(f"{frac:6.1%}  {msg}")
+            tick(frac, f"{frac:.0%} — {msg}" if msg else None)
+            return None
+
+        def work(cancel: threading.Event) -> Any:
+            kw: dict[str, Any] = {}
+            if engines.accepts(fn, "progress"):
+                kw["progress"] = progress
+            if engines.accepts(fn, "cancel"):
+                kw["cancel"] = cancel
+            return fn(plan, **kw)
+
+        def done(result: Any) -> None:
+            self.result = result
+            ok = getattr(result, "verified", None)
+            self.add_log("verified: every output tensor equals its source" if ok else "done")
+            self.finish("verified" if ok else "done (not verified)" if ok is False else "done")
+
+        self.param.update(result=None)
+        self.begin(f"converting {self.source} → {self.destination}")
+        self._start(work, done, wait, "ckpt-explorer-convert")
+
+
+def _event_progress(ev: Any) -> tuple[float, str]:
+    """(fraction, message) of a progress event in any of the shapes an engine may send."""
+    if isinstance(ev, tuple) and len(ev) >= 2 and all(isinstance(x, int | float) for x in ev[:2]):
+        return (ev[0] / ev[1] if ev[1] else 0.0), ""
+    d = engines.as_dict(ev) if not isinstance(ev, str) else {"message": ev}
+    done = engines.pick(d, "bytes_done", "done", "current")
+    total = engines.pick(d, "bytes_total", "total")
+    frac = d.get("fraction")
+    if frac is None and isinstance(done, int | float) and isinstance(total, int | float) and total:
+        frac = done / total
+    msg = engines.pick(d, "message", "current_file", "file", default="")
+    return float(frac or 0.0), str(msg)

@@ -1,0 +1,145 @@
+"""The page: a sidebar with the path picker, the views as tabs; served or in a notebook."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import panel as pn
+
+from .components.common import ACCENT, error_pane
+from .components.compare import CompareView
+from .components.convert import ConvertView
+from .components.optimizer import OptimizerView
+from .components.overview import Overview
+from .components.picker import PathPicker
+from .components.resume import ResumeView
+from .components.validate import ValidateView
+from .components.weight_map import WeightMap
+from .state import TABS, AppState
+
+EXTENSIONS = ("tabulator", "plotly")
+PAGE_CSS = """
+#main {background: #f5f6fa;}
+.bk-panel-models-layout-Column {font-family: Inter, "Segoe UI", Helvetica, Arial, sans-serif;}
+"""
+
+
+def load_extensions(notebook: bool = False) -> None:
+    """Load Panel's JS extensions; in a notebook inline, so output renders offline."""
+    if notebook:
+        pn.extension(*EXTENSIONS, inline=True)
+    else:
+        pn.extension(*EXTENSIONS)
+
+
+def make_state(paths: Sequence[str | Path] = (), root: str | Path | None = None) -> AppState:
+    """An AppState rooted at ``root`` (default: the first path's folder, else the cwd), with
+    the first of ``paths`` open and A/B set from the first two."""
+    if root is None:
+        if not paths:
+            root = Path.cwd()
+        else:
+            common = Path(os.path.commonpath([Path(p).resolve() for p in paths]))
+            root = common.parent if len(paths) == 1 or not common.is_dir() else common
+    state = AppState(root)
+    rel = [_relative(state, p) for p in paths]
+    if rel:
+        state.browse.open(rel[0])
+        state.validate.target = state.browse.path
+        state.convert.source = state.browse.path
+        state.compare.a = state.resume.a = rel[0]
+    if len(rel) > 1:
+        state.compare.b = state.resume.b = rel[1]
+    return state
+
+
+def _relative(state: AppState, p: str | Path) -> str:
+    path = Path(p)
+    if path.is_absolute():
+        try:
+            return state.guard.relative(path)
+        except ValueError:
+            return str(path)  # refused (with its message) when opened
+    return str(path)
+
+
+def sidebar(state: AppState) -> list[Any]:
+    """The picker, the error line and a few facts about the open checkpoint."""
+    b = state.browse
+
+    def open_held(path: str) -> None:
+        with pn.io.hold():  # one batch of model updates for every view
+            b.open(path)
+
+    picker = PathPicker(state.candidates(), "Checkpoint", on_pick=open_held)
+    picker.value = b.path
+    b.param.watch(lambda e: setattr(picker, "value", e.new), "path")
+    root = pn.pane.Markdown(f"Root: `{state.guard.root}`", styles={"color": "#6b7280"})
+    err = pn.bind(lambda e: error_pane(e) if e else None, b.param.error)
+
+    def facts(path: str, view: Any) -> Any:
+        if view is None:
+            return pn.pane.Markdown("*Nothing open yet.*")
+        return pn.pane.Markdown(
+            f"**Open:** `{path}`  \n{view.family} · {view.kind}  \n"
+            f"{len(view.tensors):,} tensors · {len(view.files)} files"
+        )
+
+    return [picker, root, err, pn.bind(facts, b.param.path, b.param.view)]
+
+
+def body(state: AppState) -> pn.Tabs:
+    """The views as tabs, kept in step with ``state.active`` both ways."""
+    views = {
+        "Overview": Overview(app=state),
+        "Weight map": WeightMap(app=state),
+        "Optimizer": OptimizerView(app=state),
+        "Compare": CompareView(app=state),
+        "Validate": ValidateView(app=state),
+        "Resume doctor": ResumeView(app=state),
+        "Convert": ConvertView(app=state),
+    }
+    tabs = pn.Tabs(
+        *((name, views[name]) for name in TABS),
+        dynamic=False,
+        sizing_mode="stretch_width",
+        margin=(0, 4),
+    )
+    tabs.param.watch(lambda e: setattr(state, "active", TABS[e.new]), "active")
+    state.param.watch(lambda e: setattr(tabs, "active", TABS.index(e.new)), "active")
+    return tabs
+
+
+def embedded(state: AppState) -> pn.viewable.Viewable:
+    """The page without a template (for notebooks): picker on top, the views below."""
+    return pn.Column(
+        pn.pane.HTML(
+            f"<div style='font-size:18px;font-weight:700;color:{ACCENT}'>ckpt_explorer</div>"
+        ),
+        pn.Row(*sidebar(state)[:3], sizing_mode="stretch_width"),
+        body(state),
+        sizing_mode="stretch_width",
+        min_height=600,
+    )
+
+
+def create_app(
+    paths: Sequence[str | Path] = (), root: str | Path | None = None, notebook: bool = False
+) -> pn.template.BaseTemplate:
+    """The served dashboard: ``create_app(paths=["run/step-6000"], root="run").servable()``."""
+    load_extensions(notebook)
+    state = make_state(paths, root)
+    # Bootstrap: every resource is served by Panel itself (the Fast design asks Google Fonts).
+    template = pn.template.BootstrapTemplate(
+        title="ckpt_explorer",
+        sidebar=sidebar(state),
+        main=[body(state)],
+        header_background=ACCENT,
+        sidebar_width=290,
+        raw_css=[PAGE_CSS],
+    )
+    template.state = state  # type: ignore[attr-defined]  # for tests and notebooks
+    return template

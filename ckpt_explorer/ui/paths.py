@@ -1,0 +1,122 @@
+"""A root directory the dashboard may read: nothing outside it is listed or opened."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import CkptExplorerError
+
+# Files worth offering in the picker (folders are always offered).
+CHECKPOINT_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".pkl",
+    ".distcp",
+    ".json",
+    ".model",
+)
+MAX_DEPTH = 4
+MAX_ENTRIES = 5000
+
+
+class PathOutsideRootError(CkptExplorerError):
+    """A path that resolves outside the dashboard's root directory."""
+
+
+class RootGuard:
+    """Resolves user-typed paths against ``root``; refuses anything that leaves it.
+
+    Relative paths are taken from the root. ``..`` components are refused outright, absolute
+    paths must lie under the root, and symlinks are resolved before the check, so a link that
+    points outside is refused too.
+
+    Example:
+        >>> guard = RootGuard("/data/ckpts")                 # doctest: +SKIP
+        >>> guard.resolve("run1/step-100")                   # doctest: +SKIP
+        PosixPath('/data/ckpts/run1/step-100')
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        path = Path(root).expanduser()
+        if not path.is_dir():
+            raise CkptExplorerError(root, "a directory to serve checkpoints from", "none")
+        self.root = path.resolve()
+
+    def resolve(self, text: str | Path) -> Path:
+        """The real path of ``text`` inside the root.
+
+        Raises:
+            PathOutsideRootError: ``..``, an absolute path elsewhere, or a link leaving root.
+            CkptExplorerError: the path does not exist.
+        """
+        raw = str(text).strip()
+        if not raw:
+            raise CkptExplorerError(None, "a path", "an empty string", "Pick a checkpoint.")
+        p = Path(raw).expanduser()
+        if ".." in p.parts:
+            raise PathOutsideRootError(
+                raw, f"a path inside {self.root}", "'..'", "Paths may not leave the root."
+            )
+        full = p if p.is_absolute() else self.root / p
+        if not self._inside(Path(os.path.abspath(full))):
+            raise PathOutsideRootError(
+                raw, f"a path inside {self.root}", "a path outside it", "Choose a path under it."
+            )
+        if not full.exists():
+            raise CkptExplorerError(raw, "an existing file or folder", "nothing there")
+        real = full.resolve()
+        if not self._inside(real):
+            raise PathOutsideRootError(
+                raw,
+                f"a path inside {self.root}",
+                f"a link to {real}",
+                "Links may not leave the root.",
+            )
+        return real
+
+    def relative(self, path: str | Path) -> str:
+        """``path`` (inside the root) as shown to users: relative, ``.`` for the root."""
+        rel = Path(path).resolve().relative_to(self.root).as_posix()
+        return rel or "."
+
+    def candidates(self, max_depth: int = MAX_DEPTH, limit: int = MAX_ENTRIES) -> list[str]:
+        """Folders and checkpoint-like files under the root, relative, breadth first.
+
+        Hidden entries and links that leave the root are skipped; at most ``limit`` entries.
+        """
+        out: list[str] = []
+        level = [self.root]
+        for _ in range(max_depth):
+            nxt: list[Path] = []
+            for folder in level:
+                try:
+                    entries = sorted(os.scandir(folder), key=lambda e: e.name)
+                except OSError:
+                    continue
+                for e in entries:
+                    if e.name.startswith(".") or e.name == "__pycache__":
+                        continue
+                    path = Path(e.path)
+                    try:
+                        real = path.resolve()
+                        is_dir = e.is_dir()
+                    except OSError:
+                        continue
+                    if not self._inside(real):
+                        continue
+                    if is_dir:
+                        nxt.append(path)
+                    elif not e.name.endswith(CHECKPOINT_SUFFIXES) and "." in e.name:
+                        continue
+                    out.append(path.relative_to(self.root).as_posix())
+                    if len(out) >= limit:
+                        return out
+            level = nxt
+        return out
+
+    def _inside(self, p: Path) -> bool:
+        return p == self.root or self.root in p.parents

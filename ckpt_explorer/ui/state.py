@@ -1,0 +1,234 @@
+"""The dashboard's state: what is open, selected and running. Parameters only, no widgets.
+
+Components watch these parameters and call these methods; tests drive them without a browser.
+Long work (tensor detail, optimizer statistics, the jobs in :mod:`.job_states`) runs in
+background threads and writes its results back here.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import param
+
+from ..errors import CkptExplorerError
+from ..view import CheckpointView
+from . import tables
+from .job_states import CompareState, ConvertState, JobState, ResumeState, ValidateState
+from .jobs import Job
+from .paths import RootGuard
+from .tensor_stats import TensorDetail, tensor_detail
+
+TABS = ("Overview", "Weight map", "Optimizer", "Compare", "Validate", "Resume doctor", "Convert")
+
+
+class BrowseState(param.Parameterized):
+    """One open checkpoint: its view, its tables, the selected tensor and its detail."""
+
+    path = param.String(default="", doc="the open checkpoint, relative to the root")
+    view = param.Parameter(default=None, doc="the open CheckpointView")
+    error = param.String(default="", doc="why the last open failed (one line)")
+    name_filter = param.String(default="", doc="weight-map name filter (substring)")
+    file_filter = param.String(default="", doc="weight-map file filter (substring)")
+    selected = param.String(default="", doc="tensor shown in the detail panel")
+    detail = param.Parameter(default=None, doc="TensorDetail of `selected`")
+    detail_loading = param.Boolean(default=False)
+    detail_error = param.String(default="")
+    opt_stats = param.DataFrame(default=None, allow_None=True, doc="per-parameter state stats")
+
+    def __init__(self, guard: RootGuard, **params: Any) -> None:
+        super().__init__(**params)
+        self.guard = guard
+        self.opt_stats_job = JobState()  # progress of the optimizer statistics job
+        self._frames: dict[str, Any] = {}
+        self._detail_gen = 0
+        self._lock = threading.Lock()
+
+    # ---- opening ----------------------------------------------------------------------
+    def open(self, text: str | Path) -> bool:
+        """Open ``text`` (relative to the root, or absolute inside it); False on error."""
+        from ..api import open_checkpoint
+
+        try:
+            real = self.guard.resolve(text)
+            view = open_checkpoint(real)
+        except CkptExplorerError as e:
+            self.error = e.one_line()
+            return False
+        except OSError as e:
+            self.error = f"{text}: could not read ({e.__class__.__name__}: {e.strerror or e})"
+            return False
+        self._frames = {}
+        self._detail_gen += 1
+        self.param.update(
+            path=self.guard.relative(real),
+            view=view,
+            error="",
+            name_filter="",
+            file_filter="",
+            selected="",
+            detail=None,
+            detail_loading=False,
+            detail_error="",
+            opt_stats=None,
+        )
+        return True
+
+    def frame(self, which: str) -> Any:
+        """A table of the open view, built once: ``weights``, ``dtypes``, ``files``, ``parts``,
+        ``values``, ``tree``, ``groups``, ``opt_params`` (None where it does not apply)."""
+        view: CheckpointView | None = self.view
+        if view is None:
+            return None
+        if which not in self._frames:
+            opt = tables.optimizer_of(view)
+            builders = {
+                "weights": lambda: tables.weight_map(view),
+                "dtypes": lambda: tables.dtype_breakdown(view),
+                "files": lambda: tables.files_frame(view),
+                "parts": lambda: tables.parts_frame(view),
+                "values": lambda: tables.values_frame(view),
+                "tree": lambda: tables.module_tree(view),
+                "groups": lambda: tables.param_groups_frame(opt[1]) if opt else None,
+                "opt_params": lambda: (
+                    tables.optimizer_params_frame(opt[1], opt[0]) if opt else None
+                ),
+            }
+            self._frames[which] = builders[which]()
+        return self._frames[which]
+
+    # ---- tensor detail ------------------------------------------------------------------
+    def select(self, name: str, wait: bool = False) -> None:
+        """Show ``name`` in the detail panel; its values load in the background."""
+        view: CheckpointView | None = self.view
+        if view is None or not name or name not in view:
+            return
+        with self._lock:
+            self._detail_gen += 1
+            gen = self._detail_gen
+        self.param.update(selected=name, detail=None, detail_loading=True, detail_error="")
+
+        def work(_cancel: threading.Event) -> TensorDetail:
+            return tensor_detail(name, view.load(name))
+
+        def done(d: TensorDetail) -> None:
+            if gen == self._detail_gen:
+                self.param.update(detail=d, detail_loading=False)
+
+        def failed(msg: str) -> None:
+            if gen == self._detail_gen:
+                self.param.update(detail_error=msg, detail_loading=False)
+
+        job = Job(work, done, failed, name="ckpt-explorer-detail").start()
+        if wait:
+            job.join()
+
+    def focus(self, tensor: str | None = None, file: str | None = None) -> bool:
+        """Point the weight map at a tensor (and open its detail) or a file; False if unknown."""
+        view: CheckpointView | None = self.view
+        if view is None:
+            return False
+        if tensor:
+            for cand in (tensor, *(f"{p}/{tensor}" for p in view.parts)):
+                if cand in view:
+                    self.param.update(name_filter=cand, file_filter="")
+                    self.select(cand)
+                    return True
+        if file:
+            known = {f.path for f in view.files}
+            cands = [f for f in known if f == file or f.endswith("/" + file)]
+            if cands:
+                self.param.update(file_filter=cands[0], name_filter="")
+                return True
+        return False
+
+    # ---- optimizer statistics -----------------------------------------------------------
+    def compute_optimizer_stats(self, wait: bool = False) -> None:
+        """Per parameter id: mean |x| and max |x| of each state tensor, scalar ``step``."""
+        view: CheckpointView | None = self.view
+        params = self.frame("opt_params")
+        if view is None or params is None or self.opt_stats_job.running:
+            return
+        jobstate = self.opt_stats_job
+
+        def work(cancel: threading.Event) -> Any:
+            import pandas as pd
+
+            from .tensor_stats import tensor_stats
+
+            names = [r.name for r in view.tensors]
+            rows = []
+            total = len(params)
+            for i, row in enumerate(params.itertuples(index=False)):
+                if cancel.is_set():
+                    break
+                out: dict[str, Any] = {"id": row.id, "name": row.name}
+                for full in (n for n in names if n.startswith(row.prefix)):
+                    state = full[len(row.prefix) :]
+                    t = view.load(full)
+                    if t.numel() == 1:
+                        out[state] = float(t.reshape(-1)[0])
+                    else:
+                        s = tensor_stats(t)
+                        out[f"{state} mean|x|"] = float(f"{s['mean_abs']:.4g}")
+                        out[f"{state} max|x|"] = float(f"{max(abs(s['min']), abs(s['max'])):.4g}")
+                        if s["nan"] or s["inf"]:
+                            out[f"{state} nan/inf"] = s["nan"] + s["inf"]
+                rows.append(out)
+                jobstate.report((i + 1) / max(total, 1), f"{i + 1} of {total} parameters")
+            return pd.DataFrame(rows)
+
+        def done(df: Any) -> None:
+            self.opt_stats = df
+            jobstate.finish(f"{len(df)} parameters")
+
+        jobstate.begin("reading optimizer state")
+        job = Job(work, done, jobstate.fail, name="ckpt-explorer-optstats").start()
+        jobstate.job = job
+        if wait:
+            job.join()
+
+
+class AppState(param.Parameterized):
+    """Everything one page (or one notebook output) shows."""
+
+    active: str = param.Selector(  # type: ignore[assignment]
+        default="Overview", objects=list(TABS), doc="the view in front"
+    )
+
+    def __init__(self, root: str | Path, **params: Any) -> None:
+        super().__init__(**params)
+        self.guard = RootGuard(root)
+        self.browse = BrowseState(self.guard)
+        self.compare = CompareState(self.guard)
+        self.validate = ValidateState(self.guard)
+        self.resume = ResumeState(self.guard)
+        self.convert = ConvertState(self.guard)
+        self._candidates: list[str] | None = None
+
+    def candidates(self, refresh: bool = False) -> list[str]:
+        """Paths offered by the pickers (listed once per page; ``refresh`` lists again)."""
+        if self._candidates is None or refresh:
+            self._candidates = self.guard.candidates()
+        return self._candidates
+
+    def go(self, tab: str) -> None:
+        self.active = tab
+
+    def open_finding(self, row: dict[str, Any]) -> bool:
+        """Follow a finding's link: its tensor or file in the weight map."""
+        from .engines import pick
+
+        tensor = pick(row, "tensor", "name", "key")
+        file = pick(row, "file", "path")
+        if self.browse.focus(tensor=tensor, file=file):
+            self.active = "Weight map"
+            return True
+        pid = row.get("param_id")
+        if isinstance(pid, int | float) and pid == pid:
+            self.browse.param.update(name_filter=f"state.{int(pid)}.", file_filter="")
+            self.active = "Weight map"
+            return True
+        return False

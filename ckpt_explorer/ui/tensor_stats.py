@@ -1,0 +1,142 @@
+"""What the tensor detail shows: statistics, a histogram and a 2-D slice, sampled when large."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+CHUNK = 1 << 22  # elements per statistics chunk
+HIST_SAMPLE = 1 << 20  # elements a histogram is drawn from at most
+HEATMAP_SIDE = 128  # largest heatmap side (rows and columns are strided down to it)
+
+
+@dataclass
+class TensorDetail:
+    """Figures of one tensor.
+
+    Attributes:
+        name, dtype, shape: the tensor.
+        stats: min, max, mean, std, mean |x|, L2 norm, zeros, NaN and Inf counts (all elements).
+        hist_edges, hist_counts: histogram of finite values (``sampled`` says from how many).
+        heatmap: a 2-D slice as nested lists (None for 0-D/1-D tensors), ``slice_label`` says which.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    stats: dict[str, float | int]
+    hist_edges: list[float] = field(default_factory=list)
+    hist_counts: list[int] = field(default_factory=list)
+    sampled: int = 0
+    heatmap: list[list[float]] | None = None
+    slice_label: str = ""
+
+
+def _as_float(t: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    if t.dtype == torch.bool or not (t.is_floating_point() or t.is_complex()):
+        return t.to(torch.float64)
+    if t.is_complex():
+        return t.abs().to(torch.float64)
+    return t.to(torch.float64)
+
+
+def tensor_stats(t: torch.Tensor) -> dict[str, float | int]:
+    """Statistics over every element, in float64 chunks (bounded memory)."""
+    import torch
+
+    flat = t.reshape(-1)
+    n = flat.numel()
+    acc: dict[str, Any] = {"sum": 0.0, "sq": 0.0, "abs": 0.0, "finite": 0, "nan": 0, "inf": 0}
+    acc.update(zeros=0, min=float("inf"), max=float("-inf"))
+    for start in range(0, n, CHUNK):
+        x = _as_float(flat[start : start + CHUNK])
+        nan = torch.isnan(x)
+        inf = torch.isinf(x)
+        acc["nan"] += int(nan.sum())
+        acc["inf"] += int(inf.sum())
+        acc["zeros"] += int((x == 0).sum())
+        f = x[~(nan | inf)]
+        if f.numel():
+            acc["finite"] += f.numel()
+            acc["sum"] += float(f.sum())
+            acc["sq"] += float((f * f).sum())
+            acc["abs"] += float(f.abs().sum())
+            acc["min"] = min(acc["min"], float(f.min()))
+            acc["max"] = max(acc["max"], float(f.max()))
+    k = acc["finite"]
+    mean = acc["sum"] / k if k else float("nan")
+    var = max(acc["sq"] / k - mean * mean, 0.0) if k else float("nan")
+    return {
+        "numel": n,
+        "min": acc["min"] if k else float("nan"),
+        "max": acc["max"] if k else float("nan"),
+        "mean": mean,
+        "std": var**0.5,
+        "mean_abs": acc["abs"] / k if k else float("nan"),
+        "l2": acc["sq"] ** 0.5,
+        "zeros": acc["zeros"],
+        "nan": acc["nan"],
+        "inf": acc["inf"],
+    }
+
+
+def sample(t: torch.Tensor, limit: int = HIST_SAMPLE) -> torch.Tensor:
+    """Up to ``limit`` evenly strided elements of ``t`` as float64."""
+    flat = t.reshape(-1)
+    step = max(1, -(-flat.numel() // limit))
+    return _as_float(flat[::step])
+
+
+def histogram(t: torch.Tensor, bins: int = 60) -> tuple[list[float], list[int], int]:
+    """(edges, counts, elements used) over the finite values of a sample of ``t``."""
+    import torch
+
+    x = sample(t)
+    used = x.numel()
+    x = x[torch.isfinite(x)]
+    if not x.numel():
+        return [], [], used
+    lo, hi = float(x.min()), float(x.max())
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    counts = torch.histc(x, bins=bins, min=lo, max=hi)
+    edges = torch.linspace(lo, hi, bins + 1)
+    return edges.tolist(), [int(c) for c in counts.tolist()], used
+
+
+def slice_2d(t: torch.Tensor, side: int = HEATMAP_SIDE) -> tuple[list[list[float]] | None, str]:
+    """The first 2-D slice of ``t`` strided down to ``side`` × ``side`` (None below 2-D)."""
+    if t.dim() < 2:
+        return None, ""
+    lead = (0,) * (t.dim() - 2)
+    m = t[lead] if lead else t
+    rs = max(1, -(-m.shape[0] // side))
+    cs = max(1, -(-m.shape[1] // side))
+    view = _as_float(m[::rs, ::cs])
+    label = "[" + ", ".join([*map(str, lead), ":", ":"]) + "]"
+    if rs > 1 or cs > 1:
+        label += f" every {rs}th row, {cs}th column"
+    return view.tolist(), label
+
+
+def tensor_detail(name: str, t: torch.Tensor) -> TensorDetail:
+    """Everything the detail panel shows for ``t``."""
+    stats = tensor_stats(t)
+    edges, counts, used = histogram(t) if t.numel() else ([], [], 0)
+    heat, label = slice_2d(t)
+    return TensorDetail(
+        name,
+        str(t.dtype).removeprefix("torch."),
+        tuple(t.shape),
+        stats,
+        edges,
+        counts,
+        used,
+        heat,
+        label,
+    )

@@ -1,0 +1,234 @@
+"""The dashboard in a real browser (Debian chromium through Playwright), against `panel serve`.
+
+Each test opens its own page (its own server session); the `page` fixture fails a test whose
+page logged a console error, and saves a screenshot of its end state under test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_explorer.ui import engines
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+pytestmark = pytest.mark.timeout(900)
+
+
+# all text of the page, through Panel's shadow roots (document.body.innerText stops at them)
+DEEP_TEXT = """(() => { const out = []; const walk = (n) => {
+  if (n.shadowRoot) walk(n.shadowRoot);
+  for (const c of n.childNodes) { if (c.nodeType === 3) out.push(c.textContent); else walk(c); }
+}; walk(document.body); return out.join(' ').replace(/\\s+/g, ' '); })()"""
+
+
+def text(page: Any) -> str:
+    return str(page.evaluate(DEEP_TEXT))
+
+
+def wait_text(page: Any, predicate: str, arg: Any = None, timeout: float = 90_000) -> None:
+    """Wait until ``predicate`` (JS using ``t``, the page text, and ``arg``) holds."""
+    page.wait_for_function(
+        f"(arg) => {{ const t = {DEEP_TEXT}; return {predicate}; }}", arg=arg, timeout=timeout
+    )
+
+
+def tab(page: Any, name: str) -> None:
+    page.locator(".bk-tab", has_text=name).first.click()
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    time.sleep(0.8)  # let plotly finish drawing
+    page.screenshot(path=str(ARTIFACTS / f"ui-{name}.png"))
+
+
+def pick(page: Any, index: int, rel: str) -> None:
+    """Type ``rel`` into the ``index``-th path picker and press Enter."""
+    box = page.get_by_placeholder("relative to the root").nth(index)
+    box.fill(rel)
+    box.press("Enter")
+
+
+def open_path(page: Any, rel: str) -> None:
+    """Open ``rel`` with the sidebar picker; wait until it is open or refused."""
+    pick(page, 0, rel)
+    page.get_by_role("button", name="Open").click()
+    wait_text(page, "t.includes('Open: ' + arg) || t.includes('expected')", rel)
+
+
+def count_text(page: Any) -> str:
+    return page.locator("text=/of [0-9,]+ tensors/").first.inner_text()
+
+
+def test_open_a_checkpoint_overview(page: Any) -> None:
+    """The env-var checkpoint opens: format, evidence, dtype chart and parts are shown."""
+    assert "training-state" in text(page)
+    page.locator("text=Bundle parts").wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
+    shot(page, "overview")
+
+
+def test_filter_weight_map_and_open_a_tensor(page: Any) -> None:
+    """Open an HF checkpoint with the picker, filter by name, open a tensor's detail."""
+    open_path(page, "hf_gpt2")
+    page.locator("text=hf-sharded").first.wait_for()
+    tab(page, "Weight map")
+    page.get_by_placeholder("e.g. layers.3.").fill("h.0.attn")
+    wait_text(page, "/\\b[0-9]+ of [0-9,]+ tensors/.test(t) && !t.includes(' 0 of ')")
+    cells = page.locator(".weight-map .tabulator-cell[tabulator-field='name']")
+    cells.first.wait_for()
+    deadline = time.monotonic() + 30
+    while True:  # the filter reaches the table a moment after the count
+        names = [n for n in cells.all_inner_texts() if n]
+        if names and all("h.0.attn" in n for n in names):
+            break
+        assert time.monotonic() < deadline, names
+        time.sleep(0.3)
+    target = next(n for n in names if n.endswith("c_attn.weight"))
+    page.locator(".tabulator-cell", has_text=target).first.click()
+    page.locator("text=2-D slice").first.wait_for()
+    page.locator("text=Histogram").first.wait_for()
+    detail = text(page)
+    assert "MEAN" in detail.upper() and target in detail
+    shot(page, "weight-map-detail")
+    # module tree and shard sizes are drawn
+    assert page.locator(".js-plotly-plot").count() >= 4
+
+
+def test_paths_outside_the_root_are_refused(page: Any) -> None:
+    """`..`, absolute paths elsewhere and links out of the root: a message, no listing, and
+    the page keeps working."""
+    for bad in ("../", "/etc", "outside_link"):
+        open_path(page, bad)
+        page.locator("text=/inside .*found/").first.wait_for()
+    assert "passwd" not in text(page)
+    open_path(page, "demo/after_resume")
+    wait_text(page, "!t.includes('found a path outside')")
+    shot(page, "refused-outside-root")
+
+
+def test_optimizer_view(page: Any) -> None:
+    tab(page, "Optimizer")
+    page.locator("text=param_groups").first.wait_for()
+    page.locator(".tabulator-cell", has_text="embed_tokens.weight").first.wait_for()
+    page.get_by_role("button", name="Compute state statistics").click()
+    page.locator("text=/exp_avg_sq max/").first.wait_for()
+    shot(page, "optimizer")
+
+
+@pytest.mark.skipif(not engines.available("diff"), reason="diff engine not in this version")
+def test_compare_runs_to_the_end(page: Any) -> None:
+    tab(page, "Compare")
+    page.get_by_role("button", name="Compare").click()
+    page.locator("text=Verdict").first.wait_for()
+    body = text(page)
+    assert "DIFFERENT" in body and "112" in body
+    page.locator(".tabulator-cell[tabulator-field='status']").first.wait_for()
+    page.locator("text=Per layer").first.wait_for()
+    shot(page, "compare")
+
+
+@pytest.mark.skipif(not engines.available("convert"), reason="convert engine not in this version")
+def test_conversion_plan_run_verify(page: Any, ui_root: Path) -> None:
+    from safetensors import safe_open
+
+    tab(page, "Convert")
+    out = f"converted-{int(time.time() * 1000)}"
+    page.get_by_placeholder("e.g. model-hf").fill(out)
+    page.get_by_role("button", name="Plan").click()
+    page.locator("text=Byte copy").first.wait_for()
+    page.get_by_role("button", name="Run conversion").click()
+    page.locator("text=Verified bit for bit").first.wait_for()
+    shot(page, "convert")
+    with safe_open(str(ui_root / out), "pt") as f:
+        assert len(list(f.keys())) == 28
+
+
+@pytest.mark.skipif(not engines.available("validate"), reason="validate not in this version")
+def test_validation_findings(page: Any) -> None:
+    tab(page, "Validate")
+    page.get_by_role("button", name="Validate").click()
+    page.locator("text=Findings (worst first)").first.wait_for()
+    rules = page.locator(".tabulator-cell[tabulator-field='rule']")
+    rules.first.wait_for()
+    shot(page, "validate")
+    # a finding that names a file opens that file in the weight map
+    row = page.locator(".findings .tabulator-cell[tabulator-field='file']", has_text="index").first
+    row.click()
+    wait_text(page, "t.includes('of 112 tensors')")
+
+
+@pytest.mark.skipif(not engines.available("resume"), reason="resume doctor not in this version")
+def test_resume_doctor(page: Any) -> None:
+    tab(page, "Resume doctor")
+    page.get_by_role("button", name="Diagnose").click()
+    page.locator("text=Likely causes").first.wait_for()
+    assert "scheduler" in text(page).lower()
+    shot(page, "resume-doctor")
+
+
+def _roundtrip(page: Any, pattern: str) -> float:
+    """Seconds from typing a filter to the server's new tensor count in the page."""
+    box = page.get_by_placeholder("e.g. layers.3.")
+    t0 = time.perf_counter()
+    box.fill(pattern)
+    want = f"{sum(1 for n in range(10_000) if pattern in _big_name(n)):,}"
+    wait_text(page, "(t.match(/([0-9,]+) of 10,000 tensors/) || [])[1] === arg", want)
+    return time.perf_counter() - t0
+
+
+def _big_name(n: int) -> str:
+    layer, j = divmod(n, 100)
+    return f"model.layers.{layer}.block{j // 4}.w{j % 4}.weight"
+
+
+def test_timing_report_10k_tensors(page: Any) -> None:
+    """Timing report (printed and saved, no thresholds): time from Open to the weight map of
+    a 10,000-tensor checkpoint, and filter round trips while a diff runs vs idle."""
+    tab(page, "Weight map")
+    t0 = time.perf_counter()
+    open_path(page, "big_a")
+    page.locator(".tabulator-cell", has_text="model.layers.0.block0.w0.weight").first.wait_for()
+    wait_text(page, "t.includes('of 10,000 tensors')")
+    open_to_map = time.perf_counter() - t0
+    shot(page, "weight-map-10k")
+    probes = ["layers.1.", "layers.2.", "layers.3.", "layers.4.", "layers.5.", "w3"]
+    idle = [_roundtrip(page, p) for p in probes]
+    report: dict[str, Any] = {
+        "open_to_weight_map_s": round(open_to_map, 3),
+        "filter_roundtrip_idle_s": [round(x, 3) for x in idle],
+    }
+    if engines.available("diff"):
+        tab(page, "Compare")
+        pick(page, 1, "big_a")
+        pick(page, 2, "big_b")
+        t1 = time.perf_counter()
+        page.get_by_role("button", name="Compare").click()
+        page.locator("text=/compared$|of .* compared/").first.wait_for()
+        tab(page, "Weight map")
+        busy: list[float] = []
+        running = True
+        i = 0
+        while running and i < 12:
+            busy.append(_roundtrip(page, ["layers.6.", "layers.7.", "w1", "layers.8."][i % 4]))
+            i += 1
+            running = "Verdict" not in text(page)
+        tab(page, "Compare")
+        page.locator("text=Verdict").first.wait_for(timeout=600_000)
+        report.update(
+            diff_seconds=round(time.perf_counter() - t1, 2),
+            filter_roundtrip_during_diff_s=[round(x, 3) for x in busy],
+            median_idle_s=round(statistics.median(idle), 3),
+            median_during_diff_s=round(statistics.median(busy), 3) if busy else None,
+        )
+        shot(page, "compare-10k")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "dashboard-timing.json").write_text(json.dumps(report, indent=2) + "\n")
+    print("\ndashboard timing (10,000 tensors):", json.dumps(report, indent=2))
