@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,15 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError, MissingDependencyError
+from ..io.ports import free_port
 from .jobs import ConversionResult
 
 PLUGINS = ("torch_ddp", "gemini", "low_level_zero", "hybrid_parallel")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def gather_with_colossalai(
@@ -82,7 +76,7 @@ def gather_with_colossalai(
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(
         RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
     )  # fmt: skip
     args = {
         "source": str(src), "out": str(out), "config": str(cfg), "plugin": plugin,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CkptExplorerError
+from ..io.ports import free_port
 from .jobs import ConversionResult, Progress, ProgressEvent, output_root, write_extras, write_files
 from .plan import ConversionPlan, PlannedFile
 
@@ -151,12 +151,6 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def launch(
     plan: ConversionPlan, nproc: int, progress: Progress | None = None, timeout_s: float = 3600
 ) -> ConversionResult:
@@ -166,7 +160,7 @@ def launch(
         result_path = Path(td) / "result.json"
         cmd = [
             sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
-            "--master-addr=127.0.0.1", f"--master-port={_free_port()}",
+            "--master-addr=127.0.0.1", f"--master-port={free_port()}",
             "-m", "ckpt_explorer.convert.distributed",
             str(plan.source), str(plan.destination), "--to", plan.target,
             "--result", str(result_path),

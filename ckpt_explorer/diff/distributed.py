@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CkptExplorerError
+from ..io.ports import free_port
 from .align import parse_rename
 from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, PairPlan, ProgressFn, plan_pairs
 from .report import DiffResult
@@ -121,12 +121,6 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
     finally:
         dist.destroy_process_group()
     return 0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def launch(

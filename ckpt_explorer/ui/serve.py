@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..io.ports import free_port
 from .paths import RootGuard
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
 
 
 def check_paths(paths: Sequence[str | Path], root: str | Path | None) -> list[str]:
