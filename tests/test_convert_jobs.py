@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from ckpt_explorer.convert.atomic import clean_stale, temp_dir_for
 from ckpt_explorer.convert.verify import verify_output
 
 ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
 KILL_POINTS = int(os.environ.get("CKPT_KILL_POINTS", "3"))
 
 
@@ -64,49 +66,156 @@ def test_distributed_optimizer_split_matches(real_checkpoints: Any, tmp_path: Pa
     assert tree_bytes(tmp_path / "one") == tree_bytes(tmp_path / "two")
 
 
-def _complete_or_absent(dst: Path, reference: dict[str, bytes]) -> str:
+@pytest.fixture(scope="module")
+def big_colossal(tmp_path_factory: Any) -> Path:
+    """A ~48 MB sharded model folder written by ColossalAI's GeneralCheckpointIO (.bin shards)."""
+    pytest.importorskip("colossalai")
+    from colossalai.checkpoint_io import GeneralCheckpointIO
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*(torch.nn.Linear(1024, 512) for _ in range(24)))
+    folder = tmp_path_factory.mktemp("colossal") / "model"
+    GeneralCheckpointIO().save_model(model, str(folder), shard=True, size_per_shard=8)
+    return folder
+
+
+def _same_tensors(a: Path, b: Path) -> bool:
+    """Every tensor of ``a`` has the same name, dtype, shape and bytes in ``b``."""
+    from ckpt_explorer import open_checkpoint
+
+    va, vb = open_checkpoint(a), open_checkpoint(b)
+    if sorted(r.name for r in va.tensors) != sorted(r.name for r in vb.tensors):
+        return False
+    for r in va.tensors:
+        x, y = va.load(r.name), vb.load(r.name)
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return False
+        if x.contiguous().reshape(-1).view(torch.uint8).tolist() != (
+            y.contiguous().reshape(-1).view(torch.uint8).tolist()
+        ):
+            return False
+    return True
+
+
+def _outcome(dst: Path, new: dict[str, bytes], old: dict[str, bytes] | None) -> str:
+    """``absent``, ``complete`` (the new output), ``old`` (the replaced one intact) or
+    ``partial`` (anything else: must never happen)."""
     if not dst.exists():
-        return "absent"
-    assert tree_bytes(dst) == reference, "a partial or different destination"
-    plan = plan_conversion(dst, dst.parent / "unused", "hf")  # it opens and plans
-    assert plan.tensors
-    return "complete"
+        return "absent" if old is None else "partial"
+    got = tree_bytes(dst)
+    if got == new:
+        return "complete"
+    return "old" if old is not None and got == old else "partial"
 
 
-def test_sigkill_leaves_no_partial_destination(big_bin: Path, tmp_path: Path) -> None:
+KILL_KINDS = {
+    # kind: (source fixture, --to, shard size)
+    "bin_to_hf": ("big_bin", "hf", "8MB"),
+    "colossalai_to_hf": ("big_colossal", "hf", "8MB"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KILL_KINDS))
+def test_sigkill_leaves_no_partial_destination(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """SIGKILL a CLI conversion at random moments, three in four inside the write window
+    (after its temp folder appeared) (``CKPT_KILL_POINTS`` per kind, seed
+    ``CKPT_KILL_SEED``). One run in three replaces an existing output (``--overwrite``).
+    After each kill: the destination is absent, the old output intact or the new one
+    complete (same bytes as a clean run, opens, verifies, tensors equal the source's); the
+    source is byte for byte unchanged; at most the dead job's temp folder is left, and the
+    next job removes it."""
+    from ckpt_explorer import open_checkpoint
+
+    fixture, to, shard = KILL_KINDS[kind]
+    src: Path = request.getfixturevalue(fixture)
     reference_dst = tmp_path / "reference"
-    assert run_conversion(
-        plan_conversion(big_bin, reference_dst, "hf", max_shard_size="8MB")
-    ).verified
-    reference = tree_bytes(reference_dst)
-    source_before = snapshot(big_bin)
-    t0 = time.perf_counter()
-    r = _cli(
-        "convert", str(big_bin), str(tmp_path / "timed"), "--to", "hf", "--max-shard-size", "8MB"
-    )
-    full = time.perf_counter() - t0
-    assert r.returncode == 0, r.stderr
-    rng = random.Random(int(os.environ.get("CKPT_KILL_SEED", "0")))
-    seen = []
-    for i in range(KILL_POINTS):
-        dst = tmp_path / f"killed{i}"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ckpt_explorer", "convert", str(big_bin), str(dst),
-             "--to", "hf", "--max-shard-size", "8MB"],
+    plan = plan_conversion(src, reference_dst, to, max_shard_size=shard)
+    assert run_conversion(plan).verified
+    new = tree_bytes(reference_dst)
+    assert _same_tensors(src, reference_dst)
+    old_dst = tmp_path / "old"
+    assert run_conversion(plan_conversion(src, old_dst, to, max_shard_size="16MB")).verified
+    old = tree_bytes(old_dst)
+    assert old != new
+    source_before = snapshot(src)
+    args = ["convert", str(src), "DST", "--to", to, "--max-shard-size", shard, "--overwrite"]
+
+    def start(dst: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ckpt_explorer", *[str(dst) if a == "DST" else a for a in args]],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        time.sleep(rng.uniform(0.3, full * 1.1))
+
+    def wait_for_temp(proc: subprocess.Popen[bytes], dst: Path, limit: float) -> float | None:
+        """Seconds until the job's temp folder appears (None: the job ended first)."""
+        t0 = time.perf_counter()
+        tmp = temp_dir_for(dst, proc.pid)
+        while time.perf_counter() - t0 < limit and proc.poll() is None:
+            if tmp.exists():
+                return time.perf_counter() - t0
+            time.sleep(0.002)
+        return None
+
+    # a timed run: when the temp folder appears and goes (writing, verifying, installing)
+    (tmp_path / "timed").mkdir()
+    t0 = time.perf_counter()
+    timed = start(tmp_path / "timed" / "out")
+    to_tmp = wait_for_temp(timed, tmp_path / "timed" / "out", 600)
+    assert to_tmp is not None
+    while temp_dir_for(tmp_path / "timed" / "out", timed.pid).exists():
+        time.sleep(0.002)
+    window = time.perf_counter() - t0 - to_tmp
+    assert timed.wait(600) == 0
+    full = time.perf_counter() - t0
+    rng = random.Random(int(os.environ.get("CKPT_KILL_SEED", "0")))
+    report: dict[str, Any] = {
+        "kind": kind, "full_run_s": round(full, 2), "write_window_s": round(window, 2), "kills": []
+    }  # fmt: skip
+    for i in range(KILL_POINTS):
+        work = tmp_path / f"k{i}"
+        work.mkdir()
+        dst = work / "out"
+        replacing = i % 3 == 1
+        if replacing:
+            shutil.copytree(old_dst, dst)
+        proc = start(dst)
+        if i % 4 == 2:  # anywhere from the start (import, planning, writing)
+            phase, at = "from start", rng.uniform(0.1, full * 1.1)
+            time.sleep(at)
+        else:  # inside the write window: after the temp folder appeared
+            phase, at = "writing", rng.uniform(0.0, window * 1.1)
+            waited = wait_for_temp(proc, dst, 600)
+            time.sleep(at)
+            at += waited or 0.0
+        temp_at_kill = temp_dir_for(dst, proc.pid).exists()
+        exited_before = proc.poll() is not None
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        seen.append(_complete_or_absent(dst, reference))
-        assert snapshot(big_bin) == source_before, "the source changed"
+        outcome = _outcome(dst, new, old if replacing else None)
+        left = sorted(p.name for p in work.iterdir() if p.name != "out")
+        report["kills"].append(
+            {"phase": phase, "at_s": round(at, 2), "replacing": replacing, "outcome": outcome,
+             "temp_at_kill": temp_at_kill, "exited_before_kill": exited_before, "left": left}
+        )  # fmt: skip
+        assert outcome != "partial", report["kills"][-1]
+        if outcome == "complete":
+            assert verify_output(plan, dst) == [] and _same_tensors(src, dst)
+            assert open_checkpoint(dst).tensors
+        assert snapshot(src) == source_before, "the source changed"
+        assert set(left) <= {f".out.tmp-{proc.pid}"}, left
         # a new job cleans the dead job's temp folder and succeeds
-        result = run_conversion(
-            plan_conversion(big_bin, dst, "hf", max_shard_size="8MB", overwrite=True)
-        )
-        assert result.verified and tree_bytes(dst) == reference
-        assert not list(tmp_path.glob(f".{dst.name}.tmp-*"))
-    print("kill outcomes:", seen)
+        result = run_conversion(plan_conversion(src, dst, to, max_shard_size=shard, overwrite=True))
+        assert result.verified and tree_bytes(dst) == new
+        assert [p.name for p in work.iterdir()] == ["out"]
+    outcomes = [k["outcome"] for k in report["kills"]]
+    report["summary"] = {o: outcomes.count(o) for o in sorted(set(outcomes))}
+    report["summary"]["killed_while_temp_existed"] = sum(k["temp_at_kill"] for k in report["kills"])
+    report["summary"]["partial"] = outcomes.count("partial")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"kill-report-{kind}.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nkill outcomes ({kind}):", report["summary"])
 
 
 def test_overwrite_and_dry_run_and_exists(big_bin: Path, tmp_path: Path) -> None:

@@ -69,6 +69,36 @@ def test_every_case_is_handled_cleanly(corpus: tuple[Path, dict[str, Any]]) -> N
     assert not problems, "\n".join(problems)
 
 
+def test_other_commands_handle_every_case(corpus: tuple[Path, dict[str, Any]]) -> None:
+    """validate, diff, doctor and convert --dry-run on every case: an exit code, at most one
+    error line, never an exception out of main()."""
+    root, cases = corpus
+    good = str(root / "_good.safetensors")
+    problems = []
+    for name, case in cases.items():
+        path = str(root / case["path"])
+        for argv in (
+            ["validate", path],
+            ["diff", path, good],
+            ["doctor", good, path],
+            ["convert", path, str(root / "_out.safetensors"), "--to", "safetensors", "--dry-run"],
+        ):
+            out, err = io.StringIO(), io.StringIO()
+            try:
+                with redirect_stdout(out), redirect_stderr(err):
+                    code = main(argv)
+            except SystemExit as e:  # argparse
+                problems.append(f"{name}: {argv[0]} exited {e.code}")
+                continue
+            except Exception as e:
+                problems.append(f"{name}: {argv[0]} raised {type(e).__name__}: {e}"[:300])
+                continue
+            if code == 2 and len(err.getvalue().strip().splitlines()) != 1:
+                problems.append(f"{name}: {argv[0]} exit 2 with stderr {err.getvalue()[:200]!r}")
+    assert not (root / "PWNED").exists(), "a payload in the corpus was executed"
+    assert not problems, "\n".join(problems)
+
+
 def test_cli_processes_print_no_traceback(corpus: tuple[Path, dict[str, Any]]) -> None:
     root, cases = corpus
     picked = [c for c in cases.values() if c["error"] != "ok"][::6]

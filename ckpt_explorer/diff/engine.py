@@ -11,7 +11,8 @@ ranges, so reading overlaps with comparing. Nothing holds more than the current 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,35 @@ DEFAULT_CHUNK_BYTES = 32 * 2**20
 FLOAT_ELEMENTS = 2**20
 ProgressFn = Callable[[int, int], Any]
 CancelArg = threading.Event | Callable[[], bool] | None
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_USERS = 0
+_THREADS_SAVED = 0
+
+
+@contextmanager
+def _one_intraop_thread() -> Iterator[None]:
+    """torch intra-op threads set to 1 while any diff of this process runs.
+
+    Reference-counted: the first run saves the process's setting and the last one restores
+    it, so concurrent diffs (two dashboard users) never leave the process single-threaded.
+    """
+    global _THREADS_USERS, _THREADS_SAVED
+    import torch
+
+    with _THREADS_LOCK:
+        if _THREADS_USERS == 0:
+            _THREADS_SAVED = torch.get_num_threads()
+        _THREADS_USERS += 1
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        with _THREADS_LOCK:
+            _THREADS_USERS -= 1
+            if _THREADS_USERS == 0:
+                torch.set_num_threads(_THREADS_SAVED)
 
 
 @dataclass(frozen=True)
@@ -240,28 +270,21 @@ class Engine:
                     path = file_of(view, rec)
                     if path is not None and rec.offset is not None:
                         ranges.append((path, rec.offset, rec.nbytes))
-        import torch
-
-        threads = torch.get_num_threads()
         # one intra-op thread: reductions then sum in a fixed order, so the figures are the
         # same bit for bit in every run and for every process count (scale out with nproc)
-        torch.set_num_threads(1)
-        try:
-            with Readahead(ranges) as readahead:
-                self._readahead = readahead
-                for p in plans:
-                    if not self.cancelled and self._should_stop():
-                        self.cancelled = True
-                    if self.cancelled:
-                        rows.append(self._row(p, NOT_COMPARED))
-                        continue
-                    row = self.compare(p)
-                    rows.append(row)
-                    if self.on_row is not None:
-                        self.on_row(row)
-                self._readahead = None
-        finally:
-            torch.set_num_threads(threads)
+        with _one_intraop_thread(), Readahead(ranges) as readahead:
+            self._readahead = readahead
+            for p in plans:
+                if not self.cancelled and self._should_stop():
+                    self.cancelled = True
+                if self.cancelled:
+                    rows.append(self._row(p, NOT_COMPARED))
+                    continue
+                row = self.compare(p)
+                rows.append(row)
+                if self.on_row is not None:
+                    self.on_row(row)
+            self._readahead = None
         if self.progress is not None and not self.cancelled and self._last_report != self.done:
             self.progress(self.done, self.total)
         return rows

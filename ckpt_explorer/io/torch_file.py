@@ -274,6 +274,13 @@ def _check_tensor_ranges(structure: TorchFileStructure) -> None:
                 "none",
                 "The archive is incomplete.",
             )
+        if min((tensor.storage_offset, *tensor.shape, *tensor.stride), default=0) < 0:
+            raise CorruptCheckpointError(
+                structure.path,
+                f"a non-negative offset, shape and stride for storage {tensor.storage.key}",
+                f"offset {tensor.storage_offset}, shape {tensor.shape}, stride {tensor.stride}",
+                "The file was altered.",
+            )
         end = (
             tensor.byte_offset_in_storage()
             + max(0, tensor.max_storage_index() - tensor.storage_offset) * tensor.itemsize

@@ -104,7 +104,7 @@ class RootGuard:
                     try:
                         real = path.resolve()
                         is_dir = e.is_dir()
-                    except OSError:
+                    except (OSError, RuntimeError):  # RuntimeError: a link loop (3.11, 3.12)
                         continue
                     if not self._inside(real):
                         continue

@@ -40,7 +40,7 @@ def _parse_index(path: Path, label: str) -> tuple[dict[str, Any] | None, list[Fi
         doc = json.loads(
             path.read_bytes().decode("utf-8"), object_pairs_hook=_duplicates_hook(dups)
         )
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, RecursionError) as e:
         return None, [
             Finding(
                 "integrity.bad_index",

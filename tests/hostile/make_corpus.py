@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickletools
 import struct
 import sys
 import zipfile
@@ -47,6 +48,33 @@ def _zip_edit(src: Path, dst: Path, replace: dict[str, bytes | None]) -> None:
                 zout.writestr(info, zin.read(info))
             elif replace[hit] is not None:
                 zout.writestr(info, replace[hit])
+
+
+def _patch_after_persid(pkl: bytes, replacements: list[bytes]) -> bytes:
+    """Replace the ops right after the first BINPERSID (a tensor's storage) of a torch pickle:
+    the storage offset, then the size tuple's first element."""
+    ops = list(pickletools.genops(pkl))
+    i = next(k for k, (op, _a, _p) in enumerate(ops) if op.name == "BINPERSID")
+    out, end = bytearray(), 0
+    for k, new in enumerate(replacements):
+        pos = ops[i + 1 + k][2]
+        nxt = ops[i + 2 + k][2]
+        assert pos is not None and nxt is not None
+        out += pkl[end:pos] + new
+        end = nxt
+    return bytes(out + pkl[end:])
+
+
+def _zip_central_edit(src: Path, dst: Path, suffix: str, field: str, value: int) -> None:
+    """Copy a zip, setting one central-directory field of the record ending in ``suffix``."""
+    raw = bytearray(src.read_bytes())
+    with zipfile.ZipFile(src) as z:
+        info = next(i for i in z.infolist() if i.filename.endswith(suffix))
+    name = info.filename.encode()
+    at = raw.rfind(b"PK\x01\x02", 0, raw.rfind(name))
+    offsets = {"local_header_offset": 42, "file_size": 24, "compress_size": 20}
+    struct.pack_into("<I", raw, at + offsets[field], value)
+    dst.write_bytes(bytes(raw))
 
 
 def make(out: Path) -> dict[str, dict[str, str]]:
@@ -137,6 +165,28 @@ def make(out: Path) -> dict[str, dict[str, str]]:
     p = out / "pt_deep.pt"
     _zip_edit(good_pt, p, {"/data.pkl": b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b"."})
     case("torch zip with 100k-deep nesting", p, "ok")
+    p = out / "pt_deep_dict.pt"
+    nest = b"}" + b"X\x01\x00\x00\x00k}" * depth + b"s" * depth
+    _zip_edit(good_pt, p, {"/data.pkl": b"\x80\x02" + nest + b"."})
+    case("torch zip with 100k-deep dict nesting", p, "ok")
+    good_view = out / "_good_view.pt"
+    torch.save({"w": torch.arange(8.0)[2:]}, good_view)
+    with zipfile.ZipFile(good_view) as z:
+        pkl = z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+    for name, ops in {
+        "negative_offset": [b"J" + struct.pack("<i", -5)],
+        "overflowing_offset": [b"\x8a\x09" + (2**70).to_bytes(9, "little")],
+        "overflowing_size": [b"K\x02", b"\x8a\x08" + (2**62).to_bytes(8, "little")],
+    }.items():
+        p = out / f"pt_{name}.pt"
+        _zip_edit(good_view, p, {"/data.pkl": _patch_after_persid(pkl, ops)})
+        case(f"torch tensor record with {name.replace('_', ' ')}", p, "CkptExplorerError")
+    p = out / "pt_zip_offset_past_eof.pt"
+    _zip_central_edit(good_pt, p, "/data/0", "local_header_offset", 0xFFFFFF00)
+    case("torch zip record whose offset is past EOF", p, "CkptExplorerError")
+    p = out / "pt_zip_size_overflow.pt"
+    _zip_central_edit(good_pt, p, "/data/0", "file_size", 0xFFFFFFF0)
+    case("torch zip record claiming 4 GiB", p, "CkptExplorerError")
     p = out / "pt_code_payload.pt"
     torch.save({"w": torch.ones(2), "x": _SystemPayload(marker)}, p)
     case("torch pickle whose payload would run os.system", p, "ok")

