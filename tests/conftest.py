@@ -62,3 +62,16 @@ def real_checkpoints() -> Any:
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The hostile corpus (tests/hostile/make_corpus.py) in a fresh folder: (root, cases)."""
+    hostile = str(Path(__file__).parent / "hostile")
+    sys.path.insert(0, hostile)
+    try:
+        from make_corpus import make
+    finally:
+        sys.path.remove(hostile)
+    root = tmp_path_factory.mktemp("hostile")
+    return root, make(root)

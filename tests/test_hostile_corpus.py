@@ -10,24 +10,9 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import ckpt_explorer
 from ckpt_explorer import open_checkpoint
 from ckpt_explorer.cli import main
-
-HOSTILE = Path(__file__).parent / "hostile"
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    sys.path.insert(0, str(HOSTILE))
-    try:
-        from make_corpus import make
-    finally:
-        sys.path.remove(str(HOSTILE))
-    out = tmp_path_factory.mktemp("hostile")
-    return out, make(out)
 
 
 def test_corpus_is_large_enough(corpus: tuple[Path, dict[str, Any]]) -> None:

@@ -31,22 +31,9 @@ from ckpt_explorer.ui.state import AppState
 
 pytestmark = pytest.mark.timeout(900)
 
-HOSTILE = REPO / "tests" / "hostile"
 GOOD = ("_good.safetensors", "_good.pt")
 # Job turns an exception that is not the project's own into "Type: message (file.py:line)"
 FOREIGN_ERROR = re.compile(r"\(\w+\.py:\d+\)$")
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """The hostile corpus (tests/hostile/make_corpus.py), written into a fresh root."""
-    sys.path.insert(0, str(HOSTILE))
-    try:
-        from make_corpus import make
-    finally:
-        sys.path.remove(str(HOSTILE))
-    root = tmp_path_factory.mktemp("hostile_root")
-    return root, make(root)
 
 
 def _one_line(msg: str) -> bool:
