@@ -4,6 +4,10 @@ Tensors become :class:`LazyTensor` records pointing at their storage (no bytes a
 torch storages become :class:`StorageRef`; any global that is not on the allow-list becomes an
 inert :class:`OpaqueObject` subclass named after it, so a DeepSpeed ``ZeroStageEnum`` or an
 ``os.system`` payload is *listed*, never imported or called.
+
+The unpickler is CPython's pure-Python one (its memo is a dict, so a memo index of 2^28 costs
+nothing, where the C unpickler allocates a 4 GB table), with the opcodes that call, hash or copy
+restricted to what checkpoints use and charged to a :class:`~.pickle_limits.WorkBudget`.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ import codecs
 import collections
 import io
 import pickle
+import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from ..types import shape_numel
+from .pickle_limits import GuardedConstructor, WorkBudget, charge_hash, charge_walk
 
 # Modules whose globals in a checkpoint can only mean an attempt to run code.
 _DANGEROUS_MODULES = {
@@ -75,21 +81,25 @@ _DANGEROUS_BUILTINS = {
     "property",
 }
 _SAFE_BUILTINS = {
-    "set": set,
-    "frozenset": frozenset,
     "slice": slice,
     "complex": complex,
-    "bytearray": bytearray,
-    "bytes": bytes,
-    "tuple": tuple,
-    "list": list,
-    "dict": dict,
     "int": int,
     "float": float,
-    "str": str,
     "bool": bool,
     "range": range,
 }
+# Builtins that copy (or hash) their argument: resolved to a GuardedConstructor per unpickler.
+_COPYING_BUILTINS: dict[str, tuple[Any, bool]] = {
+    "set": (set, True),
+    "frozenset": (frozenset, True),
+    "dict": (dict, True),
+    "list": (list, False),
+    "tuple": (tuple, False),
+    "bytes": (bytes, False),
+    "bytearray": (bytearray, False),
+    "str": (str, False),
+}
+MAX_TENSOR_DIMS = 64
 
 
 @dataclass(frozen=True)
@@ -253,6 +263,14 @@ def _rebuild_tensor(
     backward_hooks: Any = None,
     metadata: Any = None,
 ) -> LazyTensor:
+    if not isinstance(storage, StorageRef):
+        raise pickle.UnpicklingError(f"a tensor over a {type(storage).__name__} is not allowed")
+    for what, dims in (("size", size), ("stride", stride)):
+        if not isinstance(dims, tuple | list) or len(dims) > MAX_TENSOR_DIMS:
+            raise pickle.UnpicklingError(
+                f"a tensor {what} that is not a tuple of at most {MAX_TENSOR_DIMS} ints "
+                "is not allowed"
+            )
     return LazyTensor(
         storage=storage,
         storage_offset=int(storage_offset),
@@ -288,7 +306,8 @@ def _rebuild_parameter(
 
 
 def _rebuild_from_type_v2(func: Any, new_type: Any, args: Any, state: Any) -> Any:
-    result = func(*args) if func in _REBUILDERS else OpaqueObject(func, args)
+    rebuilds = func is _rebuild_tensor or func is _rebuild_tensor_v3
+    result = func(*args) if rebuilds and type(args) is tuple else OpaqueObject(func, args)
     if isinstance(result, LazyTensor) and new_type is not None:
         result.subclass = getattr(new_type, "__qualified_name__", "") or getattr(
             new_type, "__name__", ""
@@ -301,12 +320,12 @@ def _get_layout(name: str) -> str:
 
 
 def _codecs_encode(obj: Any, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+    if not (isinstance(obj, str) and isinstance(encoding, str) and isinstance(errors, str)):
+        raise pickle.UnpicklingError("codecs.encode of anything but text is not allowed")
     if encoding.lower().replace("-", "") not in {"latin1", "utf8", "ascii"}:
         raise pickle.UnpicklingError(f"codec {encoding!r} is not allowed")
     return codecs.encode(obj, encoding, errors)
 
-
-_REBUILDERS = {_rebuild_tensor, _rebuild_tensor_v3}
 
 _TORCH_CALLABLES: dict[tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
@@ -316,9 +335,7 @@ _TORCH_CALLABLES: dict[tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
     ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
     ("torch.serialization", "_get_layout"): _get_layout,
-    ("torch", "Size"): torch.Size,
     ("torch", "device"): torch.device,
-    ("collections", "OrderedDict"): collections.OrderedDict,
     ("_codecs", "encode"): _codecs_encode,
     ("codecs", "encode"): _codecs_encode,
 }
@@ -329,12 +346,16 @@ def _safe_numpy_global(module: str, name: str) -> Any:
     import numpy as np
 
     def checked_dtype(*args: Any) -> Any:
+        if not args or not isinstance(args[0], str):
+            raise pickle.UnpicklingError("a numpy dtype not named by a string is not allowed")
         dt = np.dtype(*args[:1])
         if dt.hasobject:
             raise pickle.UnpicklingError("numpy object arrays are not allowed")
         return np.dtype(*args)
 
     def checked_scalar(dtype: Any, data: bytes = b"") -> Any:
+        if not isinstance(dtype, np.dtype) or not isinstance(data, bytes):
+            raise pickle.UnpicklingError("a numpy scalar not made of a dtype and bytes")
         if dtype.hasobject:
             raise pickle.UnpicklingError("numpy object scalars are not allowed")
         return np.frombuffer(data, dtype=dtype, count=1)[0]
@@ -342,6 +363,9 @@ def _safe_numpy_global(module: str, name: str) -> Any:
     def checked_reconstruct(cls: Any, shape: Any, dtype: Any) -> Any:
         if cls is not np.ndarray:
             raise pickle.UnpicklingError("only numpy.ndarray may be reconstructed")
+        # numpy pickles an empty array here and fills it from BUILD's bytes.
+        if not (isinstance(shape, tuple) and len(shape) <= 1 and all(s == 0 for s in shape)):
+            raise pickle.UnpicklingError("numpy _reconstruct of a non-empty shape is not allowed")
         return np.ndarray.__new__(np.ndarray, shape, dtype)
 
     table = {
@@ -359,13 +383,43 @@ def _safe_numpy_global(module: str, name: str) -> Any:
     return None
 
 
-class SafeUnpickler(pickle.Unpickler):
-    """Unpickler that resolves only allow-listed globals; everything else becomes opaque."""
+# The pure-Python unpickler's opcode handlers; typeshed does not describe them.
+_BASE_DISPATCH: dict[int, Any] = pickle._Unpickler.dispatch  # type: ignore[attr-defined]
+_base_instantiate: Any = pickle._Unpickler._instantiate  # type: ignore[attr-defined]
+
+
+class SafeUnpickler(pickle._Unpickler):
+    """Unpickler that resolves only allow-listed globals; everything else becomes opaque.
+
+    Every failure, refusal included, is a ``pickle.UnpicklingError``; refusals say "not allowed".
+    """
+
+    dispatch: ClassVar[dict[int, Any]] = dict(_BASE_DISPATCH)
+    stack: list[Any]
+    metastack: list[list[Any]]
 
     def __init__(self, file: Any, report: PickleReport | None = None) -> None:
         super().__init__(file)
         self.report = report if report is not None else PickleReport()
         self._opaque_classes: dict[str, type[OpaqueObject]] = {}
+        self.budget = WorkBudget(_input_size(file))
+
+    def load(self) -> Any:
+        try:
+            root = super().load()
+            charge_walk(self.budget, root, _children)
+        except (
+            EOFError,
+            ValueError,
+            TypeError,
+            KeyError,
+            IndexError,
+            AttributeError,
+            OverflowError,
+            struct.error,
+        ) as e:
+            raise pickle.UnpicklingError(f"{type(e).__name__}: {e}") from e
+        return root
 
     def find_class(self, module: str, name: str) -> Any:
         # Protocol 0-2 pickles name Python 2 modules (``__builtin__``, ``copy_reg``).
@@ -377,6 +431,13 @@ class SafeUnpickler(pickle.Unpickler):
             return _TORCH_CALLABLES[key]
         if module == "builtins" and name in _SAFE_BUILTINS:
             return _SAFE_BUILTINS[name]
+        if module == "builtins" and name in _COPYING_BUILTINS:
+            ctor, hashes = _COPYING_BUILTINS[name]
+            return GuardedConstructor(ctor, self.budget, hashes)
+        if key == ("torch", "Size"):
+            return GuardedConstructor(torch.Size, self.budget, hashes=False)
+        if key == ("collections", "OrderedDict"):
+            return GuardedConstructor(collections.OrderedDict, self.budget, hashes=True)
         if module == "torch" and name in _STORAGE_DTYPES:
             return _StorageType(name, _STORAGE_DTYPES[name])
         if module in {"torch.storage", "torch"} and name in {"UntypedStorage", "_UntypedStorage"}:
@@ -418,7 +479,16 @@ class SafeUnpickler(pickle.Unpickler):
         else:
             raise pickle.UnpicklingError(f"unexpected storage persistent id of length {len(pid)}")
         if not isinstance(storage_type, _StorageType):
-            raise pickle.UnpicklingError(f"unknown storage type {storage_type!r}")
+            raise pickle.UnpicklingError(f"unknown storage type {type(storage_type).__name__}")
+        if not (
+            isinstance(key, str | int)
+            and isinstance(location, str)
+            and _is_int(numel)
+            and _is_int(view_offset)
+        ):
+            raise pickle.UnpicklingError(
+                "a storage id not made of a key, location and sizes is not allowed"
+            )
         ref = StorageRef(
             key=str(key),
             dtype=storage_type.dtype,
@@ -428,6 +498,153 @@ class SafeUnpickler(pickle.Unpickler):
         )
         self.report.storages.setdefault(ref.key, ref)
         return ref
+
+    # Opcodes that call, hash or copy: restricted to the objects checkpoints use them on.
+
+    def load_reduce(self) -> None:
+        stack = self.stack
+        if type(stack[-1]) is not tuple:
+            raise pickle.UnpicklingError("REDUCE with arguments that are not a tuple")
+        if stack[-2] is _NUMPY_NDARRAY[0]:
+            raise pickle.UnpicklingError("calling numpy.ndarray directly is not allowed")
+        _BASE_DISPATCH[pickle.REDUCE[0]](self)
+
+    def load_newobj(self) -> None:
+        _check_instantiable(self.stack[-2], self.stack[-1])
+        _BASE_DISPATCH[pickle.NEWOBJ[0]](self)
+
+    def load_newobj_ex(self) -> None:
+        _check_instantiable(self.stack[-3], self.stack[-2])
+        _BASE_DISPATCH[pickle.NEWOBJ_EX[0]](self)
+
+    def _instantiate(self, klass: Any, args: Any) -> None:
+        _check_instantiable(klass, tuple(args))
+        _base_instantiate(self, klass, args)
+
+    def load_build(self) -> None:
+        state, inst = self.stack[-1], self.stack[-2]
+        if isinstance(inst, LazyTensor):  # a tensor's Python attributes: not kept
+            self.stack.pop()
+            return
+        if not isinstance(inst, _BUILDABLE):
+            raise pickle.UnpicklingError(
+                f"setting the state of a {type(inst).__name__} is not allowed"
+            )
+        if not isinstance(inst, OpaqueObject):
+            for part in state if isinstance(state, tuple) else (state,):
+                if isinstance(part, dict) and not all(type(k) is str for k in part):
+                    raise pickle.UnpicklingError("object state with non-text names")
+        _BASE_DISPATCH[pickle.BUILD[0]](self)
+
+    def load_setitem(self) -> None:
+        _check_target(self.stack[-3], _MAPPINGS, "SETITEM")
+        charge_hash(self.budget, self.stack[-2])
+        _BASE_DISPATCH[pickle.SETITEM[0]](self)
+
+    def load_setitems(self) -> None:
+        _check_target(self.metastack[-1][-1], _MAPPINGS, "SETITEMS")
+        for key in self.stack[0::2]:
+            charge_hash(self.budget, key)
+        _BASE_DISPATCH[pickle.SETITEMS[0]](self)
+
+    def load_dict(self) -> None:
+        for key in self.stack[0::2]:
+            charge_hash(self.budget, key)
+        _BASE_DISPATCH[pickle.DICT[0]](self)
+
+    def load_additems(self) -> None:
+        _check_target(self.metastack[-1][-1], (set,), "ADDITEMS")
+        for item in self.stack:
+            charge_hash(self.budget, item)
+        _BASE_DISPATCH[pickle.ADDITEMS[0]](self)
+
+    def load_frozenset(self) -> None:
+        for item in self.stack:
+            charge_hash(self.budget, item)
+        _BASE_DISPATCH[pickle.FROZENSET[0]](self)
+
+    def load_append(self) -> None:
+        _check_target(self.stack[-2], _SEQUENCES, "APPEND")
+        _BASE_DISPATCH[pickle.APPEND[0]](self)
+
+    def load_appends(self) -> None:
+        _check_target(self.metastack[-1][-1], _SEQUENCES, "APPENDS")
+        _BASE_DISPATCH[pickle.APPENDS[0]](self)
+
+
+for _opcode, _method in {
+    pickle.REDUCE: SafeUnpickler.load_reduce,
+    pickle.NEWOBJ: SafeUnpickler.load_newobj,
+    pickle.NEWOBJ_EX: SafeUnpickler.load_newobj_ex,
+    pickle.BUILD: SafeUnpickler.load_build,
+    pickle.SETITEM: SafeUnpickler.load_setitem,
+    pickle.SETITEMS: SafeUnpickler.load_setitems,
+    pickle.DICT: SafeUnpickler.load_dict,
+    pickle.ADDITEMS: SafeUnpickler.load_additems,
+    pickle.FROZENSET: SafeUnpickler.load_frozenset,
+    pickle.APPEND: SafeUnpickler.load_append,
+    pickle.APPENDS: SafeUnpickler.load_appends,
+}.items():
+    SafeUnpickler.dispatch[_opcode[0]] = _method
+
+_MAPPINGS = (dict, OpaqueObject)
+_SEQUENCES = (list, OpaqueObject)
+
+
+def _numpy_types() -> tuple[type, ...]:
+    import numpy as np
+
+    return (np.ndarray, np.dtype)
+
+
+_NUMPY_NDARRAY = _numpy_types()
+_BUILDABLE = (OpaqueObject, dict, *_NUMPY_NDARRAY)
+
+
+def _check_target(obj: Any, allowed: tuple[type, ...], opcode: str) -> None:
+    if not isinstance(obj, allowed):
+        raise pickle.UnpicklingError(f"{opcode} on a {type(obj).__name__} is not allowed")
+
+
+def _check_instantiable(cls: Any, args: Any) -> None:
+    """NEWOBJ / OBJ / INST: only the inert stand-ins may be instantiated this way."""
+    if not (isinstance(cls, type) and issubclass(cls, OpaqueObject)):
+        raise pickle.UnpicklingError(f"instantiating {cls!r:.60} is not allowed")
+    if type(args) is not tuple:
+        raise pickle.UnpicklingError("constructor arguments that are not a tuple")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _children(obj: Any) -> list[Any]:
+    """What a reader may visit under ``obj``; tensors, storages and arrays are leaves."""
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values()]
+    if isinstance(obj, list | tuple | set | frozenset):
+        return list(obj)
+    if isinstance(obj, OpaqueObject):
+        return [
+            *obj.args,
+            *obj.kwargs.values(),
+            obj.state,
+            *obj.items.keys(),
+            *obj.items.values(),
+            *obj.list_items,
+        ]
+    return []
+
+
+def _input_size(file: Any) -> int:
+    """Bytes from the read position to the end (0 when the stream cannot tell)."""
+    try:
+        here = file.tell()
+        end = file.seek(0, io.SEEK_END)
+        file.seek(here)
+        return max(0, int(end) - int(here))
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 def _safe_reconstructor(cls: Any, base: Any, state: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import pickletools
 import struct
 import sys
@@ -63,6 +64,79 @@ def _patch_after_persid(pkl: bytes, replacements: list[bytes]) -> bytes:
         out += pkl[end:pos] + new
         end = nxt
     return bytes(out + pkl[end:])
+
+
+def _pickle_bombs() -> dict[str, bytes]:
+    """Small pickles that cost gigabytes or hours in a careless unpickler or reader.
+
+    Each one is a few hundred bytes to a few hundred KB of protocol 2, hand-assembled from
+    opcodes (the stdlib pickler cannot write them without doing the costly work itself).
+    """
+
+    def put(i: int) -> bytes:
+        return b"r" + struct.pack("<I", i)
+
+    def get(i: int) -> bytes:
+        return b"j" + struct.pack("<I", i)
+
+    def glob(module: bytes, name: bytes) -> bytes:
+        return b"c" + module + b"\n" + name + b"\n"
+
+    head = b"\x80\x02"
+    shared = []  # [x, x] nested 40 deep: 400 bytes of pickle, 2**40 elements of walk
+    for _ in range(40):
+        shared = [shared, shared]
+    shared_ops = pickle.dumps(shared, protocol=2)[2:-1]
+    tuple_chain = b")" + put(0) + b"0"  # t[i+1] = (t[i], t[i]), 60 deep
+    for i in range(60):
+        tuple_chain += get(i) + get(i) + b"\x86" + put(i + 1) + b"0"
+    copies = glob(b"__builtin__", b"list") + put(0) + b"0" + b"](" + b"N" * 50_000 + b"e"
+    copies += put(1) + b"0" + b"](" + (get(0) + get(1) + b"\x85R") * 20_000 + b"e"
+    huge = (2**40).to_bytes(6, "little")
+    return {
+        "memo index 2**28 (4 GB memo table in the C unpickler)": head + b"N" + put(2**28) + b".",
+        "shared-list bomb (2**40 elements)": head + b"}X\x01\x00\x00\x00a" + shared_ops + b"s.",
+        "shared-tuple dictionary key (2**60 hash)": head
+        + tuple_chain
+        + b"}"
+        + get(60)
+        + b"K\x01s.",
+        "20k list() copies of a 50k list (8 GB)": head + copies + b".",
+        "bytearray(2**33) (8 GB of zeros)": head
+        + glob(b"__builtin__", b"bytearray")
+        + b"\x8a\x05"
+        + (2**33).to_bytes(5, "little")
+        + b"\x85R.",
+        "str() of the shared-list bomb": head
+        + glob(b"__builtin__", b"str")
+        + shared_ops
+        + b"\x85R.",
+        "torch.Size(range(2**40))": head
+        + glob(b"torch", b"Size")
+        + glob(b"__builtin__", b"range")
+        + b"\x8a\x06"
+        + huge
+        + b"\x85R\x85R.",
+        "BUILD setting __defaults__ of a reader function": head
+        + glob(b"torch._utils", b"_rebuild_tensor_v3")
+        + b"N}X\x0c\x00\x00\x00__defaults__K\x07\x85s\x86b.",
+        "tensor rebuild hashing a shared tuple": head
+        + glob(b"torch._tensor", b"_rebuild_from_type_v2")
+        + tuple_chain
+        + b"("
+        + get(60)
+        + b"N)NtR.",
+        "storage id whose key is the shared-list bomb": head
+        + b"(X\x07\x00\x00\x00storage"
+        + glob(b"torch", b"FloatStorage")
+        + shared_ops
+        + b"X\x03\x00\x00\x00cpuK\x01tQ.",
+        "REDUCE calling numpy.ndarray((2**40,))": head
+        + glob(b"numpy", b"ndarray")
+        + b"\x8a\x06"
+        + huge
+        + b"\x85\x85R.",
+    }
 
 
 def _zip_central_edit(src: Path, dst: Path, suffix: str, field: str, value: int) -> None:
@@ -190,6 +264,14 @@ def make(out: Path) -> dict[str, dict[str, str]]:
     p = out / "pt_code_payload.pt"
     torch.save({"w": torch.ones(2), "x": _SystemPayload(marker)}, p)
     case("torch pickle whose payload would run os.system", p, "ok")
+    for k, (name, payload) in enumerate(_pickle_bombs().items()):
+        p = out / f"pt_bomb_{k}.pt"
+        _zip_edit(good_pt, p, {"/data.pkl": payload})
+        case(
+            f"torch pickle bomb: {name}",
+            p,
+            "ok" if name.startswith("memo") else "UnsafeCheckpointError",
+        )
     p = out / "pt_legacy_cut.pt"
     torch.save({"w": torch.randn(64)}, out / "_legacy.pt", _use_new_zipfile_serialization=False)
     legacy = (out / "_legacy.pt").read_bytes()

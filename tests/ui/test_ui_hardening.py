@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -381,10 +382,7 @@ def test_serve_binds_127_0_0_1_by_default(guarded_root: tuple[Path, Path]) -> No
         m = re.search(r"http://([\d.]+):(\d+)/", line)
         assert m, line
         assert m.group(1) == "127.0.0.1"
-        deadline = time.monotonic() + 180  # the URL is printed before the thread listens
-        while not _served(m.group(0)):
-            assert proc.poll() is None and time.monotonic() < deadline, "not served"
-            time.sleep(0.5)
+        assert _served(m.group(0)), "the URL was printed before the server answered"
         addrs = _listening(proc.pid)
         assert addrs and all(a.startswith("127.0.0.1:") for a in addrs), addrs
         assert f"127.0.0.1:{m.group(2)}" in addrs
@@ -395,6 +393,23 @@ def test_serve_binds_127_0_0_1_by_default(guarded_root: tuple[Path, Path]) -> No
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_serve_on_a_port_in_use_is_one_error_line(guarded_root: tuple[Path, Path]) -> None:
+    root, _ = guarded_root
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "ckpt_explorer", "serve", "--root", str(root),
+             "--port", str(port)],
+            cwd=root, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and f"port {port}" in line and "Traceback" not in line
+    assert proc.stdout == ""
 
 
 # ---- two users at once -----------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""Pickle bombs: tiny pickles that would cost gigabytes or hours are refused quickly and cheaply.
+
+The cases come from the hostile corpus (``_pickle_bombs`` in tests/hostile/make_corpus.py). Each
+runs the real CLI in a child process under a 1 GiB data limit and a wall-clock limit, and the
+child's peak memory is read back from the kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckpt_explorer import UnsafeCheckpointError, open_checkpoint
+from ckpt_explorer.io import safe_pickle
+
+DATA_LIMIT = 1 << 30
+WALL_LIMIT_S = 120
+
+
+def _limit_data() -> None:
+    resource.setrlimit(resource.RLIMIT_DATA, (DATA_LIMIT, DATA_LIMIT))
+
+
+def _run_limited(path: Path) -> tuple[int, str, str, int, float]:
+    """Run ``ckpt-explorer inspect --json`` under the limits: (code, out, err, peak KiB, s)."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ckpt_explorer", "inspect", str(path), "--json"],
+            stdout=out,
+            stderr=err,
+            text=True,
+            preexec_fn=_limit_data,
+        )
+        timer = threading.Timer(WALL_LIMIT_S, proc.kill)
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not the session's
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if time.monotonic() - start >= WALL_LIMIT_S:
+            pytest.fail(f"{path.name}: still running after {WALL_LIMIT_S} s")
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(), err.read(), usage.ru_maxrss, time.monotonic() - start
+
+
+def _bombs(corpus: tuple[Path, dict[str, Any]]) -> dict[str, Path]:
+    root, cases = corpus
+    found = {n: root / c["path"] for n, c in cases.items() if n.startswith("torch pickle bomb")}
+    assert len(found) >= 10
+    return found
+
+
+def test_memo_bomb_opens_in_little_memory(corpus: tuple[Path, dict[str, Any]]) -> None:
+    """A LONG_BINPUT index of 2**28 made CPython 3.11's C unpickler touch a 4 GB memo table."""
+    path = next(p for n, p in _bombs(corpus).items() if "memo index" in n)
+    code, out, err, peak_kib, _ = _run_limited(path)
+    assert code == 0, err
+    assert json.loads(out)["tensor_count"] == 0
+    assert peak_kib < DATA_LIMIT // 1024
+
+
+def test_every_bomb_is_refused_under_the_limits(corpus: tuple[Path, dict[str, Any]]) -> None:
+    problems = []
+    for name, path in _bombs(corpus).items():
+        if "memo index" in name:
+            continue
+        code, out, err, _, seconds = _run_limited(path)
+        line = err.strip()
+        if code != 2 or "\n" in line or "not allowed" not in line or str(path) not in line:
+            problems.append(f"{name}: exit {code} after {seconds:.1f} s, stderr {err[-300:]!r}")
+        if out:
+            problems.append(f"{name}: printed {out[:100]!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_bombs_raise_the_projects_error_in_process(corpus: tuple[Path, dict[str, Any]]) -> None:
+    for name, path in _bombs(corpus).items():
+        if "memo index" in name:
+            assert len(open_checkpoint(path).tensors) == 0
+            continue
+        with pytest.raises(UnsafeCheckpointError, match="not allowed"):
+            open_checkpoint(path)
+
+
+def _reader_functions_state() -> dict[str, Any]:
+    state = {}
+    for name, value in vars(safe_pickle).items():
+        if callable(value) and hasattr(value, "__defaults__"):
+            state[name] = (value.__defaults__, value.__kwdefaults__, dict(value.__dict__))
+    return state
+
+
+def test_a_file_cannot_change_the_readers_functions(corpus: tuple[Path, dict[str, Any]]) -> None:
+    """BUILD on an allow-listed function would set its attributes for every later file."""
+    before = _reader_functions_state()
+    path = next(p for n, p in _bombs(corpus).items() if "__defaults__" in n)
+    with pytest.raises(UnsafeCheckpointError):
+        open_checkpoint(path)
+    assert _reader_functions_state() == before
