@@ -32,6 +32,8 @@ def to_plain(obj: Any, depth: int = 0) -> Any:
         return out
     if isinstance(obj, type) and issubclass(obj, OpaqueObject):
         return {"opaque_class": obj.__qualified_name__}
+    if isinstance(obj, type):  # a class named in the pickle, e.g. numpy.ndarray
+        return f"<class {obj.__module__}.{obj.__qualname__}>"
     if isinstance(obj, dict):
         items = list(obj.items())
         out = {str(k): to_plain(v, depth + 1) for k, v in items[:MAX_ITEMS]}

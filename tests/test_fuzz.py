@@ -26,7 +26,9 @@ from safetensors.torch import save
 from ckpt_explorer import CkptExplorerError
 from ckpt_explorer.io.safetensors_header import parse_header
 from ckpt_explorer.io.torch_file import read_torch_bytes
+from ckpt_explorer.plain import to_plain
 from ckpt_explorer.readers.sharded_index import read_index_json
+from ckpt_explorer.readers.tree import flatten
 
 EXAMPLES = int(os.environ.get("CKPT_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(
@@ -149,6 +151,76 @@ def test_mutated_pickles_never_escape(
 def test_random_pickle_bytes(tmp_path: Path, payload: bytes) -> None:
     with contextlib.suppress(CkptExplorerError):
         read_torch_bytes(_blob(b"\x80\x02" + payload), tmp_path / "fuzz.pt")
+
+
+def _global(module: str, name: str) -> bytes:
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+# Pickle expressions, each pushing one value: scalars, containers, memo puts and gets (small
+# indices, so that references hit and objects get shared), calls of allow-listed and refused
+# globals, BUILD, NEWOBJ and persistent ids. Protocol 2 framing, as torch.save writes.
+_GLOBALS = [
+    _global(m, n)
+    for m, n in [
+        ("__builtin__", "list"), ("__builtin__", "set"), ("__builtin__", "frozenset"),
+        ("__builtin__", "dict"), ("__builtin__", "tuple"), ("__builtin__", "str"),
+        ("__builtin__", "bytearray"), ("__builtin__", "range"), ("torch", "Size"),
+        ("collections", "OrderedDict"), ("torch._utils", "_rebuild_tensor_v2"),
+        ("torch._utils", "_rebuild_parameter"), ("torch", "FloatStorage"),
+        ("torch._tensor", "_rebuild_from_type_v2"), ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
+        ("copyreg", "_reconstructor"), ("os", "system"), ("argparse", "Namespace"),
+    ]
+]  # fmt: skip
+_LEAVES = [
+    b"N", b"K\x05", b"J\x00\x00\x01\x00", b"\x8a\x05" + (2**33).to_bytes(5, "little"),
+    b"X\x01\x00\x00\x00a", b"X\x07\x00\x00\x00storage", b"X\x03\x00\x00\x00cpu",
+    b"U\x02f8", b"C\x04\x00\x00\x00\x00", b"\x88", b")", b"N" + b"r" + struct.pack("<I", 2**30),
+    *(b"h" + bytes([k]) for k in range(6)),
+    *_GLOBALS,
+]  # fmt: skip
+
+
+def _pickle_forms(inner: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
+    many = st.lists(inner, max_size=4).map(b"".join)
+    pairs = st.lists(st.tuples(inner, inner).map(b"".join), max_size=3).map(b"".join)
+    glob = st.sampled_from(_GLOBALS)
+    slot = st.integers(0, 5).map(lambda k: b"q" + bytes([k]))
+    return st.one_of(
+        many.map(lambda b: b"](" + b + b"e"),
+        pairs.map(lambda b: b"}(" + b + b"u"),
+        many.map(lambda b: b"(" + b + b"t"),
+        many.map(lambda b: b"\x8f(" + b + b"\x90"),
+        many.map(lambda b: b"(" + b + b"\x91"),
+        st.tuples(inner, slot).map(b"".join),
+        st.tuples(glob, many).map(lambda t: t[0] + b"(" + t[1] + b"tR"),
+        st.tuples(glob, many).map(lambda t: t[0] + b"(" + t[1] + b"t\x81"),
+        st.tuples(inner, inner).map(lambda t: t[0] + t[1] + b"b"),
+        many.map(lambda b: b"(" + b + b"tQ"),
+    )
+
+
+_pickle_expr = st.recursive(st.sampled_from(_LEAVES), _pickle_forms, max_leaves=40)
+
+
+@FUZZ
+@given(program=_pickle_expr)
+def test_pickle_programs_stay_bounded(tmp_path: Path, program: bytes) -> None:
+    """Opcode programs with shared references: a result (which readers can then walk and
+    render) or the project's error; never a hang, a memory blow-up or a foreign exception."""
+    marker = tmp_path / "PWNED"
+    command = f"touch {marker}".encode()
+    payload = b"X" + struct.pack("<I", len(command)) + command + b"\x85"
+    data = b"\x80\x02" + payload + b"0" + program + b"."
+    try:
+        obj = read_torch_bytes(_blob(data), tmp_path / "fuzz.pt")
+    except CkptExplorerError:
+        return
+    finally:
+        assert not marker.exists()
+    list(flatten(obj))
+    json.dumps(to_plain(obj))
 
 
 @pytest.mark.parametrize(

@@ -108,3 +108,39 @@ def test_a_file_cannot_change_the_readers_functions(corpus: tuple[Path, dict[str
     with pytest.raises(UnsafeCheckpointError):
         open_checkpoint(path)
     assert _reader_functions_state() == before
+
+
+def test_plain_python_and_numpy_values_read_exactly(tmp_path: Path) -> None:
+    """The limits leave what real checkpoints pickle intact: RNG states, numpy values, builtins."""
+    import random
+
+    import numpy as np
+    import torch
+
+    saved = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "scalar": np.float64(3.5),
+        "array": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "set": {1, 2},
+        "frozen": frozenset({"a"}),
+        "raw": b"xy",
+        "buffer": bytearray(b"z"),
+        "span": slice(1, 2),
+        "complex": complex(1, 2),
+        "range": range(3),
+        "shared": [(1, 2)] * 3,
+    }
+    path = tmp_path / "rng_state.pth"
+    torch.save({**saved, "cpu": torch.get_rng_state()}, path)
+    view = open_checkpoint(path)
+    assert [t.name for t in view.tensors] == ["cpu"]
+    values = dict(view.values)
+    for key in ("python", "set", "frozen", "raw", "buffer", "span", "complex", "range", "shared"):
+        assert values[key] == saved[key], key
+    assert values["numpy"][0] == "MT19937"
+    assert np.array_equal(values["numpy"][1], saved["numpy"][1])
+    assert values["numpy"][2:] == saved["numpy"][2:]
+    assert values["scalar"] == 3.5 and values["scalar"].dtype == np.float64
+    assert np.array_equal(values["array"], saved["array"])
+    assert values["array"].dtype == np.int16

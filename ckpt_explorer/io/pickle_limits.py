@@ -20,6 +20,15 @@ MIN_UNITS = 1_000_000
 _LEAF_TYPES = (str, int, float, bool, bytes, type(None), complex)
 
 
+# The only text codecs a pickle may name (torch/pickle protocol 2 writes bytes as latin1 text);
+# any other name would make Python look up, and import, a codec module.
+TEXT_ENCODINGS = {"latin1", "utf8", "ascii"}
+
+
+def normalized_encoding(name: Any) -> str:
+    return name.lower().replace("-", "").replace("_", "") if isinstance(name, str) else "?"
+
+
 class WorkBudget:
     """Counts elements copied, hashed or walked for one pickle and refuses past the limit."""
 
@@ -107,8 +116,13 @@ class GuardedConstructor:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args:
             return self.ctor(**kwargs)
-        if self.ctor is str and args and not isinstance(args[0], _LEAF_TYPES):
+        if self.ctor is str and not isinstance(args[0], _LEAF_TYPES):
             raise pickle.UnpicklingError(f"str() of a {type(args[0]).__name__} is not allowed")
+        encoding = args[1] if len(args) > 1 else kwargs.get("encoding")
+        if encoding is not None and normalized_encoding(encoding) not in TEXT_ENCODINGS:
+            raise pickle.UnpicklingError(
+                f"{self.name} with encoding {encoding!r:.40} is not allowed"
+            )
         self.budget.charge(_size_of(args[0]), self.name)
         if self.hashes:
             for key in _keys_of(args[0]):

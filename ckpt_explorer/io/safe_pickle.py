@@ -24,7 +24,14 @@ from typing import Any, ClassVar
 import torch
 
 from ..types import shape_numel
-from .pickle_limits import GuardedConstructor, WorkBudget, charge_hash, charge_walk
+from .pickle_limits import (
+    TEXT_ENCODINGS,
+    GuardedConstructor,
+    WorkBudget,
+    charge_hash,
+    charge_walk,
+    normalized_encoding,
+)
 
 # Modules whose globals in a checkpoint can only mean an attempt to run code.
 _DANGEROUS_MODULES = {
@@ -322,7 +329,7 @@ def _get_layout(name: str) -> str:
 def _codecs_encode(obj: Any, encoding: str = "utf-8", errors: str = "strict") -> bytes:
     if not (isinstance(obj, str) and isinstance(encoding, str) and isinstance(errors, str)):
         raise pickle.UnpicklingError("codecs.encode of anything but text is not allowed")
-    if encoding.lower().replace("-", "") not in {"latin1", "utf8", "ascii"}:
+    if normalized_encoding(encoding) not in TEXT_ENCODINGS:
         raise pickle.UnpicklingError(f"codec {encoding!r} is not allowed")
     return codecs.encode(obj, encoding, errors)
 
@@ -348,10 +355,11 @@ def _safe_numpy_global(module: str, name: str) -> Any:
     def checked_dtype(*args: Any) -> Any:
         if not args or not isinstance(args[0], str):
             raise pickle.UnpicklingError("a numpy dtype not named by a string is not allowed")
-        dt = np.dtype(*args[:1])
+        dt = np.dtype(args[0])
         if dt.hasobject:
             raise pickle.UnpicklingError("numpy object arrays are not allowed")
-        return np.dtype(*args)
+        # Always a copy: BUILD then sets the state of this object, never numpy's shared one.
+        return np.dtype(args[0], bool(args[1]) if len(args) > 1 else False, True)
 
     def checked_scalar(dtype: Any, data: bytes = b"") -> Any:
         if not isinstance(dtype, np.dtype) or not isinstance(data, bytes):
@@ -416,6 +424,7 @@ class SafeUnpickler(pickle._Unpickler):
             IndexError,
             AttributeError,
             OverflowError,
+            LookupError,
             struct.error,
         ) as e:
             raise pickle.UnpicklingError(f"{type(e).__name__}: {e}") from e
