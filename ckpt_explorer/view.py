@@ -90,6 +90,12 @@ class CheckpointView:
     def __len__(self) -> int:
         return len(self.tensors)
 
+    def file_path(self, record: TensorRecord) -> Path | None:
+        """The file holding ``record`` on disk (None when it is not one plain file)."""
+        root = self.path if self.path.is_dir() else self.path.parent
+        path = root / record.file
+        return path if path.is_file() else None
+
     def record(self, name: str) -> TensorRecord:
         try:
             return self._by_name[name]

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
+from ..io.readahead import Readahead
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .align import Pair, align_names, param_name_keys
-from .native import Readahead, bytes_equal
+from .native import bytes_equal
 from .rows import (
     CHANGED,
     DTYPE_MISMATCH,
@@ -149,12 +150,6 @@ def resolve_device(device: str) -> torch.device:
     raise CkptExplorerError(None, "device 'cpu', 'cuda' or 'auto'", repr(device))
 
 
-def file_of(view: CheckpointView, rec: TensorRecord) -> Path | None:
-    root = view.path if view.path.is_dir() else view.path.parent
-    path = root / rec.file
-    return path if path.is_file() else None
-
-
 def param_name(view: CheckpointView, name: str) -> str | None:
     """The parameter name of an optimizer state row (``[part/]state.<id>.<x>``), if known."""
     part, sep, rest = name.partition("/")
@@ -267,7 +262,7 @@ class Engine:
             if p.nbytes:
                 for view, rec in ((self.view_a, p.rec_a), (self.view_b, p.rec_b)):
                     assert rec is not None
-                    path = file_of(view, rec)
+                    path = view.file_path(rec)
                     if path is not None and rec.offset is not None:
                         ranges.append((path, rec.offset, rec.nbytes))
         # one intra-op thread: reductions then sum in a fixed order, so the figures are the

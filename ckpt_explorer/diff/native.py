@@ -1,14 +1,9 @@
-"""Byte comparison and read-ahead helpers that work on raw memory and file ranges."""
+"""Byte comparison of raw tensor memory (libc memcmp, with a torch fallback)."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
-import os
-import threading
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,74 +44,3 @@ def bytes_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     ua = a.reshape(-1).view(torch.uint8)
     ub = b.reshape(-1).view(torch.uint8)
     return bool(torch.equal(ua, ub))
-
-
-class Readahead:
-    """Ask the kernel to read file ranges ahead of the consumer (``posix_fadvise WILLNEED``).
-
-    ``ranges`` are ``(file, offset, nbytes)`` in the order they will be consumed; a background
-    thread keeps at most ``window`` bytes requested ahead of :meth:`advance`'s position.
-    Page-cache pages are not anonymous memory; nothing is copied into the process.
-    """
-
-    PIECE = 8 * 2**20
-
-    def __init__(self, ranges: Sequence[tuple[Path, int, int]], window: int = 256 * 2**20):
-        self._ranges = list(ranges)
-        self._window = window
-        self._consumed = 0
-        self._cond = threading.Condition()
-        self._stop = False
-        self._thread: threading.Thread | None = None
-        if self._ranges and hasattr(os, "posix_fadvise"):
-            self._thread = threading.Thread(target=self._run, name="ckpt-diff-readahead")
-            self._thread.daemon = True
-            self._thread.start()
-
-    def advance(self, consumed: int) -> None:
-        with self._cond:
-            self._consumed = consumed
-            self._cond.notify()
-
-    def close(self) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> Readahead:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _run(self) -> None:
-        fds: dict[Path, int] = {}
-        issued = 0
-        try:
-            for path, offset, nbytes in self._ranges:
-                pos = 0
-                while pos < nbytes:
-                    n = min(self.PIECE, nbytes - pos)
-                    with self._cond:
-                        while not self._stop and issued - self._consumed > self._window:
-                            self._cond.wait(0.05)
-                        if self._stop:
-                            return
-                    fd = fds.get(path)
-                    if fd is None:
-                        try:
-                            fd = os.open(path, os.O_RDONLY)
-                        except OSError:
-                            fd = -1
-                        fds[path] = fd
-                    if fd >= 0:
-                        with contextlib.suppress(OSError):
-                            os.posix_fadvise(fd, offset + pos, n, os.POSIX_FADV_WILLNEED)
-                    pos += n
-                    issued += n
-        finally:
-            for fd in fds.values():
-                if fd >= 0:
-                    os.close(fd)

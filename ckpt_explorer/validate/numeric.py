@@ -1,7 +1,7 @@
 """Numeric health, streamed: NaN/Inf, all-zero tensors, extreme magnitudes, per tensor.
 
 Each tensor is read through ``view.load`` (mmap) in chunks of ``chunk_elements`` and reduced
-with one ``aminmax`` per chunk; NaN or Inf show up as a non-finite min/max and only then are
+with one ``aminmax`` per chunk, while a read-ahead thread asks the kernel for the next tensors; NaN or Inf show up as a non-finite min/max and only then are
 counted. Figures are Python floats (float64 tensors keep their precision).
 """
 
@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..io.readahead import Readahead
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .findings import Finding
@@ -92,13 +93,20 @@ def scan(
         if is_float(r.dtype) and r.loader is not None and r.numel
     ]
     total = sum(r.nbytes for _, _, r in work)
+    ranges = []
+    for _, view, r in work:
+        path = view.file_path(r)
+        if path is not None and r.offset is not None:
+            ranges.append((path, r.offset, r.nbytes))
     done = 0
-    for label, view, r in work:
-        stats = tensor_stats(view.load(r.name), chunk_elements)
-        done += r.nbytes
-        if progress is not None:
-            progress(done, total)
-        yield label + r.name, r, stats
+    with Readahead(ranges) as readahead:
+        for label, view, r in work:
+            stats = tensor_stats(view.load(r.name), chunk_elements)
+            done += r.nbytes
+            readahead.advance(done)
+            if progress is not None:
+                progress(done, total)
+            yield label + r.name, r, stats
 
 
 def _is_optimizer_state(name: str) -> bool:
