@@ -77,6 +77,14 @@ def test_refused_construct_is_an_unsafe_error(tmp_path: Path) -> None:
         open_checkpoint(path)
 
 
+@pytest.mark.parametrize("device", [b"X\x03\x00\x00\x00foo", b"J\xff\xff\xff\xff"])
+def test_torch_errors_inside_a_pickle_are_corrupt_files(tmp_path: Path, device: bytes) -> None:
+    """torch.device("foo") / torch.device(-1) raise RuntimeError inside torch."""
+    path = _with_data_pkl(tmp_path, "device.pt", b"\x80\x02ctorch\ndevice\n" + device + b"\x85R.")
+    with pytest.raises(CorruptCheckpointError, match="RuntimeError"):
+        open_checkpoint(path)
+
+
 def test_deeply_nested_pickle_gives_a_clean_result(tmp_path: Path) -> None:
     depth = 200_000
     payload = b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b"."

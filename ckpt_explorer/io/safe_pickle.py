@@ -425,6 +425,7 @@ class SafeUnpickler(pickle._Unpickler):
             AttributeError,
             OverflowError,
             LookupError,
+            RuntimeError,  # torch's constructors, e.g. torch.device("nonsense")
             struct.error,
         ) as e:
             raise pickle.UnpicklingError(f"{type(e).__name__}: {e}") from e

@@ -88,18 +88,7 @@ def _unpickle(path: Path, data: bytes | io.BufferedReader, report: PickleReport)
         raise CorruptCheckpointError(
             path, "a pickle of reasonable nesting depth", "nesting too deep to read"
         ) from e
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        ValueError,
-        TypeError,
-        KeyError,
-        IndexError,
-        AttributeError,
-        OverflowError,
-        MemoryError,
-        UnicodeDecodeError,
-    ) as e:
+    except (pickle.UnpicklingError, MemoryError) as e:  # SafeUnpickler maps the rest
         if "not allowed" in str(e):
             raise UnsafeCheckpointError(
                 path,
