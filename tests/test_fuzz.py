@@ -171,7 +171,7 @@ _GLOBALS = [
         ("torch._tensor", "_rebuild_from_type_v2"), ("numpy", "dtype"),
         ("numpy.core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
         ("copyreg", "_reconstructor"), ("os", "system"), ("argparse", "Namespace"),
-        ("torch", "device"),
+        ("torch", "device"), ("torch.serialization", "_get_layout"),
     ]
 ]  # fmt: skip
 _LEAVES = [

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import resource
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from ckpt_explorer import UnsafeCheckpointError, open_checkpoint
 from ckpt_explorer.io import safe_pickle
@@ -93,6 +96,24 @@ def test_bombs_raise_the_projects_error_in_process(corpus: tuple[Path, dict[str,
             open_checkpoint(path)
 
 
+def test_a_layout_named_by_a_shared_structure_is_refused(tmp_path: Path) -> None:
+    """``torch.serialization._get_layout`` would ``str()`` its argument: 2**40 elements here."""
+    shared: list[Any] = []
+    for _ in range(40):
+        shared = [shared, shared]
+    body = pickle.dumps(shared, protocol=2)[2:-1]
+    path = tmp_path / "layout.pt"
+    torch.save({"w": torch.ones(1)}, path)
+    with zipfile.ZipFile(path) as src:
+        records = {i.filename: src.read(i) for i in src.infolist()}
+    payload = b"\x80\x02ctorch.serialization\n_get_layout\n" + body + b"\x85R."
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as dst:
+        for name, data in records.items():
+            dst.writestr(name, payload if name.endswith("/data.pkl") else data)
+    with pytest.raises(UnsafeCheckpointError, match="not allowed"):
+        open_checkpoint(path)
+
+
 def _reader_functions_state() -> dict[str, Any]:
     state = {}
     for name, value in vars(safe_pickle).items():
@@ -115,7 +136,6 @@ def test_plain_python_and_numpy_values_read_exactly(tmp_path: Path) -> None:
     import random
 
     import numpy as np
-    import torch
 
     saved = {
         "python": random.getstate(),

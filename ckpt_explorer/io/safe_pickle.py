@@ -323,7 +323,9 @@ def _rebuild_from_type_v2(func: Any, new_type: Any, args: Any, state: Any) -> An
 
 
 def _get_layout(name: str) -> str:
-    return str(name)
+    if not isinstance(name, str):  # str() of a shared structure is a walk without end
+        raise pickle.UnpicklingError("a tensor layout not named by a string is not allowed")
+    return name
 
 
 def _codecs_encode(obj: Any, encoding: str = "utf-8", errors: str = "strict") -> bytes:
