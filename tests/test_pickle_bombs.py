@@ -11,17 +11,18 @@ import json
 import os
 import pickle
 import resource
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from test_hostile_inputs import _with_data_pkl
 
 from ckpt_explorer import UnsafeCheckpointError, open_checkpoint
 from ckpt_explorer.io import safe_pickle
@@ -102,16 +103,46 @@ def test_a_layout_named_by_a_shared_structure_is_refused(tmp_path: Path) -> None
     for _ in range(40):
         shared = [shared, shared]
     body = pickle.dumps(shared, protocol=2)[2:-1]
-    path = tmp_path / "layout.pt"
-    torch.save({"w": torch.ones(1)}, path)
-    with zipfile.ZipFile(path) as src:
-        records = {i.filename: src.read(i) for i in src.infolist()}
     payload = b"\x80\x02ctorch.serialization\n_get_layout\n" + body + b"\x85R."
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as dst:
-        for name, data in records.items():
-            dst.writestr(name, payload if name.endswith("/data.pkl") else data)
-    with pytest.raises(UnsafeCheckpointError, match="not allowed"):
-        open_checkpoint(path)
+    path = _with_data_pkl(tmp_path, "layout.pt", payload)
+    code, _, err, _, _ = _run_limited(path)
+    assert code == 2 and "not allowed" in err, err
+
+
+def _shared_tuple_ops(depth: int = 60) -> bytes:
+    """Opcodes memoising t[i+1] = (t[i], t[i]) at index i+1: hashing t[depth] is 2**depth steps."""
+    ops = b")r" + struct.pack("<I", 0) + b"0"
+    for i in range(depth):
+        get = b"j" + struct.pack("<I", i)
+        ops += get + get + b"\x86r" + struct.pack("<I", i + 1) + b"0"
+    return ops
+
+
+@pytest.mark.parametrize(
+    "ctor,element",
+    [
+        ("set", "pair"),  # set([(1, t)]) hashes the whole tuple
+        ("frozenset", "pair"),
+        ("dict", "pair"),  # dict([(t, 1)]) hashes t
+        ("dict", "list"),  # dict([[t, 1]]) hashes t too
+    ],
+)
+def test_hashing_constructors_are_charged_for_every_element(
+    tmp_path: Path, ctor: str, element: str
+) -> None:
+    deep = b"j" + struct.pack("<I", 60)
+    one = b"K\x01"
+    item = one + deep + b"\x86" if element == "pair" else b"(" + deep + one + b"l"
+    if ctor == "dict" and element == "pair":
+        item = deep + one + b"\x86"
+    payload = (
+        b"\x80\x02" + _shared_tuple_ops() + b"c__builtin__\n" + ctor.encode() + b"\n]("
+        + item + b"e\x85R."
+    )  # fmt: skip
+    path = _with_data_pkl(tmp_path, "hash.pt", payload)
+    # in a child: a hash in C cannot be interrupted, so a regression must not hang the session
+    code, _, err, _, _ = _run_limited(path)
+    assert code == 2 and "not allowed" in err, err
 
 
 def _reader_functions_state() -> dict[str, Any]:

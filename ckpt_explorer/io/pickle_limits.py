@@ -92,12 +92,21 @@ def _size_of(arg: Any) -> int:
         raise pickle.UnpicklingError(f"a sequence too long to copy ({e}); not allowed") from e
 
 
-def _keys_of(arg: Any) -> Iterable[Any]:
+def _hashed_by(arg: Any) -> Iterable[Any]:
+    """What a hashing constructor may hash when given ``arg``: a mapping's keys, or each element
+    whole (``set``), and a list element's items (``dict([[key, value]])`` hashes ``key``).
+    Charging a whole ``(key, value)`` tuple or every item of a list pair over-counts, never under."""
     if isinstance(arg, Mapping):
         return list(arg.keys())
-    if isinstance(arg, list | tuple | set | frozenset):
-        return [pair[0] if isinstance(pair, list | tuple) and pair else pair for pair in arg]
-    return []
+    if not isinstance(arg, list | tuple | set | frozenset):
+        return []
+    out: list[Any] = []
+    for element in arg:
+        if isinstance(element, list):
+            out.extend(element)
+        else:
+            out.append(element)
+    return out
 
 
 class GuardedConstructor:
@@ -125,7 +134,7 @@ class GuardedConstructor:
             )
         self.budget.charge(_size_of(args[0]), self.name)
         if self.hashes:
-            for key in _keys_of(args[0]):
+            for key in _hashed_by(args[0]):
                 charge_hash(self.budget, key)
         return self.ctor(*args, **kwargs)
 
