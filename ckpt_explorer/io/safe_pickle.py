@@ -21,6 +21,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from ..types import shape_numel
@@ -352,7 +353,6 @@ _TORCH_CALLABLES: dict[tuple[str, str], Any] = {
 
 def _safe_numpy_global(module: str, name: str) -> Any:
     """numpy arrays and scalars of plain (non-object) dtypes only."""
-    import numpy as np
 
     def checked_dtype(*args: Any) -> Any:
         if not args or not isinstance(args[0], str):
@@ -517,7 +517,7 @@ class SafeUnpickler(pickle._Unpickler):
         stack = self.stack
         if type(stack[-1]) is not tuple:
             raise pickle.UnpicklingError("REDUCE with arguments that are not a tuple")
-        if stack[-2] is _NUMPY_NDARRAY[0]:
+        if stack[-2] is np.ndarray:
             raise pickle.UnpicklingError("calling numpy.ndarray directly is not allowed")
         _BASE_DISPATCH[pickle.REDUCE[0]](self)
 
@@ -603,14 +603,7 @@ _MAPPINGS = (dict, OpaqueObject)
 _SEQUENCES = (list, OpaqueObject)
 
 
-def _numpy_types() -> tuple[type, ...]:
-    import numpy as np
-
-    return (np.ndarray, np.dtype)
-
-
-_NUMPY_NDARRAY = _numpy_types()
-_BUILDABLE = (OpaqueObject, dict, *_NUMPY_NDARRAY)
+_BUILDABLE = (OpaqueObject, dict, np.ndarray, np.dtype)  # objects BUILD may set the state of
 
 
 def _check_target(obj: Any, allowed: tuple[type, ...], opcode: str) -> None:
