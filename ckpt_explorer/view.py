@@ -90,11 +90,14 @@ class CheckpointView:
     def __len__(self) -> int:
         return len(self.tensors)
 
-    def file_path(self, record: TensorRecord) -> Path | None:
-        """The file holding ``record`` on disk (None when it is not one plain file)."""
+    def disk_range(self, record: TensorRecord) -> tuple[Path, int, int] | None:
+        """``(file, offset, nbytes)`` of ``record``'s bytes, for read-ahead (None when they are
+        not one range of a plain file)."""
         root = self.path if self.path.is_dir() else self.path.parent
         path = root / record.file
-        return path if path.is_file() else None
+        if record.offset is None or not path.is_file():
+            return None
+        return path, record.offset, record.nbytes
 
     def record(self, name: str) -> TensorRecord:
         try:

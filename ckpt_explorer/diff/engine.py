@@ -262,9 +262,9 @@ class Engine:
             if p.nbytes:
                 for view, rec in ((self.view_a, p.rec_a), (self.view_b, p.rec_b)):
                     assert rec is not None
-                    path = view.file_path(rec)
-                    if path is not None and rec.offset is not None:
-                        ranges.append((path, rec.offset, rec.nbytes))
+                    span = view.disk_range(rec)
+                    if span is not None:
+                        ranges.append(span)
         # one intra-op thread: reductions then sum in a fixed order, so the figures are the
         # same bit for bit in every run and for every process count (scale out with nproc)
         with _one_intraop_thread(), Readahead(ranges) as readahead:

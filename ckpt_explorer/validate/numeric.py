@@ -93,11 +93,7 @@ def scan(
         if is_float(r.dtype) and r.loader is not None and r.numel
     ]
     total = sum(r.nbytes for _, _, r in work)
-    ranges = []
-    for _, view, r in work:
-        path = view.file_path(r)
-        if path is not None and r.offset is not None:
-            ranges.append((path, r.offset, r.nbytes))
+    ranges = [span for _, view, r in work if (span := view.disk_range(r)) is not None]
     done = 0
     with Readahead(ranges) as readahead:
         for label, view, r in work:
