@@ -1,0 +1,177 @@
+"""The allow-list of globals known to be inert when a pickle names, calls or builds them.
+
+Inert means: with ``torch.load(weights_only=False)`` the global only makes data (a tensor, a
+storage, a dtype, a container, a plain record whose state is set) and touches no file, process,
+network or import beyond the libraries that wrote the checkpoint. Anything not listed here is
+judged able to run code; :func:`what_it_does` says, in words, what the name would do.
+"""
+
+from __future__ import annotations
+
+import functools
+
+# module -> names that are inert in it (exact names, never prefixes, never dotted paths)
+_INERT: dict[str, frozenset[str]] = {
+    "torch._utils": frozenset(
+        {
+            "_rebuild_tensor",
+            "_rebuild_tensor_v2",
+            "_rebuild_tensor_v3",
+            "_rebuild_parameter",
+            "_rebuild_parameter_with_state",
+            "_rebuild_qtensor",
+            "_rebuild_sparse_tensor",
+            "_rebuild_meta_tensor_no_storage",
+            "_rebuild_nested_tensor",
+            "_rebuild_wrapper_subclass",
+            "_rebuild_device_tensor_from_numpy",
+            "_rebuild_device_tensor_from_cpu_tensor",
+        }
+    ),
+    "torch._tensor": frozenset({"_rebuild_from_type_v2", "_rebuild_from_type"}),
+    "torch.serialization": frozenset({"_get_layout"}),
+    "torch.nn.parameter": frozenset({"Parameter"}),
+    "torch.storage": frozenset({"UntypedStorage", "TypedStorage", "_LegacyStorage"}),
+    "torch.torch_version": frozenset({"TorchVersion"}),
+    "collections": frozenset({"OrderedDict", "Counter", "defaultdict", "deque"}),
+    "builtins": frozenset(
+        {
+            "set",
+            "frozenset",
+            "dict",
+            "list",
+            "tuple",
+            "bytes",
+            "bytearray",
+            "str",
+            "int",
+            "float",
+            "bool",
+            "complex",
+            "slice",
+            "range",
+            "object",
+        }
+    ),
+    "copyreg": frozenset({"_reconstructor", "__newobj__", "__newobj_ex__"}),
+    "_codecs": frozenset({"encode"}),
+    "codecs": frozenset({"encode"}),
+    "numpy": frozenset({"ndarray", "dtype"}),
+    "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    "numpy.random._pickle": frozenset(
+        {"__randomstate_ctor", "__bit_generator_ctor", "__generator_ctor"}
+    ),
+    "numpy.random._mt19937": frozenset({"MT19937"}),
+    "numpy.random.mtrand": frozenset({"RandomState"}),
+    "datetime": frozenset({"datetime", "date", "time", "timedelta", "timezone"}),
+    "argparse": frozenset({"Namespace"}),
+    # making a path object touches no file (its methods would need a global of their own)
+    "pathlib": frozenset({"Path", "PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath"}),
+    # Records that real training tools write (plain classes, enums and dataclasses: making
+    # one sets attributes and runs nothing of the file's choosing).
+    "torch.distributed.checkpoint.metadata": frozenset(
+        {
+            "Metadata",
+            "TensorStorageMetadata",
+            "BytesStorageMetadata",
+            "ChunkStorageMetadata",
+            "TensorProperties",
+            "MetadataIndex",
+            "StorageMeta",
+            "_MEM_FORMAT_ENCODING",
+        }
+    ),
+    "torch.distributed.checkpoint.filesystem": frozenset({"_StorageInfo"}),
+    "torch.distributed.checkpoint.planner": frozenset({"WriteItemType", "LoadItemType"}),
+    "deepspeed.runtime.zero.config": frozenset({"ZeroStageEnum"}),
+    "deepspeed.runtime.fp16.loss_scaler": frozenset({"LossScaler", "DynamicLossScaler"}),
+    "deepspeed.utils.tensor_fragment": frozenset({"fragment_address"}),
+    # HF Trainer's training_args.bin (a dataclass with enums; accelerate's state records)
+    "transformers.training_args": frozenset(
+        {"TrainingArguments", "OptimizerNames", "ParallelMode"}
+    ),
+    "transformers.training_args_seq2seq": frozenset({"Seq2SeqTrainingArguments"}),
+    "transformers.trainer_utils": frozenset(
+        {
+            "HubStrategy",
+            "IntervalStrategy",
+            "SaveStrategy",
+            "SchedulerType",
+            "FSDPOption",
+            "EvaluationStrategy",
+        }
+    ),
+    "transformers.trainer_pt_utils": frozenset({"AcceleratorConfig"}),
+    "transformers.debug_utils": frozenset({"DebugOption"}),
+    "accelerate.state": frozenset({"PartialState"}),
+    "accelerate.utils.dataclasses": frozenset({"DistributedType"}),
+}
+
+# Words for what a name would do, by module or builtin (first match on the dotted path).
+_DOES: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"os", "posix", "nt", "subprocess", "pty", "commands", "popen2"}),
+     "runs a shell command or starts a process"),
+    (frozenset({"builtins.eval", "builtins.exec", "builtins.compile", "code", "codeop",
+                "runpy", "timeit", "pdb", "bdb", "cProfile", "profile", "trace"}),
+     "runs Python code chosen by the file"),
+    (frozenset({"marshal", "types", "pickle", "_pickle", "dill", "cloudpickle", "joblib",
+                "shelve", "copyreg._extension_registry"}),
+     "builds code objects or unpickles more data, running whatever it holds"),
+    (frozenset({"builtins.__import__", "importlib", "imp", "pkgutil", "zipimport",
+                "pydoc", "torch.hub", "torch.utils.cpp_extension", "ctypes", "cffi"}),
+     "imports or compiles modules, or loads native code"),
+    (frozenset({"builtins.open", "io", "_io", "pathlib", "shutil", "tempfile", "glob",
+                "fileinput", "zipfile", "tarfile", "logging.config", "logging"}),
+     "opens, writes or deletes files"),
+    (frozenset({"socket", "ssl", "http", "urllib", "urllib3", "requests", "ftplib",
+                "smtplib", "webbrowser", "xmlrpc", "asyncio", "huggingface_hub"}),
+     "opens network connections"),
+    (frozenset({"multiprocessing", "threading", "_thread", "concurrent", "signal",
+                "torch.utils.collect_env"}),
+     "starts threads or processes"),
+    (frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr",
+                "builtins.globals", "builtins.locals", "builtins.vars", "operator",
+                "functools", "inspect", "sys", "gc", "builtins.type", "builtins.super"}),
+     "reaches arbitrary attributes or objects of the running process"),
+)  # fmt: skip
+
+
+@functools.cache
+def _torch_names() -> frozenset[str]:
+    """dtypes, layouts, memory formats, qschemes and storage classes named in ``torch``."""
+    import torch
+
+    kinds = (torch.dtype, torch.layout, torch.memory_format, torch.qscheme)
+    names = {n for n, v in vars(torch).items() if isinstance(v, kinds)}
+    names |= {n for n, v in vars(torch).items() if isinstance(v, type) and n.endswith("Storage")}
+    return frozenset(names | {"Size", "device", "Tensor"})
+
+
+def inert_reason(module: str, name: str) -> str | None:
+    """Why ``module.name`` is inert, or None when it is not known to be."""
+    if name in _INERT.get(module, ()):
+        return "allow-listed"
+    if module == "torch" and name in _torch_names():
+        return "a torch dtype, layout, storage class or size"
+    if module == "torch.cuda" and name.endswith("Storage") and name in _torch_names():
+        return "a legacy CUDA storage class"
+    if module == "numpy.dtypes" and name.endswith("DType") and name != "ObjectDType":
+        return "a numpy dtype class"
+    return None
+
+
+def what_it_does(module: str, name: str) -> str:
+    """In words, what ``torch.load(weights_only=False)`` would do with this global."""
+    if module == "copyreg" and name.startswith("_extension_registry"):
+        return "calls whatever object the process registered under that extension code"
+    parts = f"{module}.{name}".split(".")
+    prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    # a dotted name reaches every object along its path: "builtins.print.__self__.exec"
+    prefixes |= {f"builtins.{p}" for p in parts[1:]} | set(parts[1:])
+    for names, words in _DOES:
+        if prefixes & names:
+            return words
+    if any(p.startswith("__") and p.endswith("__") for p in parts[1:]) or "." in name:
+        return "walks attributes to reach an object of the running process, then uses it"
+    return f"imports {module} and calls {name}, code that is not known to be inert"

@@ -1,0 +1,328 @@
+"""security.* rules and ``ckpt-explorer scan`` over the security corpus and real checkpoints.
+
+The corpus (tests/hostile/make_security_corpus.py) holds payloads that would only create a
+marker file; nothing here may ever create it. Which files torch's default loader refuses is
+asked of torch itself (``torch.load(weights_only=True)``), never assumed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from ckpt_explorer.cli import main
+from ckpt_explorer.security import CODE, REFUSED, judge_file, scan_paths, security_findings
+from ckpt_explorer.security import sources as security_sources
+from ckpt_explorer.validate import validate_checkpoint
+
+TOOLS = ("torch", "hf", "dcp", "deepspeed", "colossalai")
+
+
+@pytest.fixture(scope="module")
+def seccorpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    hostile = str(Path(__file__).parent / "hostile")
+    sys.path.insert(0, hostile)
+    try:
+        from make_security_corpus import make
+    finally:
+        sys.path.remove(hostile)
+    root = tmp_path_factory.mktemp("security")
+    return root, make(root)
+
+
+def _rules(root: Path, case: dict[str, Any]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in security_findings(root / case["path"]):
+        out.setdefault(f.rule, []).append(f.message)
+    return out
+
+
+def test_corpus_covers_the_classes(seccorpus: tuple[Path, dict[str, Any]]) -> None:
+    _root, cases = seccorpus
+    counts = {k: sum(c["class"] == k for c in cases.values()) for k in ("malicious", "refused")}
+    assert counts["malicious"] >= 45 and counts["refused"] >= 10, counts
+
+
+def test_every_payload_is_code_execution_and_nothing_runs(
+    seccorpus: tuple[Path, dict[str, Any]],
+) -> None:
+    root, cases = seccorpus
+    problems = []
+    for name, case in cases.items():
+        rules = _rules(root, case)
+        expect_code = case["class"] == "malicious" or "unknown_global" in case
+        if expect_code != (CODE in rules):
+            problems.append(f"{name} ({case['class']}): {sorted(rules)}")
+        if case["class"] == "benign" and rules:
+            problems.append(f"{name}: benign file has findings {rules}")
+    assert not (root / "PWNED").exists(), "a payload in the corpus was executed"
+    assert not problems, "\n".join(problems)
+
+
+def test_weights_only_verdict_matches_torch(seccorpus: tuple[Path, dict[str, Any]]) -> None:
+    """Every torch-loadable file: flagged exactly when torch.load(weights_only=True) refuses."""
+    root, cases = seccorpus
+    problems = []
+    for name, case in cases.items():
+        path = root / case["path"]
+        if path.is_dir() or path.suffix != ".pt":
+            continue
+        try:
+            torch.load(path, weights_only=True)
+            refused = False
+        except Exception:  # torch's refusal is an UnpicklingError or RuntimeError
+            refused = True
+        flagged = REFUSED in _rules(root, case)
+        if refused != flagged:
+            problems.append(f"{name}: torch refuses={refused}, flagged={flagged}")
+    assert not (root / "PWNED").exists()
+    assert not problems, "\n".join(problems)
+
+
+def test_finding_names_file_member_global_offset_and_effect(
+    seccorpus: tuple[Path, dict[str, Any]],
+) -> None:
+    root, _cases = seccorpus
+    [code] = [f for f in security_findings(root / "os_system.pt") if f.rule == CODE]
+    assert "os_system/data.pkl" in code.message and "names posix.system" in code.message
+    assert "GLOBAL at byte " in code.message
+    assert "REDUCE at byte" in code.message and "shell command" in code.message
+    assert code.file == "os_system.pt" and code.severity == "error"
+    dotted = " ".join(f.message for f in security_findings(root / "dotted_print_exec.pt"))
+    assert "builtins.print.__self__.exec" in dotted and "runs Python code" in dotted
+    legacy = " ".join(f.message for f in security_findings(root / "legacy_keys.pt"))
+    assert "storage keys pickle" in legacy
+    member = " ".join(f.message for f in security_findings(root / "zip_second_member.pt"))
+    assert "extra.pkl" in member
+    nested = " ".join(f.message for f in security_findings(root / "embedded_pickle_loads.pt"))
+    assert "embedded as bytes" in nested and "pickle.loads" in nested
+    [refused] = [f for f in security_findings(root / "argparse_namespace.pt") if f.rule == REFUSED]
+    assert "argparse.Namespace" in refused.message and "add_safe_globals" in refused.hint
+
+
+def test_container_tricks(seccorpus: tuple[Path, dict[str, Any]]) -> None:
+    root, _cases = seccorpus
+    for name, words in (
+        ("zip_duplicate_member.pt", "appears 2 times"),
+        ("zip_name_mismatch.pt", "in its local header"),
+        ("zip_bad_crc.pt", "does not match its CRC"),
+    ):
+        messages = [
+            f.message for f in security_findings(root / name) if f.rule.endswith("container")
+        ]
+        assert any(words in m for m in messages), (name, messages)
+
+
+def test_a_pickle_no_loader_can_read_is_said_as_such(tmp_path: Path) -> None:
+    hostile = str(Path(__file__).parent / "hostile")
+    sys.path.insert(0, hostile)
+    try:
+        from make_security_corpus import _clean_pickle, _zip_with_pickle
+    finally:
+        sys.path.remove(hostile)
+    path = tmp_path / "cut.pt"
+    _zip_with_pickle(path, _clean_pickle()[:-9])
+    [finding] = security_findings(path)
+    assert finding.rule == "security.container" and "is not a valid pickle" in finding.message
+    assert "torch.load and pickle cannot load it" in finding.message
+
+
+def test_torchscript_archive_is_a_container_finding(tmp_path: Path) -> None:
+    scripted = torch.jit.script(torch.nn.Linear(2, 2))
+    path = tmp_path / "scripted.pt"
+    torch.jit.save(scripted, str(path))
+    findings = security_findings(path)
+    assert any(f.rule == "security.container" and "TorchScript" in f.message for f in findings)
+    assert any(f.rule == REFUSED for f in findings)
+
+
+def test_validate_lists_security_findings_first(seccorpus: tuple[Path, dict[str, Any]]) -> None:
+    root, _cases = seccorpus
+    report = validate_checkpoint(root / "training_state", numeric=False)
+    assert not report.ok and "security" in report.checked
+    assert report.findings[0].rule.startswith("security.")
+    assert any(f.rule == CODE and f.file == "rng_state.pth" for f in report.findings)
+    code = main(["validate", str(root / "os_system.pt"), "--no-numeric"])
+    assert code == 1
+    assert not (root / "PWNED").exists()
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_real_checkpoints_are_never_code_execution(real_checkpoints: Any, tool: str) -> None:
+    root, _manifest = real_checkpoints(tool)
+    verdicts = [judge_file(p) for p in security_sources.iter_files([root])]
+    judged = [v for v in verdicts if v.kind is not None]
+    assert judged, "no pickle found in the fixtures"
+    assert not [f for v in judged for f in v.findings if f.rule == CODE]
+    for v in judged:
+        for f in v.findings:  # only DeepSpeed's optimizer records are refused by weights_only
+            assert tool == "deepspeed" and f.rule == REFUSED, (v.path, f)
+            assert "deepspeed.runtime" in f.message and "optim_states" in str(v.path)
+    if tool == "dcp":
+        assert any(v.path.name == ".metadata" for v in judged)
+
+
+@pytest.mark.parametrize("tool", ("realworld_hf", "realworld_torch"))
+def test_training_run_outputs_are_never_code_execution(real_checkpoints: Any, tool: str) -> None:
+    """HF Trainer's training_args.bin, accelerate and nanoGPT-style states: records the
+    allow-list knows (TrainingArguments and its enums), never code execution."""
+    root, _manifest = real_checkpoints(tool)
+    report = scan_paths([root])
+    assert report.verdicts and not [v.path for v in report.verdicts if v.unsafe]
+
+
+def test_scan_cli_exit_codes_and_json(
+    seccorpus: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, _cases = seccorpus
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(["scan", *argv])
+        return code, out.getvalue(), err.getvalue()
+
+    code, out, _ = run(str(root / "benign_model.pt"), str(root / "benign_legacy.pt"))
+    assert code == 0 and out.count("SAFE") == 2
+    code, out, _ = run(str(root), "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["unsafe"] >= 45
+    by_name = {Path(f["path"]).name: f for f in doc["files"]}
+    assert by_name["os_system.pt"]["verdict"] == "unsafe"
+    assert by_name["benign_optimizer.pt"]["verdict"] == "safe"
+    assert by_name["numpy_array.pt"]["verdict"] == "refused"
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes((root / "benign_model.pt").read_bytes()[:300])
+    code, out, _ = run(str(broken))
+    assert code == 2 and "UNREADABLE" in out
+    assert not (root / "PWNED").exists()
+
+
+def test_scan_reads_headers_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Zip members are read through open(): counted here. A legacy file is mapped (mmap) and
+    only its leading pickles are walked; its 64 MiB of storage after them is never touched."""
+    path = tmp_path / "big.pt"
+    torch.save({"w": torch.zeros(16 << 20), "step": 3}, path)  # 64 MiB of storage
+    legacy = tmp_path / "big_legacy.pt"
+    torch.save({"w": torch.zeros(16 << 20)}, legacy, _use_new_zipfile_serialization=False)
+    read = [0]
+    real_open = builtins.open
+
+    class Counting(io.BufferedReader):
+        def read(self, n: int | None = -1) -> bytes:
+            data = super().read(n)
+            read[0] += len(data)
+            return data
+
+    def counting_open(file: Any, mode: str = "r", *a: Any, **k: Any) -> Any:
+        if "b" in mode and "r" in mode:
+            return Counting(io.FileIO(file, "r"))
+        return real_open(file, mode, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    report = scan_paths([path, legacy])
+    monkeypatch.undo()
+    assert [v.verdict for v in report.verdicts] == ["safe", "safe"]
+    assert read[0] < 4 << 20, read[0]  # of 128 MiB
+
+
+def test_control_a_payload_would_really_run(tmp_path: Path) -> None:
+    """The marker method works: loading such a pickle with a free unpickler creates the marker,
+    in a child process; the scanner flags the same bytes."""
+    marker = tmp_path / "LIVE"
+    hostile = str(Path(__file__).parent / "hostile")
+    sys.path.insert(0, hostile)
+    try:
+        from make_security_corpus import _Reduce
+    finally:
+        sys.path.remove(hostile)
+    path = tmp_path / "payload.pkl"
+    path.write_bytes(pickle.dumps(_Reduce(os.system, f"touch {marker}"), protocol=2))
+    assert judge_file(path).unsafe and not marker.exists()
+    subprocess.run(
+        [sys.executable, "-c", "import pickle,sys; pickle.load(open(sys.argv[1], 'rb'))", path],
+        check=True,
+        timeout=60,
+    )
+    assert marker.exists()
+
+
+def test_overview_opens_with_a_red_banner(seccorpus: tuple[Path, dict[str, Any]]) -> None:
+    from ckpt_explorer.ui.components.overview import Overview
+    from ckpt_explorer.ui.state import AppState
+
+    root, _cases = seccorpus
+    app = AppState(root)
+    overview = Overview(app)
+    assert app.browse.open("os_system.pt"), app.browse.error
+    banner = overview._body[0]
+    assert banner.alert_type == "danger" and "Unsafe" in banner.object
+    assert "posix.system" in banner.object and "os_system/data.pkl" in banner.object
+    assert app.browse.open("benign_model.pt")
+    assert "security-banner" not in [getattr(b, "name", "") for b in overview._body]
+    assert not (root / "PWNED").exists()
+
+
+def test_pickers_mark_unsafe_paths(seccorpus: tuple[Path, dict[str, Any]]) -> None:
+    from ckpt_explorer.ui.components.picker import PathPicker
+    from ckpt_explorer.ui.state import AppState
+
+    root, _cases = seccorpus
+    app = AppState(root)
+    assert "os_system.pt" in app.unsafe_note("os_system.pt")
+    assert "would run code" in app.unsafe_note(".")  # the folder holding it
+    assert app.unsafe_note("benign_model.pt") == ""
+    picker = PathPicker(app.candidates(), "Checkpoint", warn=app.unsafe_note)
+    picker.value = "os_system.pt"
+    note = picker._layout[1]  # the red line under the box
+    assert note.visible and "unsafe" in note.object
+    picker.value = "benign_model.pt"
+    assert not note.visible
+    assert not (root / "PWNED").exists()
+
+
+def test_no_banner_for_a_training_states_own_rng_file(tmp_path: Path) -> None:
+    """An RNG file holding numpy's state is refused by torch's defaults (true, and reported as
+    info by validate) but is no fault of a clean training state: no red banner."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from ckpt_explorer.demo import TinyLM
+    from ckpt_explorer.ui.components.overview import Overview
+    from ckpt_explorer.ui.state import AppState
+    from ckpt_explorer.validate import validate_checkpoint
+
+    state = tmp_path / "checkpoint-2"
+    state.mkdir()
+    model = TinyLM()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    torch.save(model.state_dict(), state / "model.pt")
+    torch.save(opt.state_dict(), state / "optimizer.pt")
+    rng = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "cpu": torch.get_rng_state(),
+    }
+    torch.save(rng, state / "rng_state.pth")
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(state / "rng_state.pth", weights_only=True)
+    report = validate_checkpoint(state, numeric=False)
+    (refused,) = [f for f in report.findings if f.rule == "security.weights_only_refused"]
+    assert refused.severity == "info" and refused.file == "rng_state.pth"
+    app = AppState(tmp_path)
+    overview = Overview(app)
+    assert app.browse.open("checkpoint-2"), app.browse.error
+    assert "security-banner" not in [getattr(b, "name", "") for b in overview._body]
