@@ -1,0 +1,64 @@
+"""The parallel layout asked about: sizes, plugin, ZeRO stage, dtype, GPU memory."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PLUGINS = ("hybrid", "gemini", "lowlevelzero", "ddp", "fsdp")
+# the ZeRO stage each plugin runs when none is asked (ColossalAI defaults; FSDP FULL_SHARD)
+DEFAULT_ZERO = {"hybrid": 0, "gemini": 3, "lowlevelzero": 1, "ddp": 0, "fsdp": 3}
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
+
+
+def parse_size(text: str) -> int:
+    """``"80GB"`` -> 80e9 bytes, ``"80GiB"`` -> 80 * 2**30; ValueError when unreadable."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)\s*", text, re.IGNORECASE)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise ValueError(f"size {text!r}: expected a number with a unit such as 80GB or 80GiB")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+@dataclass(frozen=True)
+class Layout:
+    """``gpus`` None: the smallest world (tp * pp * ep); ``zero`` None: the plugin's default."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    zero: int | None = None
+    plugin: str = "hybrid"
+    gpus: int | None = None
+    gpu_mem: int | None = None
+    dtype: str = "bf16"
+
+    @property
+    def stage(self) -> int:
+        """The ZeRO stage in effect."""
+        return DEFAULT_ZERO[self.plugin] if self.zero is None else self.zero
+
+    @property
+    def world(self) -> int:
+        return self.gpus if self.gpus is not None else self.tp * self.pp * self.ep
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size (0 when tp * pp does not divide the world)."""
+        model = self.tp * self.pp
+        return self.world // model if self.world % model == 0 else 0
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
