@@ -1,7 +1,8 @@
 """Diff benchmark: ckpt_explorer's diff against reading the bytes raw and the naive torch loop.
 
     .venv/bin/python bench/bench_diff.py [--rounds 3] [--layers 8] [--skip-naive-cold]
-        [--naive-rounds N] [--json-out FILE]
+        [--naive-rounds N] [--changed few|all] [--cases raw,diff,naive] [--json-out FILE]
+    .venv/bin/python bench/bench_diff.py --kernels [--elements N]
 
 Writes two ~1 GB bf16 checkpoints (A and B, B with a few planted differences) as safetensors
 and as torch ``.bin`` under ``bench/.data/diff/`` (kept between runs), then measures, each
@@ -11,9 +12,14 @@ every file first) and warm (files read once first):
 - ``raw``:   read both files with ``read()`` in 64 MiB blocks (the read limit);
 - ``naive``: load both whole (``torch.load(weights_only=True)`` / ``safetensors.load_file``)
              and loop with torch ops computing the same float64 figures;
-- ``diff``:  ``ckpt_explorer.diff_checkpoints(a, b)``.
+- ``diff``:  ``ckpt_explorer.diff_checkpoints(a, b)`` (the fused numba kernel when installed);
+- ``diff_torch``: the same with ``CKPT_EXPLORER_KERNEL=torch`` (the torch-ops fallback).
 
-Times are of the work inside the process (imports excluded; import time reported apart).
+Times are of the work inside the process (imports excluded; import time reported apart: for
+the diff cases it includes importing numba and loading the cached kernels, ``kernel.warm_up``).
+``--kernels`` instead measures, in this process on an in-memory bf16 pair, the element pairs
+per second of each way to compute the figures (torch float64 ops as before, torch ops on two
+threads, the numba kernel on one and on two threads) and checks they agree.
 Memory: peak RssAnon sampled every ~5 ms in a background thread, and VmHWM (which also counts
 mmapped file pages). Prints a table and ratios; ``--markdown`` prints the BENCHMARKS.md section.
 """
@@ -205,11 +211,15 @@ def child(case: str, a: Path, b: Path) -> None:
         import torch  # noqa: F401
 
         import ckpt_explorer  # noqa: F401
+        from ckpt_explorer.diff import kernel
+
+        kernel.warm_up()  # numba's first call loads its registries (~1 s): start-up, not work
     t_import = time.perf_counter() - t0
     with AnonSampler() as sampler:
         base = sampler.peak
         t1 = time.perf_counter()
-        out = {"raw": case_raw, "naive": case_naive, "diff": case_diff}[case](a, b)
+        cases = {"raw": case_raw, "naive": case_naive, "diff": case_diff, "diff_torch": case_diff}
+        out = cases[case](a, b)
         seconds = time.perf_counter() - t1
     out.update(
         seconds=seconds,
@@ -242,11 +252,16 @@ def warm_cache(paths: list[Path]) -> None:
 
 def run_case(case: str, a: Path, b: Path, cold: bool) -> dict[str, Any]:
     (drop_cache if cold else warm_cache)([a, b])
+    env = dict(os.environ)
+    env.pop("CKPT_EXPLORER_KERNEL", None)
+    if case == "diff_torch":
+        env["CKPT_EXPLORER_KERNEL"] = "torch"
     proc = subprocess.run(
         [sys.executable, __file__, "--child", case, str(a), str(b)],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -265,18 +280,24 @@ def main() -> None:
         default="few",
         help="B differs from A in 3 tensors (few) or in every tensor (all)",
     )
+    ap.add_argument("--cases", default="raw,diff,naive", help="in this order in each round")
+    ap.add_argument("--kernels", action="store_true", help="in-process kernel throughput only")
+    ap.add_argument("--elements", type=int, default=64 * 2**20, help="pair size for --kernels")
     ap.add_argument("--child", nargs=3, metavar=("CASE", "A", "B"))
     args = ap.parse_args()
     if args.child:
         child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return
+    if args.kernels:
+        kernels(args.elements, args.rounds)
         return
     data = make_data(args.layers, args.changed)
     results: dict[str, list[dict[str, Any]]] = {}
     for fmt in args.formats.split(","):
         a, b = data[fmt]
         for temp in ("warm", "cold"):
-            cases = ["raw", "diff", "naive"]
-            if temp == "cold" and args.skip_naive_cold:
+            cases = args.cases.split(",")
+            if temp == "cold" and args.skip_naive_cold and "naive" in cases:
                 cases.remove("naive")
             naive_rounds = args.rounds if args.naive_rounds is None else args.naive_rounds
             for r in range(args.rounds):
@@ -286,7 +307,7 @@ def main() -> None:
                     res = run_case(case, a, b, temp == "cold")
                     results.setdefault(f"{fmt}/{temp}/{case}", []).append(res)
                     print(
-                        f"{fmt:11} {temp} round {r + 1} {case:5} {res['seconds']:8.3f} s  "
+                        f"{fmt:11} {temp} round {r + 1} {case:10} {res['seconds']:8.3f} s  "
                         f"anon peak {res['anon_peak'] / 2**20:7.0f} MiB",
                         flush=True,
                     )
@@ -313,13 +334,66 @@ def summarise(results: dict[str, list[dict[str, Any]]], data: dict[str, Any]) ->
             d = out.get(f"{fmt}/{temp}/diff")
             raw = out.get(f"{fmt}/{temp}/raw")
             naive = out.get(f"{fmt}/{temp}/naive")
-            if d and raw:
-                d["x_raw"] = d["median_s"] / raw["median_s"]
+            for case in ("diff", "diff_torch"):
+                c = out.get(f"{fmt}/{temp}/{case}")
+                if c and raw:
+                    c["x_raw"] = c["median_s"] / raw["median_s"]
             if d and naive:
                 d["naive_over_diff"] = naive["median_s"] / d["median_s"]
                 naive["x_raw"] = naive["median_s"] / raw["median_s"] if raw else None
     out["torch"] = torch.__version__
     return out
+
+
+# ---- --kernels: in-process throughput of the ways to compute the figures -------------------
+def kernels(elements: int, rounds: int) -> None:
+    import torch
+
+    from ckpt_explorer.diff import kernel
+    from ckpt_explorer.diff.engine import Engine
+    from ckpt_explorer.diff.stats import ChunkStats, Sums
+
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(elements, generator=g) * 0.02).to(torch.bfloat16)
+    b = (a.float() + 1e-4 * torch.randn(elements, generator=g)).to(torch.bfloat16)
+    kernel.warm_up()
+    compiled = kernel._nk
+
+    def engine_pass(threads: int, fused: bool) -> list[Any]:
+        kernel._nk = compiled if fused else None
+        eng = Engine(None, None, threads=threads)  # type: ignore[arg-type]  # float pass only
+        with eng._workers():
+            f = eng._float_pass(a, b, True).figures()
+        return [f.max_abs, f.mean_abs, f.rel_l2, f.cosine, f.n_outside]
+
+    def old_torch() -> list[Any]:
+        # the float path before the kernel: ChunkStats.reduce on one thread, chunk by chunk
+        torch.set_num_threads(1)
+        stats = ChunkStats(2**20, torch.device("cpu"), 0.0, 0.0)
+        sums = Sums()
+        for i in range(0, elements, 2**20):
+            sums.merge(stats.reduce(a[i : i + 2**20], b[i : i + 2**20]).tolist())
+        f = sums.figures()
+        return [f.max_abs, f.mean_abs, f.rel_l2, f.cosine, f.n_outside]
+
+    ways = {
+        "torch float64 ops, 1 thread (before)": old_torch,
+        "torch float64 ops, 2 threads (fallback)": lambda: engine_pass(2, False),
+        "numba fused kernel, 1 thread": lambda: engine_pass(1, True),
+        "numba fused kernel, 2 threads (chosen)": lambda: engine_pass(2, True),
+    }
+    results: dict[str, list[float]] = {k: [] for k in ways}
+    figures: dict[str, list[Any]] = {}
+    for _ in range(max(1, rounds)):
+        for name, fn in ways.items():  # alternating, several rounds
+            t = time.perf_counter()
+            figures[name] = fn()
+            results[name].append(time.perf_counter() - t)
+    kernel._nk = compiled
+    print(f"{elements} bf16 element pairs in memory, median of {rounds}:")
+    for name, ts in results.items():
+        med = statistics.median(ts)
+        print(f"  {name:42} {med:7.3f} s  {elements / med / 1e6:7.0f} M pairs/s  {figures[name]}")
 
 
 if __name__ == "__main__":

@@ -4,14 +4,20 @@ Per pair: both tensors are loaded as views (mmapped where the format allows), fl
 walked in chunks of ``chunk_bytes``. Same dtype and shape: the raw bytes are compared first
 (``memcmp``, no float work); a pair whose bytes all agree is *identical*. Otherwise the pair is
 walked again in float64 sub-chunks of at most ``FLOAT_ELEMENTS`` elements (sub-chunks whose
-bytes agree only add ``||a||²``). A background read-ahead asks the kernel for the next file
-ranges, so reading overlaps with comparing. Nothing holds more than the current pair.
+bytes agree only add ``||a||²``). On CPU the sub-chunks are reduced by worker threads (one
+per core; the fused numba kernel when installed, torch ops otherwise) and their partial sums
+are added in chunk order, so the figures are the same bits for any thread or process count.
+A background read-ahead asks the kernel for the next file ranges, so reading overlaps with
+comparing. Nothing holds more than the current pair.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +27,7 @@ from ..errors import CkptExplorerError
 from ..io.readahead import Readahead
 from ..types import TensorRecord
 from ..view import CheckpointView
+from . import kernel
 from .align import Pair, align_names, param_name_keys
 from .native import bytes_equal
 from .rows import (
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CHUNK_BYTES = 32 * 2**20
 FLOAT_ELEMENTS = 2**20
+MAX_THREADS = 8
 ProgressFn = Callable[[int, int], Any]
 CancelArg = threading.Event | Callable[[], bool] | None
 
@@ -210,6 +218,7 @@ class Engine:
         progress: ProgressFn | None = None,
         cancel: CancelArg = None,
         on_row: Callable[[TensorDiff], Any] | None = None,
+        threads: int | None = None,
     ) -> None:
         if chunk_bytes <= 0:
             raise CkptExplorerError(None, "chunk_bytes > 0", str(chunk_bytes))
@@ -222,6 +231,10 @@ class Engine:
         self.progress = progress
         self.cancel = cancel
         self.on_row = on_row
+        # worker threads for the CPU float pass; never changes a figure (fixed chunks and order)
+        self.threads = max(1, threads or min(MAX_THREADS, os.cpu_count() or 1))
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
         self.cancelled = False
         self.done = 0
         self.total = 0
@@ -267,7 +280,7 @@ class Engine:
                         ranges.append(span)
         # one intra-op thread: reductions then sum in a fixed order, so the figures are the
         # same bit for bit in every run and for every process count (scale out with nproc)
-        with _one_intraop_thread(), Readahead(ranges) as readahead:
+        with _one_intraop_thread(), Readahead(ranges) as readahead, self._workers():
             self._readahead = readahead
             for p in plans:
                 if not self.cancelled and self._should_stop():
@@ -354,10 +367,34 @@ class Engine:
             self._advance(nbytes)
         return True
 
+    @contextmanager
+    def _workers(self) -> Iterator[None]:
+        """The CPU worker threads, for the duration of one run."""
+        if self.device.type == "cpu" and self.threads > 1:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ckpt-diff")
+        try:
+            yield
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
     def _work(self) -> ChunkStats:
-        if self._stats is None:
-            self._stats = ChunkStats(FLOAT_ELEMENTS, self.device, self.atol, self.rtol)
-        return self._stats
+        """This thread's torch work buffers (one set per worker thread on CPU)."""
+        if self.device.type != "cpu":
+            if self._stats is None:
+                self._stats = ChunkStats(FLOAT_ELEMENTS, self.device, self.atol, self.rtol)
+            return self._stats
+        stats: ChunkStats | None = getattr(self._local, "stats", None)
+        if stats is None:
+            import torch
+
+            # OpenMP's thread count is per calling thread: a worker starts at the default,
+            # and a multi-threaded BLAS dot would round differently from run to run
+            torch.set_num_threads(1)
+            stats = ChunkStats(FLOAT_ELEMENTS, self.device, self.atol, self.rtol)
+            self._local.stats = stats
+        return stats
 
     def _to_device(self, t: torch.Tensor) -> torch.Tensor:
         if self.device.type == "cpu":
@@ -366,14 +403,68 @@ class Engine:
             self._stager = _Stager(FLOAT_ELEMENTS * 16, self.device)
         return self._stager.to_device(t)
 
+    def _chunk_cpu(
+        self, ca: torch.Tensor, cb: torch.Tensor, same_dtype: bool, fused: bool
+    ) -> list[float]:
+        """One sub-chunk's partials on CPU (runs in a worker thread)."""
+        identical = same_dtype and bytes_equal(ca, cb)
+        if fused:
+            if identical:
+                return kernel.identical_partials(ca)
+            return kernel.pair_partials(ca, cb, self.atol, self.rtol)
+        stats = self._work()
+        part = stats.identical(ca) if identical else stats.reduce(ca, cb)
+        return part.tolist()  # type: ignore[no-any-return]
+
     def _float_pass(self, ta: torch.Tensor, tb: torch.Tensor, same_dtype: bool) -> Sums:
+        itemsize = max(ta.element_size(), tb.element_size())
+        step = max(1, min(FLOAT_ELEMENTS, self.chunk_bytes // itemsize))
+        starts = range(0, ta.numel(), step)
+        if self.device.type != "cpu":
+            return self._float_pass_device(ta, tb, same_dtype, starts, step)
+        fused = kernel.have_numba()  # decided once per pair: every chunk takes the same path
+        sums = Sums()
+        pending: deque[tuple[int, Future[list[float]] | list[float]]] = deque()
+        window = 2 * self.threads
+        it = iter(starts)
+        while True:
+            while len(pending) < window and not self.cancelled:
+                i = next(it, None)
+                if i is None:
+                    break
+                ca, cb = ta[i : i + step], tb[i : i + step]
+                nbytes = ca.numel() * ca.element_size() + cb.numel() * cb.element_size()
+                if self._pool is None:
+                    pending.append((nbytes, self._chunk_cpu(ca, cb, same_dtype, fused)))
+                else:
+                    job = self._pool.submit(self._chunk_cpu, ca, cb, same_dtype, fused)
+                    pending.append((nbytes, job))
+            if not pending:
+                break
+            nbytes, part = pending.popleft()
+            # partials are added in chunk order, whichever thread finished first
+            sums.merge(part if isinstance(part, list) else part.result())
+            self._advance(nbytes)
+            if self._should_stop():
+                self.cancelled = True
+            if self.cancelled:
+                for _, rest in pending:
+                    if not isinstance(rest, list):
+                        rest.cancel()
+                        if not rest.cancelled():
+                            rest.exception()  # wait: the thread still reads the mapping
+                break
+        return sums
+
+    def _float_pass_device(
+        self, ta: torch.Tensor, tb: torch.Tensor, same_dtype: bool, starts: range, step: int
+    ) -> Sums:
+        """The float pass on an accelerator: torch ops, partials kept on the device."""
         import torch
 
         stats = self._work()
-        itemsize = max(ta.element_size(), tb.element_size())
-        step = max(1, min(FLOAT_ELEMENTS, self.chunk_bytes // itemsize))
         partials: list[torch.Tensor] = []
-        for i in range(0, ta.numel(), step):
+        for i in starts:
             if self._should_stop():
                 self.cancelled = True
             if self.cancelled:

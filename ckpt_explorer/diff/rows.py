@@ -62,6 +62,7 @@ class TensorDiff:
     mean_abs: float | None = None
     rel_l2: float | None = None
     cosine: float | None = None
+    one_minus_cos: float | None = None  # 1 - cosine, computed without cancellation
     diff_l2: float | None = None
     n_outside: int | None = None
     nan_a: int | None = None

@@ -1,7 +1,8 @@
-"""Chunked float64 statistics of a tensor pair.
+"""Chunked float64 statistics of a tensor pair: the partial sums and the figures from them.
 
-Every chunk is widened to float64 before any arithmetic, so bf16/fp16/fp8 inputs give the
-figures their values really have. Sums are float64 (BLAS dot products for the squares).
+Every element is widened to float64 before any arithmetic, so bf16/fp16/fp8 inputs give the
+figures their values really have. Sums are float64: on CPU the fused kernel of
+:mod:`.kernel` (numba), otherwise the torch ops of :class:`ChunkStats` (BLAS dot products).
 Elements that are NaN or ±Inf on either side are counted per side and left out of the
 figures (max/mean |a-b|, norms, relative L2, cosine); a non-finite element counts as outside
 the tolerance unless both sides hold the same value (NaN with NaN counts as equal).
@@ -25,6 +26,7 @@ class PairFigures:
     mean_abs: float | None = None
     rel_l2: float | None = None
     cosine: float | None = None
+    one_minus_cos: float | None = None
     diff_l2: float | None = None
     n_outside: int | None = None
     nan_a: int | None = None
@@ -46,6 +48,7 @@ class Sums:
     bb: float = 0.0
     ab: float = 0.0
     dd: float = 0.0
+    ds: float = 0.0  # Σ(b-a)(a+b) = ||b||² - ||a||², without the cancellation
     outside: int = 0
     nan_a: int = 0
     nan_b: int = 0
@@ -66,6 +69,7 @@ class Sums:
         self.inf_a += round(v[9])
         self.inf_b += round(v[10])
         self.count += round(v[11])
+        self.ds += v[12]
 
     def figures(self) -> PairFigures:
         norm_a, norm_b, diff = math.sqrt(self.aa), math.sqrt(self.bb), math.sqrt(self.dd)
@@ -81,6 +85,7 @@ class Sums:
             mean_abs=self.sum_abs / self.count if self.count else 0.0,
             rel_l2=rel,
             cosine=cosine,
+            one_minus_cos=self.one_minus_cos(norm_a, norm_b),
             diff_l2=diff,
             n_outside=self.outside,
             nan_a=self.nan_a,
@@ -91,12 +96,20 @@ class Sums:
             norm_b=norm_b,
         )
 
+    def one_minus_cos(self, norm_a: float, norm_b: float) -> float | None:
+        """1 - cos(a, b) without cancellation: ||a-b||² = (||a|| - ||b||)² + 2||a|| ||b||(1 - cos),
+        with ||a|| - ||b|| = Σ(b-a)(a+b) / (||a|| + ||b||) from the differences themselves."""
+        if not (norm_a > 0 and norm_b > 0):
+            return None
+        gap = self.ds / (norm_a + norm_b)
+        return max(0.0, min(2.0, (self.dd - gap * gap) / (2.0 * norm_a * norm_b)))
 
-SLOTS = 12
+
+SLOTS = 13
 
 
 class ChunkStats:
-    """Reusable float64 work buffers on one device; computes one chunk's 12 partial sums.
+    """Reusable float64 work buffers on one device; computes one chunk's 13 partial sums.
 
     The partials stay on the device (a float64 vector) so a GPU is not synchronised per chunk.
     """
@@ -110,6 +123,7 @@ class ChunkStats:
         self._a = torch.empty(elements, dtype=torch.float64, device=device)
         self._b = torch.empty(elements, dtype=torch.float64, device=device)
         self._d = torch.empty(elements, dtype=torch.float64, device=device)
+        self._s = torch.empty(elements, dtype=torch.float64, device=device)
         self.elements = elements
 
     def identical(self, a: torch.Tensor) -> torch.Tensor:
@@ -130,15 +144,16 @@ class ChunkStats:
             aa = torch.dot(Af, Af)
             cnt = fin.sum(dtype=torch.float64)
             zero = torch.zeros((), dtype=torch.float64, device=self.device)
-            return torch.stack([zero, zero, aa, aa, aa, zero, zero, nan, nan, inf, inf, cnt])
+            return torch.stack([zero, zero, aa, aa, aa, zero, zero, nan, nan, inf, inf, cnt, zero])
         z = 0.0
         return torch.tensor(
-            [z, z, float(aa), float(aa), float(aa), z, z, z, z, z, z, float(n)],
+            [z, z, float(aa), float(aa), float(aa), z, z, z, z, z, z, float(n), z],
             dtype=torch.float64,
         )
 
     def reduce(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """Partials ``[max|d|, Σ|d|, Σa², Σb², Σab, Σd², outside, nanA, nanB, infA, infB, n]``."""
+        """Partials ``[max|d|, Σ|d|, Σa², Σb², Σab, Σd², outside, nanA, nanB, infA, infB, n,
+        Σd(a+b)]`` (d = b - a)."""
         import torch
 
         n = a.numel()
@@ -175,6 +190,7 @@ class ChunkStats:
                 n_inf_a,
                 n_inf_b,
                 torch.zeros((), dtype=torch.float64, device=A.device),
+                torch.zeros((), dtype=torch.float64, device=A.device),
             ]
         )
         return part + extra
@@ -194,6 +210,9 @@ class ChunkStats:
         ab = torch.dot(A, B)
         torch.sub(B, A, out=D)
         dd = torch.dot(D, D)
+        S = self._s[: A.numel()]
+        torch.add(A, B, out=S)
+        ds = torch.dot(D, S)
         D.abs_()
         mx = D.max()
         sm = D.sum()
@@ -217,5 +236,6 @@ class ChunkStats:
                 zero,
                 zero,
                 count.to(device=A.device),
+                ds,
             ]
         )
