@@ -15,16 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CkptExplorerError
-from ..io.ports import free_port
-from .jobs import ConversionResult, Progress, ProgressEvent, output_root, write_extras, write_files
+from .jobs import ConversionResult, output_root, write_extras, write_files
 from .plan import ConversionPlan, PlannedFile
 
 
@@ -48,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-shard-size")
     p.add_argument("--dtype")
     p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--model-only", action="store_true")
     p.add_argument("--backend", choices=("gloo", "nccl"))
     p.add_argument("--result", help="JSON file for the ConversionResult (written by rank 0)")
     return p
@@ -82,6 +80,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
                     args.max_shard_size,
                     args.dtype,
                     args.overwrite,
+                    model_only=args.model_only,
                 )
                 clean_stale(plan.destination)
                 box[0] = str(make_temp(plan.destination))
@@ -101,6 +100,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
                 args.max_shard_size,
                 args.dtype,
                 overwrite=True,  # rank 0 made the check; the temp folder now exists
+                model_only=args.model_only,
             )
             plan.options["overwrite"] = args.overwrite
         root, opened = output_root(plan, tmp)
@@ -149,46 +149,6 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         return 0 if flag[0] else 1
     finally:
         dist.destroy_process_group()
-
-
-def launch(
-    plan: ConversionPlan, nproc: int, progress: Progress | None = None, timeout_s: float = 3600
-) -> ConversionResult:
-    """Run ``plan`` under ``python -m torch.distributed.run`` with ``nproc`` processes."""
-    o = plan.options
-    with tempfile.TemporaryDirectory() as td:
-        result_path = Path(td) / "result.json"
-        cmd = [
-            sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
-            "--master-addr=127.0.0.1", f"--master-port={free_port()}",
-            "-m", "ckpt_explorer.convert.distributed",
-            str(plan.source), str(plan.destination), "--to", plan.target,
-            "--result", str(result_path),
-        ]  # fmt: skip
-        if o.get("max_shard_size") is not None:
-            cmd += ["--max-shard-size", str(o["max_shard_size"])]
-        if o.get("dtype"):
-            cmd += ["--dtype", str(o["dtype"])]
-        if o.get("overwrite"):
-            cmd.append("--overwrite")
-        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-        env.setdefault("OMP_NUM_THREADS", "1")
-        if progress is not None:
-            progress(ProgressEvent(0, plan.total_bytes, f"{nproc} processes", None))
-        proc = subprocess.run(
-            cmd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-        if not result_path.is_file():
-            raise CkptExplorerError(
-                plan.destination,
-                f"a result from the {nproc}-process job",
-                f"exit {proc.returncode}",
-                "Its output ends with: " + (proc.stderr or proc.stdout)[-2000:],
-            )
-        doc = json.loads(result_path.read_text())
-    if progress is not None:
-        progress(ProgressEvent(plan.total_bytes, plan.total_bytes, "", 0.0))
-    return ConversionResult(**doc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import clean_stale, discard, fsync_tree, install, make_temp
+from .launcher import launch
 from .plan import ConversionPlan, PlannedFile
 from .verify import verify_output
 from .writers import (
@@ -45,6 +46,7 @@ class ConversionResult:
         bytes: tensor bytes written. seconds: writing time; verify_seconds: verification time.
         mismatches: what verification found (empty when verified).
         nproc: processes that wrote the output.
+        left_out: what the source holds and the output does not (``plan.dropped``).
     """
 
     verified: bool
@@ -56,6 +58,7 @@ class ConversionResult:
     mismatches: list[str] = field(default_factory=list)
     nproc: int = 1
     fast_path_bytes: int = 0
+    left_out: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -160,9 +163,13 @@ def run_conversion(
         installed at the destination.
     """
     if nproc > 1:
-        from .distributed import launch
-
-        return launch(plan, nproc, progress=progress)
+        if progress is not None:
+            progress(ProgressEvent(0, plan.total_bytes, f"{nproc} processes", None))
+        result = ConversionResult(**launch(plan, nproc))
+        if progress is not None:
+            progress(ProgressEvent(plan.total_bytes, plan.total_bytes, "", 0.0))
+        result.left_out = list(plan.dropped)
+        return result
     dst = plan.destination
     clean_stale(dst)
     tmp = make_temp(dst)
@@ -197,4 +204,5 @@ def run_conversion(
         verify_seconds=verify_seconds,
         mismatches=mismatches,
         fast_path_bytes=plan.fast_bytes,
+        left_out=list(plan.dropped),
     )

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import CkptExplorerError
 from ..view import CheckpointView
 from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, ProgressFn, plan_pairs
+from .launcher import launch
 from .report import DiffResult
 from .rows import TensorDiff
 from .values import compare_values
@@ -64,8 +65,6 @@ def diff_checkpoints(
     if nproc < 1:
         raise CkptExplorerError(None, "nproc >= 1", str(nproc))
     if nproc > 1:
-        from .distributed import launch
-
         return launch(
             a if not isinstance(a, CheckpointView) else a.path,
             b if not isinstance(b, CheckpointView) else b.path,

@@ -12,17 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CkptExplorerError
-from ..io.ports import free_port
 from .align import parse_rename
-from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, PairPlan, ProgressFn, plan_pairs
+from .engine import DEFAULT_CHUNK_BYTES, Engine, PairPlan, plan_pairs
 from .report import DiffResult
 
 
@@ -121,87 +118,6 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
     finally:
         dist.destroy_process_group()
     return 0
-
-
-def launch(
-    a: str | Path,
-    b: str | Path,
-    *,
-    nproc: int,
-    atol: float = 0.0,
-    rtol: float = 0.0,
-    rename: dict[str, str] | None = None,
-    device: str = "cpu",
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    progress: ProgressFn | None = None,
-    cancel: CancelArg = None,
-) -> DiffResult:
-    """Run the job with ``python -m torch.distributed.run`` and read its report back.
-
-    Progress is reported once, at the end; cancellation terminates the job and returns an
-    empty result flagged as cancelled.
-    """
-    import threading
-
-    from .engine import resolve_device
-
-    resolve_device(device)  # a clear error before starting processes
-    with tempfile.TemporaryDirectory(prefix="ckpt-diff-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            str(nproc),
-            "--master-addr",
-            "127.0.0.1",
-            "--master-port",
-            str(free_port()),
-            "-m",
-            "ckpt_explorer.diff.distributed",
-            str(a),
-            str(b),
-            "--out",
-            str(out),
-            "--atol",
-            repr(float(atol)),
-            "--rtol",
-            repr(float(rtol)),
-            "--device",
-            device,
-            "--chunk-bytes",
-            str(chunk_bytes),
-        ]
-        for old, new in (rename or {}).items():
-            cmd += ["--rename", f"{old}={new}"]
-        env = dict(os.environ)
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-        log = Path(tmp) / "log.txt"
-        with open(log, "wb") as logf:
-            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env)
-            while proc.poll() is None:
-                stop = cancel is not None and (
-                    cancel.is_set() if isinstance(cancel, threading.Event) else bool(cancel())
-                )
-                if stop:
-                    proc.terminate()
-                    proc.wait()
-                    return DiffResult([], [], True, {"a": str(a), "b": str(b), "nproc": nproc})
-                time.sleep(0.05)
-        if proc.returncode != 0 or not out.is_file():
-            tail = log.read_text(errors="replace")[-2000:]
-            raise CkptExplorerError(
-                None,
-                f"the {nproc}-process diff job to finish",
-                f"exit status {proc.returncode}: {tail.strip().splitlines()[-1:] or ''}",
-                "Run it by hand with torchrun to see the whole log.",
-            )
-        result = DiffResult.from_json(json.loads(out.read_text()))
-    if progress is not None:
-        total = int(result.summary()["bytes_compared"])
-        progress(total, total)
-    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:

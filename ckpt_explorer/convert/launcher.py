@@ -1,0 +1,50 @@
+"""Start a conversion as a torchrun job (the rank side is :mod:`.distributed`)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import CkptExplorerError
+from ..io.torchrun import run_torchrun
+from .plan import ConversionPlan
+
+
+def job_arguments(plan: ConversionPlan, result_path: Path) -> list[str]:
+    """The rank-side command line that re-plans ``plan`` in every rank."""
+    o = plan.options
+    args = [str(plan.source), str(plan.destination), "--to", plan.target]
+    args += ["--result", str(result_path)]
+    if o.get("max_shard_size") is not None:
+        args += ["--max-shard-size", str(o["max_shard_size"])]
+    if o.get("dtype"):
+        args += ["--dtype", str(o["dtype"])]
+    if o.get("overwrite"):
+        args.append("--overwrite")
+    if o.get("model_only"):
+        args.append("--model-only")
+    return args
+
+
+def launch(plan: ConversionPlan, nproc: int, timeout_s: float = 3600) -> dict[str, Any]:
+    """Run ``plan`` in ``nproc`` processes; the result rank 0 wrote (ConversionResult fields)."""
+    with tempfile.TemporaryDirectory(prefix="ckpt-convert-") as td:
+        result_path = Path(td) / "result.json"
+        ended = run_torchrun(
+            "ckpt_explorer.convert.distributed",
+            job_arguments(plan, result_path),
+            nproc,
+            Path(td),
+            timeout_s=timeout_s,
+        )
+        if not result_path.is_file():
+            raise CkptExplorerError(
+                plan.destination,
+                f"a result from the {nproc}-process job",
+                f"exit {ended.returncode}",
+                "Its output ends with: " + ended.log_tail,
+            )
+        doc: dict[str, Any] = json.loads(result_path.read_text())
+    return doc

@@ -1,0 +1,59 @@
+"""Start a diff as a torchrun job (the rank side is :mod:`.distributed`)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from ..errors import CkptExplorerError
+from ..io.torchrun import Cancel, run_torchrun
+from .engine import DEFAULT_CHUNK_BYTES, ProgressFn
+from .report import DiffResult
+
+
+def launch(
+    a: str | Path,
+    b: str | Path,
+    *,
+    nproc: int,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    rename: dict[str, str] | None = None,
+    device: str = "cpu",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    progress: ProgressFn | None = None,
+    cancel: Cancel = None,
+) -> DiffResult:
+    """Run the diff in ``nproc`` processes and read rank 0's report back.
+
+    Progress is reported once, at the end; cancellation terminates the job and returns an
+    empty result flagged as cancelled.
+    """
+    from .engine import resolve_device
+
+    resolve_device(device)  # a clear error before starting processes
+    with tempfile.TemporaryDirectory(prefix="ckpt-diff-") as tmp:
+        out = Path(tmp) / "result.json"
+        args = [str(a), str(b), "--out", str(out), "--atol", repr(float(atol))]
+        args += ["--rtol", repr(float(rtol)), "--device", device]
+        args += ["--chunk-bytes", str(chunk_bytes)]
+        for old, new in (rename or {}).items():
+            args += ["--rename", f"{old}={new}"]
+        ended = run_torchrun(
+            "ckpt_explorer.diff.distributed", args, nproc, Path(tmp), cancel=cancel
+        )
+        if ended.cancelled:
+            return DiffResult([], [], True, {"a": str(a), "b": str(b), "nproc": nproc})
+        if ended.returncode != 0 or not out.is_file():
+            raise CkptExplorerError(
+                None,
+                f"the {nproc}-process diff job to finish",
+                f"exit status {ended.returncode}: {ended.log_tail.strip().splitlines()[-1:] or ''}",
+                "Run it by hand with torchrun to see the whole log.",
+            )
+        result = DiffResult.from_json(json.loads(out.read_text()))
+    if progress is not None:
+        total = int(result.summary()["bytes_compared"])
+        progress(total, total)
+    return result
