@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from .types import Detection
@@ -38,19 +37,11 @@ def open_checkpoint(
         CkptExplorerError: unreadable, corrupt, unsafe or unknown input (one-line message).
     """
     from .formats import detect
-    from .readers.optimizer_info import infer_param_names, keeps_parameter_order, state_shapes
+    from .readers.param_names import attach_names
 
     detection, spec = detect(path)
     view = spec.open(Path(path), detection)
-    if model is not None and view.optimizer is not None:
+    model_view = None
+    if model is not None:
         model_view = model if isinstance(model, CheckpointView) else open_checkpoint(model)
-        info = infer_param_names(view.optimizer, state_shapes(view.tensors), model_view.tensors)
-        files = [f.path for f in model_view.files]
-        if not keeps_parameter_order(model_view.family, files):
-            info = replace(
-                info,
-                name_source=info.name_source + f" (unreliable: {model_view.family} "
-                "does not keep parameter order)",
-            )
-        view = view.with_optimizer(info)
-    return view
+    return attach_names(view, model_view)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
 from .errors import CkptExplorerError
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process ended by SIGPIPE
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -113,6 +115,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         max_shard_size=args.max_shard_size,
         dtype=args.dtype,
         overwrite=args.overwrite,
+        model_only=args.model_only,
     )
     if args.dry_run:
         if args.json:
@@ -138,6 +141,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         )
         for m in result.mismatches[: args.limit]:
             print(f"  mismatch: {m}")
+        for d in result.left_out:
+            print(f"  left out: {d}")
     return EXIT_OK if result.verified else EXIT_DIFFERENT
 
 
@@ -167,6 +172,29 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_DIFFERENT
 
 
+def _cmd_scan(args: argparse.Namespace) -> int:
+    from .security import scan_paths
+
+    report = scan_paths(args.paths)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        for v in report.verdicts:
+            print(
+                f"{v.verdict.upper():10}  {v.path}"
+                + (f"  ({v.unreadable})" if v.unreadable else "")
+            )
+            for f in v.findings:
+                print(f"            {f.rule}: {f.message}")
+        unsafe = sum(v.unsafe for v in report.verdicts)
+        print(
+            f"{report.files_seen} file(s), {len(report.verdicts)} checkpoint file(s), "
+            f"{unsafe} unsafe ({report.seconds:.2f} s)"
+        )
+    return report.exit_code
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from .resume import resume_doctor
 
@@ -177,6 +205,29 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     else:
         print(report.format_text())
     return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, found {text!r}")
+    return int(text)
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from .fit import Layout, fit_checkpoint, parse_size
+
+    try:
+        mem = parse_size(args.gpu_mem) if args.gpu_mem else None
+    except ValueError as e:
+        raise CkptExplorerError(None, "--gpu-mem like 80GB or 80GiB", args.gpu_mem, str(e)) from e
+    layout = Layout(args.tp, args.pp, args.ep, args.zero, args.plugin, args.gpus, mem, args.dtype)
+    report = fit_checkpoint(args.path, layout)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(report.format_text())
+    return EXIT_OK if report.fits else EXIT_DIFFERENT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,6 +287,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-numeric", action="store_true", help="headers only: skip the value scan")
     p.add_argument("--hf-load", action="store_true", help="also load with from_pretrained")
     p.set_defaults(func=_cmd_validate)
+    p = sub.add_parser(
+        "scan",
+        help="security verdict of every pickle under the paths, headers only "
+        "(exit 1 unsafe, 2 unreadable)",
+    )
+    p.add_argument("paths", nargs="+", help="files or folders (folders are walked recursively)")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.set_defaults(func=_cmd_scan)
     p = sub.add_parser("doctor", help="rank likely causes of a loss jump between two states")
     p.add_argument("a", help="the state that was resumed from")
     p.add_argument("b", help="a state after resuming, or from a reference run")
@@ -254,6 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=int, default=1, help="processes (torchrun job when > 1)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     p.add_argument("--overwrite", action="store_true", help="replace an existing destination")
+    p.add_argument(
+        "--model-only",
+        action="store_true",
+        help="of a training state, write the model alone (what is left out is listed)",
+    )
     p.add_argument("--json", action="store_true", help="print the plan and result as JSON")
     p.add_argument("--limit", type=int, default=20, help="plan files / mismatches to print")
     p.add_argument(
@@ -263,6 +327,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="colossalai: gather by loading through a Booster (TorchDDPPlugin) and saving",
     )
     p.set_defaults(func=_cmd_convert)
+    p = sub.add_parser(
+        "fit",
+        help="will it load at this tp/pp/ep/ZeRO layout, and fit per GPU "
+        "(exit 0 fits, 1 does not or unknown, 2 unreadable)",
+    )
+    p.add_argument("path")
+    p.add_argument("--tp", type=_positive, default=1, help="tensor-parallel size")
+    p.add_argument("--pp", type=_positive, default=1, help="pipeline-parallel size")
+    p.add_argument("--ep", type=_positive, default=1, help="expert-parallel size (MoE)")
+    p.add_argument(
+        "--zero",
+        type=int,
+        choices=[0, 1, 2, 3],
+        help="ZeRO stage (default: the plugin's: hybrid/ddp 0, lowlevelzero 1, gemini/fsdp 3)",
+    )
+    p.add_argument(
+        "--plugin", default="hybrid", choices=["hybrid", "gemini", "lowlevelzero", "ddp", "fsdp"]
+    )
+    p.add_argument("--gpus", type=_positive, help="total GPUs (default tp x pp x ep)")
+    p.add_argument("--gpu-mem", help="memory per GPU, e.g. 80GB or 80GiB")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--json", action="store_true", help="print fits, checks, memory, grid as JSON")
+    p.set_defaults(func=_cmd_fit)
     p = sub.add_parser("serve", help="open the dashboard in the browser (127.0.0.1 by default)")
     p.add_argument("paths", nargs="*", help="checkpoints to open (the first two prefill Compare)")
     p.add_argument("--root", help="folder the page may read (default: the paths' common parent)")
@@ -276,7 +363,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except CkptExplorerError as e:
         print(f"ckpt-explorer: error: {e.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -290,6 +381,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``| head``): stop quietly, as Python's docs recommend.
+
+    stdout is pointed at devnull so the interpreter's final flush cannot fail again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests)
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

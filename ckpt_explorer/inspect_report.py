@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from .plain import to_plain
-from .types import TensorRecord
+from .types import OptimizerInfo, TensorRecord
 from .view import CheckpointView
 
 
@@ -39,25 +39,72 @@ def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str
         "warnings": list(view.warnings),
     }
     if view.optimizer is not None:
-        opt = view.optimizer
-        report["optimizer"] = {
-            "param_groups": to_plain(list(opt.param_groups)),
-            "state_ids": list(opt.state_ids),
-            "param_names": {str(k): v for k, v in opt.param_names.items()},
-            "name_source": opt.name_source,
-        }
+        report["optimizer"] = optimizer_entry(view.optimizer)
+    from .fit.written_by import view_clues
+
+    report["written_layout"] = [c.to_json() for c in view_clues(view)]
     if include_parts and view.parts:
-        report["parts"] = {
-            name: {
+        report["parts"] = {}
+        for name, part in view.parts.items():
+            entry: dict[str, Any] = {
                 "path": str(part.path),
                 "format": part.family,
                 "kind": part.kind,
                 "tensor_count": len(part.tensors),
                 "bytes": part.total_bytes,
             }
-            for name, part in view.parts.items()
-        }
+            if part.optimizer is not None:
+                entry["optimizer"] = optimizer_entry(part.optimizer)
+            report["parts"][name] = entry
     return report
+
+
+def optimizer_entry(opt: OptimizerInfo) -> dict[str, Any]:
+    """Groups, ids and the parameter behind each id with how it was decided."""
+    return {
+        "param_groups": to_plain(list(opt.param_groups)),
+        "state_ids": list(opt.state_ids),
+        "param_names": {str(k): v for k, v in opt.param_names.items()},
+        "name_source": opt.name_source,
+        "names": {
+            str(k): {"name": n.name, "how": n.how, "candidates": list(n.candidates)}
+            for k, n in opt.names.items()
+        },
+        "names_by_how": dict(Counter(n.how for n in opt.names.values())),
+        "inconsistencies": list(opt.inconsistencies),
+    }
+
+
+def _optimizer_lines(label: str, opt: OptimizerInfo, limit: int | None) -> list[str]:
+    lines = [
+        "",
+        f"optimizer{label}  {len(opt.param_groups)} group(s), {len(opt.state_ids)} param id(s) "
+        "with state",
+    ]
+    for i, g in enumerate(opt.param_groups):
+        hyper = ", ".join(f"{k}={to_plain(v)}" for k, v in g.items() if k != "params")
+        lines.append(f"  group {i}: {len(g.get('params', []))} params; {hyper}")
+    if opt.names:
+        counts = Counter(n.how for n in opt.names.values())
+        lines.append(
+            "  parameter names: "
+            + ", ".join(f"{n} {how}" for how, n in sorted(counts.items()))
+            + (f" (order: {opt.name_source})" if opt.name_source else "")
+        )
+    for msg in opt.inconsistencies:
+        lines.append(f"  inconsistent: {msg}")
+    items = sorted(opt.names.items())
+    shown = items if limit is None else items[:limit]
+    if shown and any(n.how != "unknown" for _, n in shown):
+        lines += [
+            "  " + row
+            for row in _table(
+                [[str(pid), n.how, n.label()] for pid, n in shown], ["id", "how", "parameter"]
+            )
+        ]
+        if len(shown) < len(items):
+            lines.append(f"  ... {len(items) - len(shown)} more ids (use --all)")
+    return lines
 
 
 def human_bytes(n: float) -> str:
@@ -93,6 +140,9 @@ def format_inspect(view: CheckpointView, limit: int | None = 40) -> str:
     lines += [f"  - {e}" for e in view.detection.evidence]
     for w in view.warnings:
         lines.append(f"warning  {w}")
+    from .fit.written_by import view_clues
+
+    lines += [f"layout   {c.fact} {c.value} ({c.evidence})" for c in view_clues(view)]
     if view.parts:
         lines.append("")
         lines += _table(
@@ -103,15 +153,10 @@ def format_inspect(view: CheckpointView, limit: int | None = 40) -> str:
             ["part", "format", "kind", "tensors", "size"],
         )
     if view.optimizer is not None:
-        opt = view.optimizer
-        lines.append("")
-        lines.append(
-            f"optimizer  {len(opt.param_groups)} group(s), {len(opt.state_ids)} param id(s) with state"
-            + (f"; names from {opt.name_source}" if opt.name_source else "")
-        )
-        for i, g in enumerate(opt.param_groups):
-            hyper = ", ".join(f"{k}={to_plain(v)}" for k, v in g.items() if k != "params")
-            lines.append(f"  group {i}: {len(g.get('params', []))} params; {hyper}")
+        lines += _optimizer_lines("", view.optimizer, limit)
+    for name, part in view.parts.items():
+        if part.optimizer is not None:
+            lines += _optimizer_lines(f" ({name})", part.optimizer, limit)
     shown = view.tensors if limit is None else view.tensors[:limit]
     if shown:
         lines.append("")

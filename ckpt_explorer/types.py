@@ -18,8 +18,12 @@ KINDS = (
     "running_state",
     "training_state",
     "adapter",
+    "args",
     "object",
 )
+
+# How an optimizer id's parameter name was decided (see readers/param_names.py).
+NAME_HOW = ("recorded", "aligned", "ambiguous", "unknown")
 
 
 def shape_numel(shape: tuple[int, ...]) -> int:
@@ -89,6 +93,35 @@ class TensorRecord:
 
 
 @dataclass(frozen=True)
+class ParamName:
+    """The parameter behind one optimizer id, and how that was decided.
+
+    Attributes:
+        name: the parameter name when it is known (``how`` is ``recorded`` or ``aligned``).
+        how: ``recorded`` (the files name it), ``aligned`` (the only assignment consistent
+            with the model's parameter order, the param groups and every state's shape),
+            ``ambiguous`` (several parameters fit: ``candidates``) or ``unknown``.
+        candidates: for ``ambiguous``, the parameters that fit (at most a few are kept).
+    """
+
+    name: str | None
+    how: str
+    candidates: tuple[str, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return self.name is not None and self.how in ("recorded", "aligned")
+
+    def label(self) -> str:
+        """``name`` when known, else ``ambiguous: a | b`` or ``unknown`` (for tables)."""
+        if self.known:
+            return str(self.name)
+        if self.how == "ambiguous" and self.candidates:
+            return "ambiguous: " + " | ".join(self.candidates[:3])
+        return self.how
+
+
+@dataclass(frozen=True)
 class OptimizerInfo:
     """Structure of an optimizer checkpoint.
 
@@ -96,8 +129,12 @@ class OptimizerInfo:
         param_groups: hyperparameters of each group, ``params`` holding the integer ids.
         state_ids: ids that have a state entry, in file order.
         state_names: per id, the state names present (``exp_avg``, ``step``, ...).
-        param_names: id -> parameter name when it can be known.
-        name_source: how ``param_names`` was obtained ("" when it was not).
+        param_names: id -> parameter name, only for ids whose name is known (recorded or
+            aligned); never a guess.
+        name_source: where the parameter order came from ("" when names were not sought).
+        names: per id, the name with how it was decided (including ambiguous/unknown ids).
+        inconsistencies: when no assignment of parameters to ids fits the model's order,
+            the groups and the state shapes: what does not fit (empty when one does).
     """
 
     param_groups: tuple[dict[str, Any], ...]
@@ -105,6 +142,8 @@ class OptimizerInfo:
     state_names: dict[int, tuple[str, ...]]
     param_names: dict[int, str] = field(default_factory=dict)
     name_source: str = ""
+    names: dict[int, ParamName] = field(default_factory=dict)
+    inconsistencies: tuple[str, ...] = ()
 
     def group_of(self, param_id: int) -> int | None:
         for i, group in enumerate(self.param_groups):

@@ -34,7 +34,8 @@ FIND_LINKS=$("$PY" -m pip config get global.find-links 2>/dev/null || true)
 uvi() { "$VENV/bin/uv" pip install -q -p "$VPY" ${FIND_LINKS:+--find-links "$FIND_LINKS"} "$@"; }
 
 # torch first, CPU build, then frozen so that no later step can pull a CUDA build.
-if ! "$VPY" -c "import torch" 2>/dev/null; then
+# (asked of the package metadata: importing torch before numpy is installed prints a warning)
+if ! "$VPY" -c "import importlib.metadata as m; m.version('torch')" 2>/dev/null; then
   if [ -n "$FIND_LINKS" ] && ls "$FIND_LINKS"/torch-"$TORCH_VERSION"+cpu-* >/dev/null 2>&1; then
     uvi "torch==${TORCH_VERSION}+cpu"
   else
@@ -43,13 +44,15 @@ if ! "$VPY" -c "import torch" 2>/dev/null; then
   fi
 fi
 PIN="$VENV/torch-pin.txt"
-echo "torch==$("$VPY" -c 'import torch; print(torch.__version__)')" > "$PIN"
+echo "torch==$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch"))')" > "$PIN"
 
-uvi -c "$PIN" -e ".[ui,dev]" nbclient nbformat ipykernel
+uvi -c "$PIN" -e ".[ui,dev,fast]" nbclient nbformat ipykernel
 
 if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   # colossalai pins torch<=2.5.1 and transformers==4.51.3: never let the resolver see its requirements.
   BUILD_EXT=0 uvi --no-deps "colossalai==0.5.0" galore_torch
+  # a safetensors file from a writer other than the safetensors library (data files only)
+  uvi --no-deps "silero-vad==6.2.3"
   uvi -c "$PIN" "peft==0.13.2" einops contexttimer bitsandbytes "deepspeed==0.19.8" \
       rich click psutil packaging tqdm pydantic
   # transformers 4.x (HF .bin shards, ColossalAI HybridParallelPlugin) lives in a side folder,

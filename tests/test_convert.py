@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import redirect_stdout
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -289,16 +291,137 @@ def test_dcp_to_hf_and_to_torch(real_checkpoints: Any, tmp_path: Path) -> None:
     assert_same(torch.load(tmp_path / "model.pt", weights_only=True), ref)
 
 
-def test_dcp_training_state_keeps_the_model(real_checkpoints: Any, tmp_path: Path) -> None:
+def test_dcp_training_state_model_only(real_checkpoints: Any, tmp_path: Path) -> None:
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
     folder, manifest = real_checkpoints("dcp")
     src = folder / manifest["cases"]["dcp_training_state"]["path"]
-    plan, _ = convert(src, tmp_path / "model.pt", "torch")
+    plan, result = convert(src, tmp_path / "model.pt", "torch", model_only=True)
     dcp_to_torch_save(src, tmp_path / "reference.pt")
     ref = torch.load(tmp_path / "reference.pt", weights_only=False)["model"]
     assert_same(torch.load(tmp_path / "model.pt", weights_only=True), ref)
-    assert plan.dropped
+    assert plan.dropped == [
+        "optim.state.* (18 tensor(s), 616 B)",
+        "optim.param_groups.* (24 value(s))",
+    ]
+    assert result.left_out == plan.dropped
+
+
+def _same_tree(a: Any, b: Any, where: str = "") -> None:
+    """``a`` and ``b`` are the same object: container types, key order, values, tensors."""
+    assert type(a) is type(b), where
+    if isinstance(b, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), where
+    elif isinstance(b, dict):
+        assert list(a) == list(b), where
+        for k in b:
+            _same_tree(a[k], b[k], f"{where}.{k}")
+    elif isinstance(b, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same_tree(x, y, f"{where}.{i}")
+    else:
+        assert a == b, where
+
+
+def test_dcp_training_state_to_torch_keeps_everything(
+    real_checkpoints: Any, tmp_path: Path
+) -> None:
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    folder, manifest = real_checkpoints("dcp")
+    src = folder / manifest["cases"]["dcp_training_state"]["path"]
+    plan, result = convert(src, tmp_path / "state.pt", "torch")
+    assert plan.dropped == [] and result.left_out == []
+    dcp_to_torch_save(src, tmp_path / "reference.pt")  # torch's own converter
+    ref = torch.load(tmp_path / "reference.pt", weights_only=True)
+    got = torch.load(tmp_path / "state.pt", weights_only=True)
+    _same_tree(got, ref)
+    assert set(got["optim"]["state"]) == {str(i) for i in range(6)}
+    assert [g["params"] for g in got["optim"]["param_groups"]] == [[0, 1], [2, 3, 4, 5]]
+
+
+def test_whole_state_verification_catches_changes(real_checkpoints: Any, tmp_path: Path) -> None:
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    from ckpt_explorer.convert.verify import verify_output
+
+    folder, manifest = real_checkpoints("dcp")
+    src = folder / manifest["cases"]["dcp_training_state"]["path"]
+    plan = plan_conversion(src, tmp_path / "state.pt", "torch")
+    dcp_to_torch_save(src, tmp_path / "reference.pt")
+    assert verify_output(plan, tmp_path / "reference.pt") == []  # torch's own output passes
+    state = torch.load(tmp_path / "reference.pt", weights_only=True)
+    state["optim"]["param_groups"][1]["lr"] = 0.5
+    state["optim"]["state"]["4"]["exp_avg"][0, 0] += 1
+    del state["model"]["3.bias"]
+    torch.save(state, tmp_path / "changed.pt")
+    found = verify_output(plan, tmp_path / "changed.pt")
+    assert len(found) == 3, found
+    assert found[0].startswith("model: keys")
+    assert found[1] == "optim.state.4.exp_avg: bytes differ from the source"
+    assert found[2].startswith("optim.param_groups.1.lr: 0.5 written, 0.01")
+
+
+def test_dcp_get_state_dict_state_to_torch(tmp_path: Path) -> None:
+    """A torchtitan-style state: get_state_dict's FQN-keyed optimizer and a plain step."""
+    import torch.distributed.checkpoint as dcp
+    from torch import nn
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 2))
+    decay = [model[0].weight, model[2].weight]
+    no_decay = [model[0].bias, model[1].weight, model[1].bias, model[2].bias]
+    opt = torch.optim.AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}])
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    msd, osd = get_state_dict(model, opt)
+    src = tmp_path / "step-1"
+    dcp.save({"model": msd, "optim": osd, "step": 1}, checkpoint_id=str(src), no_dist=True)
+    plan, _ = convert(src, tmp_path / "state.pt", "torch")
+    assert plan.dropped == []
+    dcp_to_torch_save(src, tmp_path / "reference.pt")
+    got = torch.load(tmp_path / "state.pt", weights_only=True)
+    _same_tree(got, torch.load(tmp_path / "reference.pt", weights_only=True))
+    assert got["optim"]["param_groups"][0]["params"] == ["0.weight", "2.weight"]
+    plan, _ = convert(src, tmp_path / "model.safetensors", "safetensors", model_only=True)
+    assert plan.dropped == [
+        "optim.state.* (18 tensor(s), 616 B)",
+        "optim.param_groups.* (24 value(s))",
+        "step (1 value(s))",
+    ]
+
+
+def test_dcp_training_state_elsewhere_needs_model_only(
+    real_checkpoints: Any, tmp_path: Path
+) -> None:
+    from ckpt_explorer.cli import main
+
+    folder, manifest = real_checkpoints("dcp")
+    src = folder / manifest["cases"]["dcp_training_state"]["path"]
+    for to in ("safetensors", "bin", "dcp"):
+        with pytest.raises(Exception, match="--model-only") as e:
+            plan_conversion(src, tmp_path / f"out.{to}", to)
+        assert "optim.state.* (18 tensor(s)" in str(e.value)
+    assert not list(tmp_path.iterdir())
+    out = tmp_path / "model.safetensors"
+    args = ["convert", str(src), str(out), "--to", "safetensors", "--model-only"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckpt_explorer", *args], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "verified" in proc.stdout
+    assert "left out: optim.state.* (18 tensor(s), 616 B)" in proc.stdout
+    assert "left out: optim.param_groups.* (24 value(s))" in proc.stdout
+    buf = StringIO()
+    again = ["convert", str(src), str(tmp_path / "again.safetensors"), *args[3:], "--json"]
+    with redirect_stdout(buf):
+        assert main(again) == 0
+    doc = json.loads(buf.getvalue())
+    assert doc["result"]["left_out"] == doc["plan"]["dropped"]
+    assert len(doc["result"]["left_out"]) == 2
 
 
 def test_torch_to_dcp_loads_with_dcp(real_checkpoints: Any, tmp_path: Path) -> None:

@@ -61,7 +61,8 @@ class PlannedFile:
 
     ``writer`` is "safetensors", "torch" (a torch.save zip) or "dcp". ``layout`` says how a torch
     file arranges its tensors: "flat" ``{name: tensor}``, "optimizer" (a full state_dict),
-    "optimizer_shard" (``{id: {state: value}}``) or "param_groups" (the group list).
+    "optimizer_shard" (``{id: {state: value}}``), "param_groups" (the group list) or "state"
+    (a whole training state: every item at its original path, ``values["__paths__"]``).
     ``values`` are the non-tensor leaves written beside the tensors (``param_groups``, int steps).
     """
 
@@ -88,7 +89,8 @@ class ConversionPlan:
         index: ``(file name, kind)`` of the index written by rank 0 ("hf" or
             "colossalai-optimizer"), or None.
         copies: ``(source file, output name)`` of side files copied as they are (config.json).
-        dropped: what the source holds that the output leaves out, and why.
+        dropped: what the source holds that the output leaves out (parts of a training
+            state, non-tensor values), each named.
         options: the arguments that made the plan (a distributed rank re-plans from them).
     """
 
@@ -174,7 +176,7 @@ class ConversionPlan:
             lines.append(f"  {self.index[0]:40} index ({self.index[1]})")
         for _, dst in self.copies:
             lines.append(f"  {dst:40} copied")
-        lines += [f"dropped      {d}" for d in self.dropped]
+        lines += [f"left out     {d}" for d in self.dropped]
         lines += [f"note         {n}" for n in self.notes]
         return "\n".join(lines)
 

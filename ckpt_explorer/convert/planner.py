@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CkptExplorerError
 from .plan import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
+from .renames import unwrap_names
 from .sources import SourceContent, read_source
 from .writers import parse_size
 
@@ -42,6 +43,7 @@ def plan_conversion(
     max_shard_size: str | int | None = None,
     dtype: str | None = None,
     overwrite: bool = False,
+    model_only: bool = False,
 ) -> ConversionPlan:
     """Plan converting ``source`` into ``destination`` (nothing is written).
 
@@ -56,10 +58,15 @@ def plan_conversion(
             it makes a ColossalAI sharded optimizer folder.
         dtype: cast floating-point tensors to this dtype ("bf16", "fp16", "fp32"); only when given.
         overwrite: allow replacing an existing destination (after the new output is verified).
+        model_only: write only the model of a training state, leaving the optimizer,
+            scheduler, RNG state ... out (each is listed in ``plan.dropped``). Without it a
+            training state converts only where nothing is lost: ``--to torch`` of a DCP
+            training state keeps it whole; ``--to hf`` is a model format, so it implies this.
 
     Raises:
-        CkptExplorerError: unknown target, a source the target cannot hold, an existing
-            destination without ``overwrite`` (:class:`DestinationExistsError`).
+        CkptExplorerError: unknown target, a source the target cannot hold, a training state
+            the target would lose parts of without ``model_only``, an existing destination
+            without ``overwrite`` (:class:`DestinationExistsError`).
 
     Example:
         >>> plan = plan_conversion("run/model.bin", "out/model.safetensors", to="safetensors")  # doctest: +SKIP
@@ -74,8 +81,16 @@ def plan_conversion(
     shard = parse_size(max_shard_size)
     cast = _dtype(dtype)
     view = open_checkpoint(src)
-    content = read_source(view)
-    tensors = [_cast(t, cast) for t in content.tensors] if cast else list(content.tensors)
+    content = read_source(view, whole_state=to == "torch" and not model_only)
+    if content.parts_left_out and not model_only and to != "hf":
+        raise CkptExplorerError(
+            src,
+            f"a source that --to {to} holds whole",
+            f"a {view.kind} ({view.family}) whose output would leave out "
+            + "; ".join(content.parts_left_out),
+            "Pass --model-only to write the model weights alone (what is left out is listed)"
+            + (", or --to torch to keep the whole state." if view.family == "torch-dcp" else "."),
+        )
     options = {
         "source": str(src),
         "destination": str(dst),
@@ -83,6 +98,7 @@ def plan_conversion(
         "max_shard_size": max_shard_size,
         "dtype": dtype,
         "overwrite": overwrite,
+        "model_only": model_only,
     }
     plan = ConversionPlan(
         src,
@@ -93,10 +109,19 @@ def plan_conversion(
         False,
         [],
         options=options,
-        dropped=list(content.dropped),
+        dropped=[*content.parts_left_out, *content.dropped],
         notes=list(content.notes),
     )
-    if content.kind == "optimizer":
+    if content.parts_left_out:
+        plan.notes.append(f"the model only (--to {to}): the other parts are left out")
+    tensors = list(content.tensors)
+    if to == "hf" and content.kind == "model":
+        tensors = unwrap_names(tensors, plan.notes)
+    if cast:
+        tensors = [_cast(t, cast) for t in tensors]
+    if content.kind == "state":
+        _plan_state(plan, content, tensors)
+    elif content.kind == "optimizer":
         _plan_optimizer(plan, content, tensors, shard)
     else:
         _plan_model(plan, content, tensors, shard)
@@ -202,6 +227,19 @@ def _plan_model(
         for i, s in enumerate(shards, 1)
     ]
     plan.index = (f"{stem}.{ext}.index.json", "hf")
+
+
+def _plan_state(plan: ConversionPlan, content: SourceContent, tensors: list[PlannedTensor]) -> None:
+    """A whole training state: one torch.save file of the original nested object."""
+    if plan.target != "torch" or plan.options.get("max_shard_size") is not None:
+        raise CkptExplorerError(
+            plan.source,
+            "--to torch (one file) for a whole training state",
+            f"--to {plan.target}",
+            "Pass --model-only to convert the model weights alone.",
+        )
+    values = {**content.values, "__order__": content.state_order, "__paths__": content.paths}
+    plan.files = [PlannedFile(plan.destination.name, "torch", tuple(tensors), "state", values)]
 
 
 def _plan_optimizer(

@@ -1,8 +1,10 @@
 """What a source checkpoint contributes to a conversion: tensors, plain values, side files.
 
 Model tensors keep their names; optimizer states are ``state.<id>.<name>`` with
-``param_groups`` and non-tensor states as values. Parts a target cannot hold (an optimizer
-beside a model, a scheduler, RNG state) are dropped and listed.
+``param_groups`` and non-tensor states as values. A DCP training state can be taken whole
+(every tensor and value at its original place). Otherwise the parts of a training state that
+are not the model (optimizer, scheduler, RNG state, ...) are left out, and each is named in
+``parts_left_out``: the planner writes such a model-only output only when asked to.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from ..errors import CkptExplorerError
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .fastpath import read_pieces, record_pieces
-from .plan import Piece, PlannedTensor
+from .plan import Piece, PlannedTensor, format_bytes
 
 if TYPE_CHECKING:
     import torch
@@ -28,13 +30,15 @@ DCP_OPTIM_PREFIXES = ("optim.", "optimizer.", "state.", "param_groups")
 class SourceContent:
     """The tensors (in the source's logical order) and values a source gives a conversion."""
 
-    kind: str  # "model" or "optimizer"
+    kind: str  # "model", "optimizer" or "state" (a whole DCP training state)
     tensors: list[PlannedTensor]
     values: dict[str, Any] = field(default_factory=dict)
     state_order: list[str] = field(default_factory=list)
     side_files: list[tuple[str, str]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    parts_left_out: list[str] = field(default_factory=list)
+    paths: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
 
 
 def _loader(view: CheckpointView, name: str) -> Callable[[], torch.Tensor]:
@@ -60,8 +64,10 @@ def _pieces_loader(
     return lambda: read_pieces(pieces, dtype, shape)
 
 
-def read_source(view: CheckpointView) -> SourceContent:
+def read_source(view: CheckpointView, whole_state: bool = False) -> SourceContent:
     """The content of ``view`` for a conversion.
+
+    ``whole_state``: take a DCP training state whole (kind "state") instead of its model.
 
     Raises:
         CkptExplorerError: the source holds nothing convertible (e.g. only a scheduler).
@@ -69,7 +75,7 @@ def read_source(view: CheckpointView) -> SourceContent:
     if view.family == "deepspeed":
         return _deepspeed(view)
     if view.kind == "training_state" and view.family == "torch-dcp":
-        return _dcp_training_state(view)
+        return _dcp_whole_state(view) if whole_state else _dcp_training_state(view)
     if view.parts:
         return _bundle(view)
     if view.kind == "optimizer" and view.optimizer is not None:
@@ -127,8 +133,8 @@ def _bundle(view: CheckpointView) -> SourceContent:
         )
     name, part = models[0]
     content = read_source(part)
-    content.dropped += [
-        f"part {n} ({p.kind}, {len(p.tensors)} tensors): not model weights"
+    content.parts_left_out += [
+        f"part {n} ({p.kind}, {len(p.tensors)} tensor(s), {format_bytes(p.total_bytes)})"
         for n, p in view.parts.items()
         if n != name
     ]
@@ -137,17 +143,71 @@ def _bundle(view: CheckpointView) -> SourceContent:
 
 def _dcp_training_state(view: CheckpointView) -> SourceContent:
     keep = [r for r in view.tensors if not r.name.startswith(DCP_OPTIM_PREFIXES)]
-    dropped = len(view.tensors) - len(keep)
     prefix = "model."
-    strip = bool(keep) and all(r.name.startswith(prefix) for r in keep)
-    tensors = [planned(view, r, r.name.removeprefix(prefix) if strip else None) for r in keep]
+    if any(r.name.startswith(prefix) for r in keep):
+        keep = [r for r in keep if r.name.startswith(prefix)]
+    kept = {r.name for r in keep}
+    tensors = [planned(view, r, r.name.removeprefix(prefix)) for r in keep]
     content = SourceContent("model", tensors)
-    if dropped:
-        content.dropped.append(f"{dropped} optimizer tensor(s) (optimizer-only state)")
-    if view.values:
-        content.dropped.append(f"{len(view.values)} non-tensor value(s)")
-    if strip:
+    groups: dict[str, list[int]] = {}  # group -> [tensors, values, bytes, deeper names]
+    for r in view.tensors:
+        if r.name not in kept:
+            g = groups.setdefault(_group(r.name), [0, 0, 0, 0])
+            g[0] += 1
+            g[2] += r.nbytes
+            g[3] += r.name != _group(r.name)
+    for key in view.values:
+        g = groups.setdefault(_group(key), [0, 0, 0, 0])
+        g[1] += 1
+        g[3] += key != _group(key)
+    for key, (n_tensors, n_values, nbytes, deeper) in groups.items():
+        what = [f"{n_tensors} tensor(s), {format_bytes(nbytes)}"] if n_tensors else []
+        what += [f"{n_values} value(s)"] if n_values else []
+        content.parts_left_out.append(f"{key}{'.*' if deeper else ''} ({', '.join(what)})")
+    if any(r.name.startswith(prefix) for r in keep):
         content.notes.append("names lose their common 'model.' prefix")
+    return content
+
+
+def _group(fqn: str) -> str:
+    """``optim.state.3.exp_avg`` -> ``optim.state``; ``step`` -> ``step``."""
+    return ".".join(fqn.split(".")[:2])
+
+
+def _dcp_whole_state(view: CheckpointView) -> SourceContent:
+    """Every tensor and value of a DCP training state, at its original object path."""
+    from .dcp_state import dcp_layout
+    from .writers import _plain
+
+    order, paths = dcp_layout(view.path)
+    records = {r.name: r for r in view.tensors}
+    tensors = [planned(view, records[n]) for n in order if n in records]
+    values: dict[str, Any] = {}
+    for key in order:
+        if key in records:
+            continue
+        value = view.values.get(key)
+        if key not in view.values or (isinstance(value, dict) and set(value) == {"bytes_item"}):
+            raise CkptExplorerError(
+                view.path,
+                f"a readable value for {key}",
+                "an item too large to read safely",
+                "Pass --model-only to write the model weights alone.",
+            )
+        try:
+            values[key] = _plain(value, key)
+        except CkptExplorerError as e:
+            raise CkptExplorerError(
+                view.path,
+                f"plain values only, to keep the whole training state ({key})",
+                e.found,
+                "Pass --model-only to write the model weights alone.",
+            ) from e
+    content = SourceContent("state", tensors, values, order, paths=paths)
+    content.notes.append(
+        f"the whole training state: {len(tensors)} tensor(s) and {len(values)} value(s) "
+        "at their original places, as torch's dcp_to_torch_save writes them"
+    )
     return content
 
 
@@ -199,11 +259,15 @@ def _deepspeed(view: CheckpointView) -> SourceContent:
                 )
             )
     content = SourceContent("model", tensors, notes=notes)
-    optim_bytes = sum(
-        r.nbytes for n, p in view.parts.items() if "optim_states" in n for r in p.tensors
+    optim_bytes = sum(  # state.<id>.* are per-parameter views of the partitions: not counted
+        r.nbytes
+        for n, p in view.parts.items()
+        if "optim_states" in n
+        for r in p.tensors
+        if not r.name.startswith("state.")
     )
-    content.dropped.append(
-        f"optimizer states ({optim_bytes} bytes: Adam moments, fp32 partitions used only "
-        "to rebuild the weights), LR scheduler and engine metadata"
+    content.parts_left_out.append(
+        f"optimizer states ({format_bytes(optim_bytes)}: Adam moments, fp32 partitions used "
+        "only to rebuild the weights), LR scheduler and engine metadata"
     )
     return content

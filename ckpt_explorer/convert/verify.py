@@ -30,6 +30,8 @@ def verify_output(
 
     mismatches: list[str] = []
     chosen = list(plan.files if files is None else files)
+    if any(pf.layout == "state" for pf in chosen):
+        return verify_state(chosen[0], output)
     try:
         view = open_checkpoint(output)
     except CkptExplorerError as e:
@@ -62,6 +64,53 @@ def verify_output(
         if plan.index is not None:
             mismatches += check_index(plan, output)
     return mismatches
+
+
+def verify_state(pf: PlannedFile, output: Path) -> list[str]:
+    """A whole-state file: ``torch.load(weights_only=True)`` gives back the planned object,
+    the same containers and keys, each value equal, each tensor's bytes the source's."""
+    import torch
+
+    from .writers import state_tree
+
+    try:
+        got = torch.load(output, weights_only=True, mmap=True)
+    except Exception as e:
+        return [f"the output does not open with torch.load(weights_only=True): {e}"[:300]]
+    leaves = {t.name: t for t in pf.tensors}
+    want = state_tree(pf, lambda n: leaves.get(n, pf.values.get(n)))
+    out: list[str] = []
+    _compare(got, want, "", out)
+    return out[:MAX_REPORTED]
+
+
+def _compare(got: Any, want: Any, where: str, out: list[str]) -> None:
+    import torch
+
+    if len(out) >= MAX_REPORTED:
+        return
+    if isinstance(want, PlannedTensor):
+        if not isinstance(got, torch.Tensor):
+            out.append(f"{where}: {type(got).__name__} written, a tensor planned")
+        elif str(got.dtype).removeprefix("torch.") != want.dtype or tuple(got.shape) != want.shape:
+            out.append(f"{where}: {got.dtype} {list(got.shape)} written, {want.dtype} planned")
+        elif not _same_bytes(got, want):
+            out.append(f"{where}: bytes differ from the source")
+    elif isinstance(want, dict):
+        if not isinstance(got, dict) or list(got) != list(want):
+            found = list(got)[:5] if isinstance(got, dict) else type(got).__name__
+            out.append(f"{where or 'root'}: keys {found} written, {list(want)[:5]} planned")
+            return
+        for k in want:
+            _compare(got[k], want[k], f"{where}.{k}" if where else str(k), out)
+    elif isinstance(want, list | tuple):
+        if type(got) is not type(want) or len(got) != len(want):
+            out.append(f"{where}: {got!r:.80} written, a {type(want).__name__} planned")
+            return
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            _compare(g, w, f"{where}.{i}", out)
+    elif type(got) is not type(want) or got != want:
+        out.append(f"{where}: {got!r:.80} written, {want!r:.80} in the source")
 
 
 def _same_bytes(out: Any, t: PlannedTensor) -> bool:

@@ -241,6 +241,10 @@ def torch_tree(pf: PlannedFile) -> tuple[Any, list[tuple[_Storage, PlannedTensor
         return flat, storages
     if pf.layout == "param_groups":
         return _plain(pf.values["param_groups"], "param_groups"), storages
+    if pf.layout == "state":
+        leaves = {t.name: t for t in pf.tensors}
+        tree = state_tree(pf, lambda n: ref(leaves[n]) if n in leaves else pf.values[n])
+        return tree, storages
     state: dict[int, dict[str, Any]] = {}
     leaves = {t.name: t for t in pf.tensors}
     order: list[str] = list(pf.values.get("__order__", [])) or list(leaves)
@@ -257,6 +261,13 @@ def torch_tree(pf: PlannedFile) -> tuple[Any, list[tuple[_Storage, PlannedTensor
         return state, storages
     groups = _plain(pf.values.get("param_groups", []), "param_groups")
     return {"state": state, "param_groups": groups}, storages
+
+
+def state_tree(pf: PlannedFile, leaf: Callable[[str], Any]) -> dict[Any, Any]:
+    """The nested object of a "state" file: ``leaf(fqn)`` at each item's original path."""
+    from .dcp_state import build_tree
+
+    return build_tree(list(pf.values["__order__"]), pf.values["__paths__"], leaf)
 
 
 def write_torch(

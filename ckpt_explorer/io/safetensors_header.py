@@ -62,6 +62,7 @@ class SafetensorsHeader:
     entries: tuple[HeaderEntry, ...]
     metadata: dict[str, str]
     file_size: int
+    text_start: str = ""  # the header's first characters, as written (tells writers apart)
 
     @property
     def data_start(self) -> int:
@@ -161,7 +162,7 @@ def parse_header(path: str | Path, raw: bytes, file_size: int) -> SafetensorsHea
         raise CorruptCheckpointError(path, "__metadata__ as a str->str map", repr(metadata)[:80])
     entries = [_entry(path, name, info) for name, info in doc.items()]
     _check_coverage(path, entries)
-    header = SafetensorsHeader(len(raw), tuple(entries), dict(metadata), file_size)
+    header = SafetensorsHeader(len(raw), tuple(entries), dict(metadata), file_size, text[:48])
     if header.data_end > file_size:
         raise TruncatedFileError(
             path,

@@ -2,8 +2,12 @@
 
 Recognised by what the children *are* (each detected by content), not by their names:
 ColossalChat's ``epoch-E_step-S/{modeling, optimizer, lr_scheduler, running_states.json}``,
-``model/ optim/ lr_scheduler meta.pt``, or an HF Trainer ``checkpoint-N`` folder whose own
-weights sit beside ``optimizer.pt``, ``scheduler.pt`` and ``rng_state.pth``.
+``model/ optim/ lr_scheduler meta.pt``, an HF Trainer ``checkpoint-N`` folder whose own
+weights (or PEFT adapter) sit beside ``optimizer.pt``, ``scheduler.pt``, ``rng_state.pth``,
+``trainer_state.json`` and ``training_args.bin``, or accelerate's ``save_state`` folder.
+Each part's role is its Detection.kind (model, adapter, optimizer, scheduler, rng,
+running_state, args; see readers/roles.py); other children are listed as "other" in the
+evidence and are no part.
 """
 
 from __future__ import annotations
@@ -12,26 +16,26 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
-from ..formats.registry import FormatSpec, specs
+from ..formats.registry import FormatSpec, spec_for, specs
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
+from . import peft_adapter
 from .hf_folder import WEIGHT_FILES
-from .optimizer_info import infer_param_names, keeps_parameter_order, state_shapes
 from .sharded_index import TMP_DIR, find_index, load_index
 
-STATE_KINDS = {"model", "optimizer", "scheduler", "rng", "running_state", "adapter"}
+STATE_KINDS = {"model", "optimizer", "scheduler", "rng", "running_state", "adapter", "args"}
 MAX_CHILDREN = 64
 OWN_MODEL_FAMILIES = ("hf-sharded", "colossalai-sharded-model", "hf-single")
+# Files that describe the model or the tokenizer: role "model" (beside the weights) or "other".
 IGNORED = {
     "config.json",
     "generation_config.json",
-    "trainer_state.json",
-    "training_args.bin",
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
     "latest",
 }
+MODEL_SIDE_FILES = ("config.json", "generation_config.json")
 
 
 def _own_model_files(path: Path) -> set[str]:
@@ -45,9 +49,11 @@ def _own_model_files(path: Path) -> set[str]:
     return owned
 
 
-def _detect_child(child: Path, target: str) -> tuple[Detection, FormatSpec] | None:
+def _detect_child(
+    child: Path, target: str, skip: tuple[str, ...] = ("training-state",)
+) -> tuple[Detection, FormatSpec] | None:
     for spec in specs(target):
-        if spec.name == "training-state":
+        if spec.name in skip:
             continue
         try:
             detection = spec.probe(child)
@@ -64,11 +70,16 @@ def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
     children = [c for c in sorted(path.iterdir()) if not c.name.startswith(".")]
     if len(children) > MAX_CHILDREN:
         return {}
-    own = _detect_child(path, "dir")
+    own = _detect_child(path, "dir", ("training-state", "peft-adapter"))
     owned: set[str] = set()
     if own is not None and own[0].family in OWN_MODEL_FAMILIES:
         parts["model"] = (path, *own)
         owned = _own_model_files(path)
+    else:
+        adapter = peft_adapter.adapter_detection(path)
+        if adapter is not None:
+            parts["adapter"] = (path, adapter, spec_for(adapter, "dir"))
+            owned = {"adapter_config.json", *peft_adapter.ADAPTER_FILES}
     for child in children:
         if child.name in owned or child.name in IGNORED or child.name == TMP_DIR:
             continue
@@ -79,18 +90,36 @@ def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
     return parts
 
 
+def other_files(path: Path, parts: dict[str, tuple[Path, Detection, FormatSpec]]) -> list[str]:
+    """Children of ``path`` that are no state part (role "other"; model side files excluded)."""
+    taken = {p.name for p, _, _ in parts.values()}
+    if "model" in parts or "adapter" in parts:
+        taken |= _own_model_files(path) | set(MODEL_SIDE_FILES)
+        taken |= {"adapter_config.json", *peft_adapter.ADAPTER_FILES}
+    return [
+        c.name for c in sorted(path.iterdir()) if not c.name.startswith(".") and c.name not in taken
+    ]
+
+
 def probe(path: Path) -> Detection | None:
     parts = find_parts(path)
-    kinds = {d.kind for _, d, _ in parts.values()}
-    if len(parts) < 2 or len(kinds) < 2 or not kinds & {"model", "optimizer"}:
+    kinds = {d.kind for _, d, _ in parts.values()} - {"args"}  # args alone make no state
+    if len(parts) < 2 or len(kinds) < 2 or not kinds & {"model", "adapter", "optimizer"}:
         return None
-    evidence = [f"{name} → {d.family} ({d.kind})" for name, (_, d, _) in parts.items()]
+    evidence = [
+        f"{name} → {d.kind}: " + (d.detail or d.family) + " (" + "; ".join(d.evidence[:2]) + ")"
+        for name, (_, d, _) in parts.items()
+    ]
+    if "model" in parts or "adapter" in parts:
+        side = [n for n in MODEL_SIDE_FILES if (path / n).is_file()]
+        evidence += [f"{n} → model (the model's config beside its weights)" for n in side]
+    evidence += [f"{name} → other" for name in other_files(path, parts)[:8]]
     return Detection(
         str(path),
         "training-state",
         "training_state",
         (f"{len(parts)} state parts side by side", *evidence),
-        ", ".join(sorted(kinds)),
+        ", ".join(sorted({d.kind for _, d, _ in parts.values()})),
     )
 
 
@@ -98,19 +127,6 @@ def open_bundle(path: Path, detection: Detection) -> CheckpointView:
     views: dict[str, CheckpointView] = {}
     for name, (child, part_detection, spec) in find_parts(path).items():
         views[name] = spec.open(child, part_detection)
-    model = next(
-        (
-            v
-            for v in views.values()
-            if v.kind == "model" and keeps_parameter_order(v.family, (f.path for f in v.files))
-        ),
-        None,
-    )
-    for name, view in list(views.items()):
-        if view.optimizer is not None and not view.optimizer.param_names and model is not None:
-            views[name] = view.with_optimizer(
-                infer_param_names(view.optimizer, state_shapes(view.tensors), model.tensors)
-            )
     records: list[TensorRecord] = []
     files: list[FileInfo] = []
     values: dict[str, Any] = {}

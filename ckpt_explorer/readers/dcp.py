@@ -3,7 +3,9 @@
 torch's own ``FileSystemReader.read_metadata`` runs a free ``pickle.load`` on ``.metadata``.
 Here ``.metadata`` goes through the allow-list unpickler instead; the real torch metadata
 objects are then rebuilt from the plain values, and tensor data is read by torch's DCP loader
-through a reader whose ``read_metadata`` returns that safely built object.
+through a reader whose ``read_metadata`` returns that safely built object. An optimizer saved
+in the state (integer ids, or FQN keys from ``get_state_dict``) gets an :class:`OptimizerInfo`
+(see :mod:`.dcp_optim`); its records keep the names the file gives them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..io.safe_pickle import OpaqueObject, PickleReport, safe_loads
 from ..io.torch_file import read_torch_bytes
 from ..types import Detection, FileInfo, TensorRecord, shape_numel
 from ..view import CheckpointView
+from .dcp_optim import dcp_optimizer_info
 
 MAX_METADATA_BYTES = 512 * 2**20
 MAX_BYTES_ITEM = 16 * 2**20
@@ -183,4 +186,7 @@ def open_dcp(path: Path, detection: Detection) -> CheckpointView:
     records.sort(key=lambda r: (r.file, r.offset or 0))
     files = [FileInfo(".metadata", (path / ".metadata").stat().st_size)]
     files += [FileInfo(p.name, p.stat().st_size) for p in sorted(path.glob("*.distcp"))]
-    return CheckpointView(path, detection, tuple(files), tuple(records), values)
+    found = dcp_optimizer_info(records, values)
+    return CheckpointView(
+        path, detection, tuple(files), tuple(records), values, optimizer=found and found[1]
+    )

@@ -1,7 +1,10 @@
 """DeepSpeed checkpoint folders (``latest`` + ``global_stepN/``), read without deepspeed.
 
 DeepSpeed pickles its own classes (``ZeroStageEnum``, ``LossScaler``) into optimizer files;
-the allow-list unpickler keeps them as inert placeholders.
+the allow-list unpickler keeps them as inert placeholders. The view lists ``model/<name>`` with
+each parameter's true shape (ZeRO-3 placeholders replaced, see :mod:`.deepspeed_parts`); its
+parts are the files, the model-states file split into model / optimizer (ZeRO-0) / scheduler /
+run-state parts, and rank 0's optimizer file carrying per-parameter views and recorded names.
 """
 
 from __future__ import annotations
@@ -13,10 +16,17 @@ from typing import Any
 
 from ..errors import CorruptCheckpointError
 from ..io.paths import resolve_inside
-from ..io.safe_pickle import OpaqueObject
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
 from . import torch_pickle
+from .deepspeed_parts import (
+    RUN_KEYS,
+    layout_or_note,
+    model_records,
+    optimizer_part,
+    split_model_states,
+)
+from .zero_layout import enum_value
 
 MODEL_FILE = re.compile(r"(?:zero_pp_rank_\d+_)?mp_rank_\d+_model_states\.pt$")
 OPTIM_FILE = re.compile(r"(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
@@ -62,10 +72,10 @@ def _rank_order(name: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", name))
 
 
-def _enum_value(obj: Any) -> Any:
-    if isinstance(obj, OpaqueObject) and obj.args:
-        return obj.args[0]
-    return obj
+def _without_optimizer(view: CheckpointView) -> CheckpointView:
+    return CheckpointView(
+        view.path, view.detection, view.files, view.tensors, view.values, view.parts, None
+    )
 
 
 def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
@@ -74,42 +84,64 @@ def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
         raise CorruptCheckpointError(path, "a DeepSpeed tag folder", "none")
     tag_dir, tag = found
     rel_dir = "" if tag_dir == path else tag_dir.relative_to(path).as_posix() + "/"
-    parts: dict[str, CheckpointView] = {}
+    raw: dict[str, CheckpointView] = {}
     files: list[FileInfo] = []
-    records: list[TensorRecord] = []
     values: dict[str, Any] = {}
     if tag is not None:
         values["latest"] = tag
         files.append(FileInfo("latest", (path / "latest").stat().st_size))
-    # The module weights: mp_rank_00 (ZeRO 0-2), else dp rank 0's ZeRO-3 file (placeholders).
-    model_files = sorted(
-        (p.name for p in tag_dir.iterdir() if MODEL_FILE.search(p.name)),
-        key=lambda n: (n.startswith("zero_pp_rank_"), _rank_order(n)),
-    )
     for file in sorted(tag_dir.iterdir()):
         if not file.is_file() or not file.name.endswith(".pt"):
             continue
         detection_part = torch_pickle.probe(file)
         if detection_part is None:
             continue
-        view = torch_pickle.open_torch(file, detection_part)
-        rel = rel_dir + file.name
-        parts[rel] = view
-        files.append(FileInfo(rel, file.stat().st_size))
-        if file.name in model_files[:1]:
-            module = [r for r in view.tensors if r.name.startswith("module.")]
-            renamed = [replace(r, name=r.name.removeprefix("module.")) for r in module]
-            records += prefixed(tuple(renamed), "model", rel_dir)
-            for key in ("global_steps", "ds_version", "dp_world_size", "mp_world_size"):
-                if key in view.values:
-                    values[key] = view.values[key]
-            config = view.values.get("ds_config")
-            if isinstance(config, dict) and "zero_stage" not in values:
-                zero = config.get("zero_optimization")
-                values["zero_stage"] = zero.get("stage", 0) if isinstance(zero, dict) else 0
-        optim = OPTIM_FILE.search(file.name)
-        if optim:
+        raw[rel_dir + file.name] = torch_pickle.open_torch(file, detection_part)
+        files.append(FileInfo(rel_dir + file.name, file.stat().st_size))
+    # The module: mp_rank_00 (ZeRO 0-2), else dp rank 0's ZeRO-3 file; optimizer files by rank.
+    model_names = sorted(
+        (n for n in raw if MODEL_FILE.search(n)),
+        key=lambda n: (Path(n).name.startswith("zero_pp_rank_"), _rank_order(Path(n).name)),
+    )
+    optim_names = sorted(
+        (n for n in raw if OPTIM_FILE.search(n)), key=lambda n: _rank_order(Path(n).name)
+    )
+    warnings: list[str] = []
+    layout = None
+    if model_names:
+        layout, note = layout_or_note(raw[model_names[0]], [raw[n] for n in optim_names])
+        if note:
+            warnings.append(note)
+    models = [raw[n] for n in model_names]
+    parts: dict[str, CheckpointView] = {}
+    records: list[TensorRecord] = []
+    for rel, view in raw.items():
+        if rel in model_names:
+            recs, notes = model_records(view, layout, models)
+            warnings += notes if rel == model_names[0] else []
+            split = split_model_states(view, recs, rel)
+            parts.update(split)
+            if rel == model_names[0]:
+                module = [r for r in split[rel].tensors if r.name.startswith("module.")]
+                renamed = [replace(r, name=r.name.removeprefix("module.")) for r in module]
+                records += prefixed(tuple(renamed), "model", rel_dir)
+                for key in (*RUN_KEYS, "ds_version", "dp_world_size", "mp_world_size"):
+                    if key in view.values:
+                        values[key] = view.values[key]
+                config = view.values.get("ds_config")
+                if isinstance(config, dict) and "zero_stage" not in values:
+                    zero = config.get("zero_optimization")
+                    values["zero_stage"] = zero.get("stage", 0) if isinstance(zero, dict) else 0
+        elif OPTIM_FILE.search(rel):
             stage = view.values.get("optimizer_state_dict.zero_stage")
             if stage is not None:
-                values["zero_stage"] = _enum_value(stage)
-    return CheckpointView(path, detection, tuple(files), tuple(records), values, parts)
+                values["zero_stage"] = enum_value(stage)
+            if layout is not None and rel == optim_names[0]:
+                parts[rel] = optimizer_part(view, layout, Path(model_names[0]).name)
+            else:  # flat partitions only: ids are partitions, never to be aligned with params
+                parts[rel] = _without_optimizer(view)
+        else:
+            parts[rel] = view
+    return CheckpointView(
+        path, detection, tuple(files), tuple(records), values, parts, warnings=tuple(warnings)
+    )

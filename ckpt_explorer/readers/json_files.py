@@ -1,4 +1,4 @@
-"""Small JSON companions: ``running_states.json`` and the config files beside weights."""
+"""Small JSON companions: ``running_states.json``, ``trainer_state.json`` and config files."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import CorruptCheckpointError
 from ..types import Detection, FileInfo
 from ..view import CheckpointView
+from .roles import DETAIL_TRAINER_STATE, TRAINER_STATE_KEYS, is_trainer_state
 
 RUNNING_KEYS = {"epoch", "step", "sample_start_index", "global_step", "consumed_samples"}
 MAX_JSON_BYTES = 16 * 2**20
@@ -39,6 +40,17 @@ def probe_running_states(path: Path) -> Detection | None:
     if not isinstance(doc, dict):
         return None
     keys = set(doc) & RUNNING_KEYS
+    if is_trainer_state(doc):
+        return Detection(
+            str(path),
+            "running-states-json",
+            "running_state",
+            (
+                f"JSON object with global_step {doc['global_step']!r} and "
+                + ", ".join(sorted(TRAINER_STATE_KEYS & set(doc))),
+            ),
+            DETAIL_TRAINER_STATE,
+        )
     if len(keys) < 2 or "weight_map" in doc:
         return None
     return Detection(

@@ -1,9 +1,8 @@
-"""Optimizer structure from flattened names, and mapping param ids to parameter names."""
+"""Optimizer structure from flattened names, and which model families keep parameter order."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from ..types import OptimizerInfo, TensorRecord
@@ -53,46 +52,6 @@ def optimizer_info_from_tree(
     )
 
 
-def infer_param_names(
-    optimizer: OptimizerInfo,
-    state_shapes: Mapping[int, tuple[int, ...]],
-    model_records: Iterable[TensorRecord],
-) -> OptimizerInfo:
-    """Map param ids to model tensor names by order, skipping model tensors whose shape differs.
-
-    Ids follow the optimizer's param order (group by group), which is the model's
-    ``named_parameters()`` order in ordinary training scripts. Model tensors that are not
-    parameters (buffers) or tied duplicates are skipped when their shape does not match the
-    next id's state shape. The result says how it was obtained.
-    """
-    ordered_ids: list[int] = []
-    for group in optimizer.param_groups:
-        ordered_ids += [p for p in group.get("params", []) if isinstance(p, int)]
-    if not ordered_ids:
-        ordered_ids = list(optimizer.state_ids)
-    model = [r for r in model_records if r.dtype.startswith(("float", "bfloat", "complex"))]
-    names: dict[int, str] = {}
-    cursor = 0
-    seen_storage: set[tuple[str | None, str, int | None]] = set()
-    for pid in ordered_ids:
-        want = state_shapes.get(pid)
-        while cursor < len(model):
-            rec = model[cursor]
-            cursor += 1
-            alias = (rec.storage_key, rec.file, rec.offset)
-            if rec.storage_key is not None and alias in seen_storage:
-                continue  # a tied duplicate of a parameter already mapped
-            if want is None or tuple(rec.shape) == tuple(want):
-                names[pid] = rec.name
-                seen_storage.add(alias)
-                break
-        else:
-            break
-    complete = len(names) == len(ordered_ids)
-    source = "model tensor order matched by shape" + ("" if complete else " (partial)")
-    return replace(optimizer, param_names=names, name_source=source)
-
-
 ORDERED_FAMILIES = (
     "torch-zip",
     "torch-legacy",
@@ -110,13 +69,3 @@ def keeps_parameter_order(family: str, files: Iterable[str]) -> bool:
     if family in ORDERED_FAMILIES:
         return True
     return family == "hf-single" and not any(f.endswith(".safetensors") for f in files)
-
-
-def state_shapes(records: Iterable[TensorRecord]) -> dict[int, tuple[int, ...]]:
-    """Per param id, the shape of its first non-scalar state tensor."""
-    shapes: dict[int, tuple[int, ...]] = {}
-    for r in records:
-        parsed = split_state_name(r.name)
-        if parsed is not None and r.shape and parsed[0] not in shapes:
-            shapes[parsed[0]] = tuple(r.shape)
-    return shapes

@@ -35,6 +35,12 @@ def looks_like_safetensors(head: bytes) -> bool:
     return 0 < n < 2**40
 
 
+# colossalai/utils/safetensors.py builds the header with json.dumps (", " and ": "
+# separators) and always puts {"format": "pt"} metadata first; the reference writer (Rust)
+# writes compact JSON.
+COLOSSAL_HEADER_START = '{"__metadata__": {"format": "pt"'
+
+
 def _json_encoded_metadata(header: SafetensorsHeader) -> list[str]:
     """Metadata keys (other than ``format``) whose values are themselves JSON documents."""
     found = []
@@ -74,20 +80,33 @@ def probe(path: Path) -> Detection | None:
             (*evidence, f"{marker} → ColossalAI flattened optimizer"),
             "full state_dict" if "param_groups" in names else "optimizer state shard",
         )
-    colossal = []
+    layout = []
     encoded = _json_encoded_metadata(header)
     if encoded:
-        colossal.append(f"JSON-encoded metadata values ({', '.join(encoded)})")
+        layout.append(f"JSON-encoded metadata values ({', '.join(encoded)})")
     if header.packed_without_alignment():
-        colossal.append("tensors packed without alignment padding")
+        layout.append("tensors packed without alignment padding")
     if not header.in_canonical_order():
-        colossal.append("data in write order, not safetensors' (dtype, name) order")
-    if colossal:
+        layout.append("data in write order, not safetensors' (dtype, name) order")
+    if layout and header.text_start.startswith(COLOSSAL_HEADER_START):
         return Detection(
             str(path),
             "colossalai-safetensors",
             "model",
-            (*evidence, *colossal, "→ ColossalAI's own safetensors writer (async save)"),
+            (
+                *evidence,
+                f"header written by Python's json.dumps starting {COLOSSAL_HEADER_START!r}",
+                *layout,
+                "→ ColossalAI's own safetensors writer (async save)",
+            ),
+        )
+    if layout:  # another writer: say what is unusual, claim no writer
+        return Detection(
+            str(path),
+            "safetensors",
+            "model",
+            (*evidence, *layout),
+            "written by a writer other than the safetensors library",
         )
     return Detection(str(path), "safetensors", "model", tuple(evidence))
 

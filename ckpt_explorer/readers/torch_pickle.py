@@ -11,23 +11,12 @@ from ..io.safe_pickle import LazyTensor, OpaqueObject
 from ..io.torch_file import TorchFileStructure, read_torch_structure, sniff_torch
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
+from . import one_file, roles
 from .optimizer_info import optimizer_info_from_tree
+from .roles import META_KEYS, RNG_KEYS
 from .tree import flatten
 
 SCHEDULER_KEYS = {"last_epoch", "base_lrs", "_step_count", "_last_lr"}
-RNG_KEYS = {
-    "torch_rng",
-    "cuda_rng",
-    "rng_state",
-    "cpu_rng_state",
-    "cuda_rng_state",
-    "numpy_rng",
-    "python_rng",
-    "random_rng",
-    "np_rng",
-    "py_rng",
-}
-META_KEYS = {"epoch", "step", "global_step", "sample_start_index", "consumed_samples"}
 
 
 @functools.lru_cache(maxsize=64)
@@ -45,8 +34,9 @@ def _is_int_key(k: Any) -> bool:
     return (isinstance(k, int) and not isinstance(k, bool)) or (isinstance(k, str) and k.isdigit())
 
 
-def classify(root: Any) -> tuple[str, str, list[str]]:
-    """(kind, detail, evidence) for an unpickled root object."""
+def classify(root: Any, nested: bool = False) -> tuple[str, str, list[str]]:
+    """(kind, detail, evidence) for an unpickled root object (``nested``: an entry of one,
+    not itself split into one-file training-state components)."""
     if isinstance(root, dict):
         keys = set(map(str, root))
         if {"state", "param_groups"} <= keys:
@@ -82,6 +72,17 @@ def classify(root: Any) -> tuple[str, str, list[str]]:
         if len(keys & SCHEDULER_KEYS) >= 2:
             found = ", ".join(sorted(keys & SCHEDULER_KEYS))
             return "scheduler", "LR scheduler state", [f"scheduler fields {found}"]
+        is_rng, rng_evidence = roles.is_rng_file(root)
+        if is_rng:
+            if roles.is_accelerate_rng(root):
+                detail = roles.DETAIL_ACCELERATE_RNG
+            else:
+                detail = "RNG states and run position" if keys & META_KEYS else "RNG states"
+            return "rng", detail, rng_evidence
+        found_parts = [] if nested else one_file.components(root, _classify_entry)
+        if one_file.is_one_file_state(found_parts):
+            shown = ", ".join(f"{c[0]!r} ({c[1]})" for c in found_parts)
+            return "training_state", one_file.DETAIL, [f"entries {shown} side by side"]
         if keys & RNG_KEYS:
             found = ", ".join(sorted(keys & RNG_KEYS))
             return "rng", "RNG / run metadata", [f"RNG state keys {found}"]
@@ -93,7 +94,7 @@ def classify(root: Any) -> tuple[str, str, list[str]]:
             return "model", "nested state_dict", [f"nested dict holding {tensors} tensors"]
         if keys & META_KEYS:
             return (
-                "rng",
+                "running_state",
                 "run metadata",
                 ["run position keys " + ", ".join(sorted(keys & META_KEYS))],
             )
@@ -106,9 +107,16 @@ def classify(root: Any) -> tuple[str, str, list[str]]:
         )
     if isinstance(root, LazyTensor):
         return "model", "single tensor", ["a bare tensor"]
+    is_args, args_evidence = roles.is_training_args(root)
+    if is_args:
+        return "args", "training arguments", [args_evidence]
     if isinstance(root, OpaqueObject):
         return "object", f"pickled {root.qualified_name}", [f"object of {root.qualified_name}"]
     return "object", type(root).__name__, [f"pickled {type(root).__name__}"]
+
+
+def _classify_entry(entry: Any) -> tuple[str, str, list[str]]:
+    return classify(entry, nested=True)
 
 
 def probe(path: Path) -> Detection | None:
@@ -187,6 +195,13 @@ def open_torch(path: Path, detection: Detection) -> CheckpointView:
     records, values = records_and_values(path, path.name, root, structure, prefix)
     if detection.kind == "optimizer":
         optimizer = optimizer_info_from_tree(records, values)
+    if detection.detail == "DeepSpeed ZeRO optimizer states":  # flat partitions per group
+        from .deepspeed_parts import flat_optimizer_info
+
+        optimizer = flat_optimizer_info(CheckpointView(path, detection, (), tuple(records), values))
+    parts = {}
+    if detection.kind == "training_state" and isinstance(root, dict):
+        parts = one_file.split_parts(path, detection.family, root, records, values, _classify_entry)
     warnings: tuple[str, ...] = ()
     if structure.report.dangerous_globals:
         warnings = (
@@ -200,6 +215,7 @@ def open_torch(path: Path, detection: Detection) -> CheckpointView:
         (FileInfo(path.name, path.stat().st_size),),
         tuple(records),
         values,
+        parts,
         optimizer=optimizer,
         warnings=warnings,
     )

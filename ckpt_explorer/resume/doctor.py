@@ -16,6 +16,7 @@ from ..validate.scheduler import effective_step, optimizer_step
 from ..view import CheckpointView
 from .evidence import Side, compare_tensors, zero_moments
 from .report import Cause, DoctorReport
+from .state_match import misrouted_updates
 
 
 def _open(x: str | Path | CheckpointView) -> CheckpointView:
@@ -40,7 +41,7 @@ def _side(view: CheckpointView) -> Side:
         sched.values if sched else None,
         next(iter(claims.values()), None),
         any(rs.has_rng for rs in parts.run_states),
-        any(rs.values for rs in parts.run_states),
+        bool(claims) or any(rs.values for rs in parts.run_states),
     )
 
 
@@ -83,6 +84,26 @@ def _fmt(x: float | None) -> str:
     return "none" if x is None else f"{x:g}"
 
 
+def _near(x: float, y: float) -> bool:
+    """Equal up to one step (or 2 % of a long stretch: skipped fp16 steps, rounding)."""
+    return abs(x - y) <= max(1.0, 0.02 * abs(y))
+
+
+def _since_resume(
+    a: Side, b: Side, a_count: float | None, other: tuple[float | None, float | None]
+) -> float | None:
+    """Steps of a counter (A's value ``a_count``) that B ran since resuming from A: from the
+    run positions, else from ``other`` (the same pair of another counter, e.g. the
+    scheduler's for the optimizer) when that one moved forward; scaled to this counter."""
+    if a.position is not None and b.position is not None and b.position > a.position:
+        rate = a_count / a.position if a_count and a.position else 1.0
+        return (b.position - a.position) * rate
+    oa, ob = other
+    if oa and ob is not None and a_count and ob > oa:
+        return (ob - oa) * a_count / oa
+    return None
+
+
 def _moments(a: Side, b: Side) -> Cause | None:
     ev: list[str] = []
     score = 0.0
@@ -95,18 +116,22 @@ def _moments(a: Side, b: Side) -> Cause | None:
             "(B should be at least A's after a resume)"
         )
         score = max(score, 0.9)
-        if (
-            a.position is not None
-            and b.position is not None
-            and b.position > a.position
-            and b.opt_step == b.position - a.position
-        ):
-            ev.append(
-                f"B's step {b.opt_step:g} equals the steps run since the resume "
-                f"({b.position} - {a.position}): the optimizer started from scratch"
-            )
-            score = 0.93
-    if b.opt is not None:
+    ran = _since_resume(a, b, a.opt_step, (a.sched_step, b.sched_step))
+    if (
+        ran is not None
+        and a.opt_step
+        and b.opt_step is not None
+        and _near(b.opt_step, ran)
+        and not _near(b.opt_step, a.opt_step + ran)
+    ):
+        how = "run positions" if a.position is not None and b.position is not None else "schedulers"
+        ev.append(
+            f"B's optimizer step {b.opt_step:g} equals the steps run since the resume "
+            f"({ran:g}, from the {how}) instead of A's {a.opt_step:g} + {ran:g}: the optimizer "
+            "started from scratch"
+        )
+        score = max(score, 0.93)
+    if b.opt is not None and score < 0.95:
         zeros, total = zero_moments(b.opt)
         if total and zeros == total and (b.opt_step or 0) <= 1:
             ev.append(f"all {total} exp_avg tensors in B are zero, step {_fmt(b.opt_step)}")
@@ -133,26 +158,24 @@ def _scheduler(a: Side, b: Side) -> Cause | None:
         if b.sched_step < a.sched_step:
             ev.append(f"scheduler last_epoch went back: A {a.sched_step}, B {b.sched_step}")
             score = max(score, 0.85)
+        ran = _since_resume(a, b, a.sched_step, (a.opt_step, b.opt_step))
         if (
-            a.opt_step is not None
-            and b.opt_step is not None
-            and b.opt_step > a.opt_step
-            and b.sched_step == b.opt_step - a.opt_step
+            ran is not None
+            and a.sched_step > 1
+            and _near(b.sched_step, ran)
+            and not _near(b.sched_step, a.sched_step + ran)
         ):
             ev.append(
-                f"B's scheduler has taken {b.sched_step} steps = the optimizer steps since the "
-                f"resume ({b.opt_step:g} - {a.opt_step:g}): it restarted at the resume"
+                f"B's scheduler has taken {b.sched_step} steps = the steps run since the "
+                f"resume ({ran:g}) instead of A's {a.sched_step} + {ran:g}: it restarted at "
+                "the resume"
             )
             score = max(score, 0.95)
-        elif b.opt_step is not None and abs(b.sched_step - b.opt_step) > 1 and score:
-            ev.append(
-                f"in B the scheduler ({b.sched_step}) and optimizer ({b.opt_step:g}) disagree"
-            )
     if score and a.sched_values and b.sched_values:
         la, lb = a.sched_values.get("_last_lr"), b.sched_values.get("_last_lr")
         if la != lb:
             ev.append(f"_last_lr: A {la}, B {lb}")
-    if not ev:
+    if not score:
         return None
     return Cause(
         "scheduler_not_restored",
@@ -166,26 +189,52 @@ def _scheduler(a: Side, b: Side) -> Cause | None:
 
 def _param_order(a: Side, b: Side) -> Cause | None:
     ev: list[str] = []
+    score = 0.0
     if a.opt is not None and b.opt is not None and not (a.opt.flat or b.opt.flat):
-        for pid in sorted(set(a.opt.states) & set(b.opt.states)):
-            sa, sb = a.opt.state_shape(pid), b.opt.state_shape(pid)
-            if sa is not None and sb is not None and sa != sb:
+        common = sorted(set(a.opt.states) & set(b.opt.states))
+        shapes_a = [a.opt.state_shape(p) for p in common]
+        shapes_b = [b.opt.state_shape(p) for p in common]
+        moved = [
+            (pid, sa, sb)
+            for pid, sa, sb in zip(common, shapes_a, shapes_b, strict=True)
+            if sa is not None and sb is not None and sa != sb
+        ]
+        if moved:
+            same_set = sorted(map(str, shapes_a)) == sorted(map(str, shapes_b))
+            score = 0.97 if same_set else 0.6
+            for pid, sa, sb in moved[:8]:
                 owner = _owner(a, sb)
                 ev.append(
                     f"state {pid}: shape {list(sa)} in A, {list(sb)} in B"
                     + (f" (in A that is the shape of {owner})" if owner else "")
                 )
-                if len(ev) >= 8:
-                    break
+            if not same_set:
+                ev.append("the two optimizers hold different sets of shapes: another model?")
     for side, name in ((a, "A"), (b, "B")):
-        for f in _shape_findings(side):
-            ev.append(f"{name}: {f}")
+        info = side.opt.view.optimizer if side.opt is not None else None
+        for msg in info.inconsistencies if info is not None else ():
+            ev.append(f"{name}: {msg}")
+            score = max(score, 0.9 if "another order" in msg else 0.5)
+    if b.opt is not None and not b.opt.flat and not ev and a.parts.models and b.parts.models:
+        misrouted = misrouted_updates(a.parts.models[0], b.parts.models[0], b.opt)
+        if len(misrouted) >= 2:  # a reorder moves at least two parameters
+            score = 0.9
+            ev.append(
+                f"{len(misrouted)} parameters moved from A to B along another optimizer id's "
+                "update direction (same shapes, so the shapes cannot show it)"
+            )
+            for m in misrouted[:8]:
+                ev.append(
+                    f"{m.name} (id {m.pid} in the model's order) moved along state "
+                    f"{m.source}'s direction (correlation {m.with_source:.2f}; with state "
+                    f"{m.pid}'s: {m.with_own:.2f})"
+                )
     if not ev:
         return None
     return Cause(
         "param_order_changed",
         "optimizer rebuilt with a different param order (state k belongs to another tensor)",
-        0.97,
+        score,
         tuple(ev[:12]),
         "Build the optimizer from model.parameters() in the original order (same param "
         "groups, same filtering) before loading its state.",
@@ -202,16 +251,6 @@ def _owner(side: Side, shape: tuple[int, ...]) -> str | None:
     return None
 
 
-def _shape_findings(side: Side) -> list[str]:
-    from ..validate.optimizer import check_optimizer
-
-    if side.opt is None or not side.parts.models:
-        return []
-    model = next((m for m in side.parts.models if m.ordered), side.parts.models[0])
-    found = check_optimizer(side.opt, model, False, None)
-    return [f.message for f in found if f.rule == "optimizer.state_shape"][:4]
-
-
 def _rng(a: Side, b: Side) -> Cause | None:
     if a.has_rng and b.has_rng:
         return None
@@ -221,7 +260,10 @@ def _rng(a: Side, b: Side) -> Cause | None:
             ev.append(f"{name} has no RNG state (torch/cuda/numpy/python)")
         if not side.has_run_state:
             ev.append(f"{name} has no saved run position (running_states.json / meta)")
-    score = 0.6 if a.has_rng != b.has_rng or a.has_run_state != b.has_run_state else 0.3
+    # One side only: the save/restore code changed between the two runs (A without it could
+    # not be restored; B without it comes from code that does not handle RNG). Neither side:
+    # the setup never saves RNG, a choice rather than a fault of this resume.
+    score = 0.6 if a.has_rng != b.has_rng else 0.35
     return Cause(
         "rng_state_missing",
         "RNG / data position not saved (dropout and data order differ after resume)",
@@ -265,11 +307,15 @@ def _part_steps(a: Side, b: Side) -> Cause | None:
     from ..validate.bundle import check_bundle
 
     ev = []
+    strong = False
     for side, name in ((a, "A"), (b, "B")):
         if side.view.kind != "training_state":
             continue
         for f in check_bundle(side.view.path, side.parts):
-            if f.rule in ("bundle.step_mismatch", "bundle.optimizer_step", "bundle.epoch_mismatch"):
+            if f.rule in ("bundle.step_mismatch", "bundle.epoch_mismatch"):
+                ev.append(f"{name}: {f.message}")
+                strong = True
+            elif f.rule == "bundle.optimizer_step":
                 ev.append(f"{name}: {f.message}")
         if (
             side.sched_step is not None
@@ -284,7 +330,7 @@ def _part_steps(a: Side, b: Side) -> Cause | None:
     return Cause(
         "step_mismatch_between_parts",
         "the parts of a training state record different steps",
-        0.55,
+        0.55 if strong else 0.4,
         tuple(ev),
         "Model, optimizer, scheduler and run state must come from the same save.",
     )

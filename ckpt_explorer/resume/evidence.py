@@ -67,7 +67,15 @@ def compare_tensors(va: CheckpointView, vb: CheckpointView, a: Side, b: Side) ->
                 "torch_dtype on load, master weights).",
             )
         )
-    steps_equal = a.opt_step is not None and a.opt_step == b.opt_step
+    # Weights should be equal only where both states are at the same point of the run: the same
+    # run position when both record one (an optimizer restarted on resume can be back at A's
+    # step while the run moved on), else the same optimizer and scheduler steps.
+    if a.position is not None and b.position is not None:
+        steps_equal = a.position == b.position
+    else:
+        steps_equal = (
+            a.opt_step is not None and a.opt_step == b.opt_step and a.sched_step == b.sched_step
+        )
     moved = [r for r in result.tensors if r.status == "changed"]
     weights = [r for r in moved if r.state is None]
     if steps_equal and weights:
@@ -86,7 +94,12 @@ def compare_tensors(va: CheckpointView, vb: CheckpointView, a: Side, b: Side) ->
                 "or a non-deterministic op ran; diff the model parts to see where.",
             )
         )
-    missing = [r for r in result.tensors if r.status in ("only_in_a", "only_in_b")]
+    side_parts = _run_state_parts(va) | _run_state_parts(vb)
+    missing = [
+        r
+        for r in result.tensors
+        if r.status in ("only_in_a", "only_in_b") and r.name.split("/", 1)[0] not in side_parts
+    ]
     if missing:
         ev = [f"{r.name}: {r.status.replace('_', ' ')}" for r in missing[:8]]
         causes.append(
@@ -99,3 +112,8 @@ def compare_tensors(va: CheckpointView, vb: CheckpointView, a: Side, b: Side) ->
             )
         )
     return causes
+
+
+def _run_state_parts(view: CheckpointView) -> set[str]:
+    """Parts holding RNG / run state / arguments: their tensors are the RNG cause's evidence."""
+    return {n for n, p in view.parts.items() if p.kind in ("rng", "running_state", "args")}

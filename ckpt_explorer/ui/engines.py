@@ -22,6 +22,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...]]] = {
     "validate": ("ckpt_explorer.validate", ("validate_checkpoint",)),
     "resume": ("ckpt_explorer.resume", ("resume_doctor",)),
     "convert": ("ckpt_explorer.convert", ("plan_conversion", "run_conversion")),
+    "security": ("ckpt_explorer.security", ("view_security_findings", "unsafe_paths")),
 }
 
 

@@ -214,6 +214,7 @@ class ConvertState(JobState):
     target = param.String(default="safetensors", doc="plan_conversion's `to`")
     max_shard_size = param.String(default="", doc='e.g. "500MB"; empty: the target\'s default')
     dtype = param.String(default="", doc='cast floating tensors ("bf16", "fp16", "fp32")')
+    model_only = param.Boolean(default=False, doc="a training state's model part only")
     plan = param.Parameter(default=None)
     result = param.Parameter(default=None)
 
@@ -266,6 +267,7 @@ class ConvertState(JobState):
                 to=self.target,
                 max_shard_size=self.max_shard_size.strip() or None,
                 dtype=self.dtype.strip() or None,
+                **({"model_only": True} if self.model_only else {}),
             )
         except CkptExplorerError as e:
             self.param.update(plan=None, error=e.one_line())

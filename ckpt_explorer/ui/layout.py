@@ -74,7 +74,7 @@ def sidebar(state: AppState) -> list[Any]:
         with pn.io.hold():  # one batch of model updates for every view
             b.open(path)
 
-    picker = PathPicker(state.candidates(), "Checkpoint", on_pick=open_held)
+    picker = PathPicker(state.candidates(), "Checkpoint", on_pick=open_held, warn=state.unsafe_note)
     picker.value = b.path
     b.param.watch(lambda e: setattr(picker, "value", e.new), "path")
     root = pn.pane.Markdown(f"Root: `{state.guard.root}`", styles={"color": "#6b7280"})

@@ -207,12 +207,42 @@ class AppState(param.Parameterized):
         self.resume = ResumeState(self.guard)
         self.convert = ConvertState(self.guard)
         self._candidates: list[str] | None = None
+        self._unsafe: dict[str, str] = {}
 
     def candidates(self, refresh: bool = False) -> list[str]:
         """Paths offered by the pickers (listed once per page; ``refresh`` lists again)."""
         if self._candidates is None or refresh:
             self._candidates = self.guard.candidates()
+            self._unsafe.clear()
         return self._candidates
+
+    def unsafe_note(self, rel: str) -> str:
+        """A warning when the path ``rel`` is, or holds, a file with a pickle that would run
+        code ("" when none): judged from headers by ``scan`` (never unpickled), once per path."""
+        rel = rel.strip().strip("/")
+        if not rel:
+            return ""
+        if rel not in self._unsafe:
+            from .engines import engine
+
+            sec = engine("security")
+            try:
+                path = self.guard.resolve(rel)
+            except CkptExplorerError:
+                return ""  # outside the root or missing: the picker's own error says so
+            found = sec.unsafe_paths(path) if sec is not None and path.exists() else set()
+            files = sorted(p.relative_to(self.guard.root).as_posix() for p in found if p.is_file())
+            note = ""
+            if files:
+                shown = ", ".join(files[:3]) + (
+                    f" and {len(files) - 3} more" if len(files) > 3 else ""
+                )
+                note = (
+                    f"⚠ unsafe: {shown} holds a pickle that would run code if loaded with "
+                    "torch.load(weights_only=False) or pickle (ckpt_explorer never runs it)"
+                )
+            self._unsafe[rel] = note
+        return self._unsafe[rel]
 
     def go(self, tab: str) -> None:
         self.active = tab

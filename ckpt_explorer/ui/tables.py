@@ -73,6 +73,25 @@ def files_frame(view: CheckpointView) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["file", "bytes", "size", "tensors", "tensor_bytes"])
 
 
+MODEL_KINDS = ("model", "adapter")
+
+
+def model_parameter_count(view: CheckpointView) -> tuple[int, list[str]] | None:
+    """(elements of the model tensors, the model parts counted) — the model part(s) of a
+    training state only (a DCP state's ``model.*`` items), never optimizer moments; None
+    when the view holds no model."""
+    if view.family == "torch-dcp" and view.kind == "training_state":  # one folder, no parts
+        model = [r for r in view.tensors if r.name.startswith("model.")]
+        return (sum(r.numel for r in model), ["model.*"]) if model else None
+    if view.parts:
+        parts = [(n, p) for n, p in view.parts.items() if p.detection.kind in MODEL_KINDS]
+    else:
+        parts = [("", view)] if view.detection.kind in MODEL_KINDS else []
+    if not parts:
+        return None
+    return sum(r.numel for _, p in parts for r in p.tensors), [n for n, _ in parts if n]
+
+
 def parts_frame(view: CheckpointView) -> pd.DataFrame:
     """The parts of a training-state folder (empty for a single checkpoint)."""
     import pandas as pd
@@ -98,32 +117,60 @@ def values_frame(view: CheckpointView, limit: int = 500) -> pd.DataFrame:
 def module_tree(view: CheckpointView, max_depth: int = 4, max_nodes: int = 800) -> pd.DataFrame:
     """Tensors grouped by name prefix: ``id, parent, label, bytes, tensors`` for a treemap.
 
-    Names are split at ``.`` and ``/``; the depth is reduced until the tree has at most
-    ``max_nodes`` nodes, so 100k tensors stay a readable chart.
+    Names are split at ``.`` and ``/``; a node's id is the name's prefix up to that point (so
+    it works as a name filter). The depth is reduced until the tree has at most ``max_nodes``
+    nodes, so 100k tensors stay a readable chart. An optimizer state id's node is labelled
+    with its parameter's name where it is known (``3 · layers.0.weight``).
     """
     import pandas as pd
 
+    names = optimizer_node_labels(view)
     depth = max_depth
     while True:
         nodes: dict[str, list[Any]] = {}
         for r in view.tensors:
-            split = _SPLIT.split(r.name)
-            parts = split[:depth]
-            if len(split) > depth and depth > 1:
-                parts = [*parts[: depth - 1], parts[depth - 1] + "…"]
-            prefix = ""
-            for p in parts:
-                parent = prefix
-                prefix = f"{prefix}.{p}" if prefix else p
-                node = nodes.get(prefix)
+            cuts = [m.start() for m in _SPLIT.finditer(r.name)] + [len(r.name)]
+            parts = _SPLIT.split(r.name)
+            n = min(depth, len(parts))
+            parent = ""
+            for i in range(n):
+                node_id = r.name[: cuts[i]]
+                label = parts[i]
+                if i == n - 1 and len(parts) > depth and depth > 1:
+                    node_id, label = node_id + "…", label + "…"
+                node = nodes.get(node_id)
                 if node is None:
-                    node = nodes[prefix] = [prefix, parent, p, 0, 0]
+                    node = nodes[node_id] = [node_id, parent, names.get(node_id, label), 0, 0]
                 node[3] += r.nbytes
                 node[4] += 1
+                parent = node_id
         if len(nodes) <= max_nodes or depth <= 1:
             break
         depth -= 1
     return pd.DataFrame(list(nodes.values()), columns=["id", "parent", "label", "bytes", "tensors"])
+
+
+def optimizer_node_labels(view: CheckpointView) -> dict[str, str]:
+    """Tree node id ``<prefix>state.<id>`` -> ``<id> · <name>`` for ids whose name is known."""
+    found = optimizer_of(view)
+    if found is None:
+        return {}
+    prefix, opt_view = found
+    assert opt_view.optimizer is not None
+    return {
+        f"{prefix}state.{pid}": f"{pid} · {name}" for pid, name in param_labels(opt_view).items()
+    }
+
+
+def param_labels(opt_view: CheckpointView, known_only: bool = True) -> dict[int, str]:
+    """id -> the parameter's name (``ParamName.label()``: known names, or with
+    ``known_only=False`` also ``ambiguous: a | b`` / ``unknown``); never a guess as a name."""
+    info = opt_view.optimizer
+    if info is None:
+        return {}
+    if not info.names:
+        return dict(info.param_names)
+    return {pid: pn.label() for pid, pn in info.names.items() if pn.known or not known_only}
 
 
 def prefix_of(node_id: str) -> str:
@@ -158,12 +205,15 @@ def param_groups_frame(opt_view: CheckpointView) -> pd.DataFrame:
 
 
 def optimizer_params_frame(opt_view: CheckpointView, prefix: str = "") -> pd.DataFrame:
-    """One row per param id with state: its name (when known), group, states and shape."""
+    """One row per param id with state: its name, how it was decided (``named``: recorded,
+    aligned, ambiguous, unknown), group, states and shape."""
     import pandas as pd
 
     info = opt_view.optimizer
     assert info is not None
     records = {r.name: r for r in opt_view.tensors}
+    labels = param_labels(opt_view, known_only=False)
+    how = {pid: pn.how for pid, pn in info.names.items()}
     rows = []
     for pid in info.state_ids:
         states = info.state_names.get(pid, ())
@@ -178,7 +228,8 @@ def optimizer_params_frame(opt_view: CheckpointView, prefix: str = "") -> pd.Dat
         rows.append(
             {
                 "id": pid,
-                "name": info.param_names.get(pid, ""),
+                "name": labels.get(pid, ""),
+                "named": how.get(pid, "known" if pid in info.param_names else "unknown"),
                 "group": info.group_of(pid),
                 "states": ", ".join(states),
                 "shape": shape,
@@ -188,5 +239,6 @@ def optimizer_params_frame(opt_view: CheckpointView, prefix: str = "") -> pd.Dat
             }
         )
     return pd.DataFrame(
-        rows, columns=["id", "name", "group", "states", "shape", "dtype", "bytes", "prefix"]
+        rows,
+        columns=["id", "name", "named", "group", "states", "shape", "dtype", "bytes", "prefix"],
     )

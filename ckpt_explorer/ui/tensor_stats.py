@@ -46,28 +46,19 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
 
 
 def tensor_stats(t: torch.Tensor) -> dict[str, float | int]:
-    """Statistics over every element, in float64 chunks (bounded memory)."""
-    import torch
+    """Statistics over every element, in float64 chunks (bounded memory); one fused pass per
+    chunk with the diff's kernel (:mod:`ckpt_explorer.diff.kernel`) when numba is installed."""
+    from ..diff import kernel
 
     flat = t.reshape(-1)
     n = flat.numel()
-    acc: dict[str, Any] = {"sum": 0.0, "sq": 0.0, "abs": 0.0, "finite": 0, "nan": 0, "inf": 0}
-    acc.update(zeros=0, min=float("inf"), max=float("-inf"))
-    for start in range(0, n, CHUNK):
-        x = _as_float(flat[start : start + CHUNK])
-        nan = torch.isnan(x)
-        inf = torch.isinf(x)
-        acc["nan"] += int(nan.sum())
-        acc["inf"] += int(inf.sum())
-        acc["zeros"] += int((x == 0).sum())
-        f = x[~(nan | inf)]
-        if f.numel():
-            acc["finite"] += f.numel()
-            acc["sum"] += float(f.sum())
-            acc["sq"] += float((f * f).sum())
-            acc["abs"] += float(f.abs().sum())
-            acc["min"] = min(acc["min"], float(f.min()))
-            acc["max"] = max(acc["max"], float(f.max()))
+    if kernel.have_numba():
+        parts = [
+            kernel.value_partials(_kernel_input(flat[i : i + CHUNK])) for i in range(0, n, CHUNK)
+        ]
+        acc = kernel.merge_values(parts)
+    else:
+        acc = _torch_sums(flat)
     k = acc["finite"]
     mean = acc["sum"] / k if k else float("nan")
     var = max(acc["sq"] / k - mean * mean, 0.0) if k else float("nan")
@@ -83,6 +74,35 @@ def tensor_stats(t: torch.Tensor) -> dict[str, float | int]:
         "nan": acc["nan"],
         "inf": acc["inf"],
     }
+
+
+def _kernel_input(x: torch.Tensor) -> torch.Tensor:
+    """A chunk the kernel reads as it is (float dtypes) or widened by :func:`_as_float`."""
+    return x if x.is_floating_point() else _as_float(x)
+
+
+def _torch_sums(flat: torch.Tensor) -> dict[str, Any]:
+    """The sums of :func:`tensor_stats` with torch ops (numba not installed)."""
+    import torch
+
+    acc: dict[str, Any] = {"sum": 0.0, "sq": 0.0, "abs": 0.0, "finite": 0, "nan": 0, "inf": 0}
+    acc.update(zeros=0, min=float("inf"), max=float("-inf"))
+    for start in range(0, flat.numel(), CHUNK):
+        x = _as_float(flat[start : start + CHUNK])
+        nan = torch.isnan(x)
+        inf = torch.isinf(x)
+        acc["nan"] += int(nan.sum())
+        acc["inf"] += int(inf.sum())
+        acc["zeros"] += int((x == 0).sum())
+        f = x[~(nan | inf)]
+        if f.numel():
+            acc["finite"] += f.numel()
+            acc["sum"] += float(f.sum())
+            acc["sq"] += float((f * f).sum())
+            acc["abs"] += float(f.abs().sum())
+            acc["min"] = min(acc["min"], float(f.min()))
+            acc["max"] = max(acc["max"], float(f.max()))
+    return acc
 
 
 def sample(t: torch.Tensor, limit: int = HIST_SAMPLE) -> torch.Tensor:

@@ -2,7 +2,9 @@
 
 Step claims come from the folder name (``epoch-E_step-S``, ``global_stepN``,
 ``checkpoint-N``), ``running_states.json``/``meta.pt``, DeepSpeed's ``global_steps``,
-``trainer_state.json``, the optimizer's ``step`` and the scheduler's ``last_epoch``.
+``trainer_state.json``, a one-file state's ``step``/``iter_num``, the optimizer's ``step`` and
+the scheduler's ``last_epoch``. accelerate's ``random_states_N.pkl`` ``step`` (a gradient-
+accumulation counter) and its ``checkpoint_<n>`` folder names (a save counter) are no claims.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from ..readers.json_files import optional_json
+from ..readers.roles import DETAIL_ACCELERATE_RNG, DETAIL_TRAINER_STATE, POSITION_KEYS
 from .findings import Finding
 from .parts import Components
 from .scheduler import effective_step, optimizer_step
 
 STEP_IN_NAME = re.compile(r"(?:^|[_\-])(?:global_step|step|checkpoint)[_\-]?(\d+)$")
 EPOCH_IN_NAME = re.compile(r"(?:^|[_\-])epoch[_\-]?(\d+)(?:[_\-]|$)")
+ACCELERATE_NAME = re.compile(r"checkpoint_\d+")
 
 
 def _int(v: Any) -> int | None:
@@ -34,13 +38,15 @@ def position_claims(path: Path, parts: Components) -> dict[str, int]:
     """Where the run says it is: source -> step."""
     claims: dict[str, int] = {}
     m = STEP_IN_NAME.search(path.name)
-    if m:
+    if m and not _accelerate_save_count(path, parts):
         claims[f"folder name {path.name}"] = int(m.group(1))
     for rs in parts.run_states:
-        for key in ("global_step", "global_steps", "step"):
+        for key in POSITION_KEYS:
+            if key == "step" and not rs.step_is_position:
+                continue
             value = _int(rs.values.get(key))
             if value is not None:
-                claims[f"{rs.label.rstrip('/') or Path(rs.file).name} {key}"] = value
+                claims[f"{rs.label.rstrip('/.') or Path(rs.file).name} {key}"] = value
                 break
     try:
         trainer = optional_json(path, "trainer_state.json") if path.is_dir() else None
@@ -49,6 +55,18 @@ def position_claims(path: Path, parts: Components) -> dict[str, int]:
     if isinstance(trainer, dict) and _int(trainer.get("global_step")) is not None:
         claims["trainer_state.json global_step"] = int(trainer["global_step"])
     return claims
+
+
+def _accelerate_save_count(path: Path, parts: Components) -> bool:
+    """accelerate's automatic naming ``checkpoint_<n>`` counts saves, not steps."""
+    accelerate = any(rs.detail == DETAIL_ACCELERATE_RNG for rs in parts.run_states)
+    return accelerate and ACCELERATE_NAME.fullmatch(path.name) is not None
+
+
+def _rng_expected(parts: Components) -> bool:
+    """The writer always saves RNG beside the optimizer (HF Trainer: ``rng_state.pth``)."""
+    trainer = any(rs.detail == DETAIL_TRAINER_STATE for rs in parts.run_states)
+    return trainer and bool(parts.optimizers)
 
 
 def check_bundle(path: Path, parts: Components) -> list[Finding]:
@@ -96,12 +114,19 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
             )
         )
     elif not any(rs.has_rng for rs in saved):
+        expected = _rng_expected(parts)
         out.append(
             Finding(
                 "bundle.missing_rng",
-                "info",
-                "the run position is saved but no RNG state",
-                "Dropout and data shuffling will not replay exactly after resume.",
+                "warning" if expected else "info",
+                "the run position is saved but no RNG state"
+                + (
+                    " although the HF Trainer saves rng_state.pth with the optimizer"
+                    if expected
+                    else ""
+                ),
+                "Dropout and data shuffling will not replay exactly after resume"
+                + ("; copy rng_state*.pth from the run." if expected else "."),
             )
         )
     claims = position_claims(path, parts)

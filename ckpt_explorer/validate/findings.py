@@ -43,7 +43,7 @@ class Finding:
 
 @dataclass
 class ValidationReport:
-    """Everything :func:`validate_checkpoint` found, errors first.
+    """Everything :func:`validate_checkpoint` found: security first, then errors first.
 
     Attributes:
         path: what was validated.
@@ -59,7 +59,10 @@ class ValidationReport:
 
     def __post_init__(self) -> None:
         order = {s: i for i, s in enumerate(SEVERITIES)}
-        self.findings = sorted(self.findings, key=lambda f: (order[f.severity], f.rule))
+        self.findings = sorted(  # security findings first: they decide whether to load at all
+            self.findings,
+            key=lambda f: (not f.rule.startswith("security."), order[f.severity], f.rule),
+        )
 
     @property
     def ok(self) -> bool:

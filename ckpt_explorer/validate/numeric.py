@@ -1,8 +1,9 @@
 """Numeric health, streamed: NaN/Inf, all-zero tensors, extreme magnitudes, per tensor.
 
 Each tensor is read through ``view.load`` (mmap) in chunks of ``chunk_elements`` and reduced
-with one ``aminmax`` per chunk, while a read-ahead thread asks the kernel for the next tensors; NaN or Inf show up as a non-finite min/max and only then are
-counted. Figures are Python floats (float64 tensors keep their precision).
+in one pass per chunk by the diff's fused kernel (:mod:`ckpt_explorer.diff.kernel`; with
+torch's ``aminmax`` where numba is missing), while a read-ahead thread asks the kernel for
+the next file ranges from the OS. Figures are Python floats (float64 tensors keep their precision).
 """
 
 from __future__ import annotations
@@ -58,7 +59,22 @@ def tensor_stats(tensor: Any, chunk_elements: int = CHUNK_ELEMENTS) -> TensorSta
     """Streamed figures of one (possibly mmapped) floating-point tensor."""
     import torch
 
+    from ..diff import kernel
+
     flat = tensor.reshape(-1)
+    if kernel.have_numba():
+        step = max(1, chunk_elements)
+        m = kernel.merge_values(
+            [kernel.value_partials(flat[i : i + step]) for i in range(0, flat.numel(), step)]
+        )
+        found = m["finite"] > 0
+        return TensorStats(
+            flat.numel(),
+            m["min"] if found else None,
+            m["max"] if found else None,
+            m["nan"],
+            m["inf"],
+        )
     lo, hi, nan, inf = math.inf, -math.inf, 0, 0
     for start in range(0, flat.numel(), chunk_elements):
         chunk = flat[start : start + chunk_elements]
@@ -105,15 +121,35 @@ def scan(
             yield label + r.name, r, stats
 
 
+# PEFT initialises LoRA's B (and lora_embedding_B) to zeros: all-zero there is by design.
+ZERO_BY_DESIGN = ("lora_B.", "lora_embedding_B")
+
+
 def _is_optimizer_state(name: str) -> bool:
-    return ".state." in "." + name or name.startswith("state.")
+    return ".state." in "." + name.replace("/", ".")
+
+
+def _zero_by_design(name: str) -> bool:
+    return any(marker in name for marker in ZERO_BY_DESIGN)
+
+
+# DeepSpeed's flat fp32 partitions (and the flat moments beside them) end in alignment padding
+# that DeepSpeed never initialises: real files hold values like 2e35 there. Their parameters
+# are checked through the per-parameter views the reader gives, not the raw partitions.
+FLAT_PARTITIONS = ("fp32_flat_groups.", "single_partition_of_fp32_groups.", "base_optimizer_state.")
+
+
+def _flat_partition(name: str) -> bool:
+    return any(marker in name for marker in FLAT_PARTITIONS)
 
 
 def findings_for(
     name: str, record: TensorRecord, stats: TensorStats, extreme: float = EXTREME
 ) -> list[Finding]:
-    """The numeric findings of one tensor."""
-    out = []
+    """The numeric findings of one tensor (none for DeepSpeed's raw flat partitions)."""
+    out: list[Finding] = []
+    if _flat_partition(name):
+        return out
     if stats.nan or stats.inf:
         out.append(
             Finding(
@@ -125,7 +161,12 @@ def findings_for(
                 file=record.file,
             )
         )
-    if stats.all_zero and len(record.shape) >= 2 and not _is_optimizer_state(name):
+    if (
+        stats.all_zero
+        and len(record.shape) >= 2
+        and not _is_optimizer_state(name)
+        and not _zero_by_design(name)
+    ):
         out.append(
             Finding(
                 "numeric.all_zero",

@@ -217,67 +217,91 @@ def _moments(opt: OptimizerPart, stats: dict[str, TensorStats]) -> list[Finding]
 
 
 def _against_model(opt: OptimizerPart, model: ModelPart) -> list[Finding]:
-    ids = opt.group_ids() or opt.all_ids()
-    params = parameter_records(model, len(ids))
+    """Findings only where no assignment of parameters to ids fits (see
+    readers/param_alignment.py); recorded names are checked against the model's shapes."""
+    info = opt.view.optimizer
+    if opt.prefix or info is None or not info.names:
+        return []
     out: list[Finding] = []
-    if len(ids) > len(params):
-        out.append(
+    ids = opt.group_ids() or opt.all_ids()
+    if info.inconsistencies:
+        out += _positional(opt, model, ids) or [
             Finding(
-                "optimizer.param_count",
+                "optimizer.state_shape",
                 "error",
-                f"the optimizer has {len(ids)} params but the model has {len(params)} "
-                "parameter tensors",
-                "The optimizer belongs to a bigger model, or ids were duplicated.",
+                f"no parameter of the model fits the optimizer's states: {msg}",
+                _hint(msg),
+                file=opt.label.rstrip("/") or None,
             )
-        )
-    elif len(ids) < len(params):
+            for msg in info.inconsistencies
+        ]
+        return out
+    shapes = {r.name: tuple(r.shape) for r in model.records}
+    for pid, pn in info.names.items():
+        want = opt.state_shape(pid)
+        if pn.how != "recorded" or pn.name not in shapes or want is None:
+            continue
+        if shapes[pn.name] != want and _numel(want) > 1:
+            out.append(
+                Finding(
+                    "optimizer.state_shape",
+                    "error",
+                    f"state {pid} has shape {list(want)} but its parameter {pn.name} "
+                    f"(recorded in the file) has {list(shapes[pn.name])}",
+                    "The optimizer state belongs to another model or another layout.",
+                    tensor=opt.tensor(pid, _first_state(opt, pid)),
+                    param_id=pid,
+                )
+            )
+    params = len(parameter_records(model))
+    if len(ids) < params:
         out.append(
             Finding(
                 "optimizer.param_count",
-                "warning",
-                f"the optimizer has {len(ids)} params but the model has {len(params)} "
-                "floating-point tensors",
-                "Frozen parameters are not passed to the optimizer, or some tensors are "
-                "buffers; otherwise the optimizer belongs to another model.",
+                "info",
+                f"the optimizer holds {len(ids)} of the model's {params} floating-point tensors",
+                "Normal for frozen parameters (LoRA bases, frozen embeddings) and buffers.",
             )
         )
-    shapes_by_name = {r.name: tuple(r.shape) for r in params}
-    positional = model.ordered and len(ids) == len(params)
+    return out
+
+
+def _hint(message: str) -> str:
+    if "another order" in message:
+        return (
+            "The optimizer was probably rebuilt with a different param order, so state k "
+            "belongs to another tensor; rebuild it in the original order."
+        )
+    return "The optimizer belongs to another model, or its states are still sharded/flattened."
+
+
+def _positional(opt: OptimizerPart, model: ModelPart, ids: list[int]) -> list[Finding]:
+    """One group holding every parameter of an ordered model: id k is the k-th parameter, so
+    each id whose state does not have that parameter's shape is named."""
+    params = parameter_records(model, len(ids))
+    if len(opt.groups) > 1 or not model.ordered or len(ids) != len(params):
+        return []
+    shapes = {r.name: tuple(r.shape) for r in params}
+    out: list[Finding] = []
     for k, pid in enumerate(ids):
         shape = opt.state_shape(pid)
-        if shape is None or pid not in opt.states:
+        expected = params[k]
+        if shape is None or tuple(expected.shape) == shape or _numel(shape) == 1:
             continue
-        if positional:
-            expected = params[k]
-            if tuple(expected.shape) == shape or _numel(expected.shape) == _numel(shape) == 1:
-                continue
-            owner = next((n for n, s in shapes_by_name.items() if s == shape), None)
-            out.append(
-                Finding(
-                    "optimizer.state_shape",
-                    "error",
-                    f"state {pid} has shape {list(shape)} but its parameter "
-                    f"{expected.name} has {list(expected.shape)}"
-                    + (f" (that is the shape of {owner})" if owner else ""),
-                    "The optimizer was probably rebuilt with a different param order, so "
-                    "state k belongs to another tensor; rebuild it in the original order.",
-                    tensor=opt.tensor(pid, _first_state(opt, pid)),
-                    param_id=pid,
-                )
+        owner = next((n for n, s in shapes.items() if s == shape), None)
+        out.append(
+            Finding(
+                "optimizer.state_shape",
+                "error",
+                f"state {pid} has shape {list(shape)} but its parameter "
+                f"{expected.name} has {list(expected.shape)}"
+                + (f" (that is the shape of {owner})" if owner else ""),
+                _hint("another order" if owner else ""),
+                tensor=opt.tensor(pid, _first_state(opt, pid)),
+                param_id=pid,
             )
-        elif shape not in shapes_by_name.values() and _numel(shape) > 1:
-            out.append(
-                Finding(
-                    "optimizer.state_shape",
-                    "error",
-                    f"state {pid} has shape {list(shape)}, the shape of no model parameter",
-                    "The optimizer belongs to another model, or its states are still "
-                    "sharded/flattened.",
-                    tensor=opt.tensor(pid, _first_state(opt, pid)),
-                    param_id=pid,
-                )
-            )
-        if len(out) > MAX_PER_RULE:
+        )
+        if len(out) >= MAX_PER_RULE:
             break
     return out
 

@@ -13,13 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from ..readers.json_files import optional_json
-from ..readers.torch_pickle import RNG_KEYS
+from ..readers.one_file import part_prefix
+from ..readers.param_names import is_buffer_name
+from ..readers.roles import DETAIL_ACCELERATE_RNG, RNG_KEYS, TORCH_CPU_RNG_BYTES, rng_kind
 from ..types import TensorRecord
 from ..view import CheckpointView
+from .fqn_state import fqn_optimizers, ids_for_groups
 
 STATE_NAME = re.compile(r"^(.*?)state\.(\d+)\.([^.]+)$")
 GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.(.+)$")
-RUN_KEYS = ("global_step", "global_steps", "step", "epoch", "sample_start_index")
+RUN_KEYS = ("global_step", "global_steps", "step", "iter_num", "epoch", "sample_start_index")
+MODEL_KINDS = ("model", "adapter", "training_state")
 SCHEDULER_MARKERS = ("last_epoch", "base_lrs")
 FLOAT_PREFIXES = ("float", "bfloat", "complex")
 EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
@@ -62,6 +66,9 @@ class OptimizerPart:
     param_names: dict[int, str] = field(default_factory=dict)
 
     def tensor(self, pid: int, state: str) -> str:
+        record = self.states.get(pid, {}).get(state)
+        if record is not None:  # its own name (FQN-keyed states differ from state.<id>)
+            return self.label + record.name
         return self.label + f"{self.prefix}state.{pid}.{state}"
 
     def group_ids(self) -> list[int]:
@@ -104,6 +111,10 @@ class ValuesPart:
     values: dict[str, Any]
     has_rng: bool = False
     file: str = ""
+    # False when the file's ``step`` is not the run position (accelerate's
+    # random_states_N.pkl saves its gradient-accumulation counter there).
+    step_is_position: bool = True
+    detail: str = ""
 
 
 @dataclass
@@ -148,15 +159,36 @@ def _optimizer_parts(view: CheckpointView, label: str) -> list[OptimizerPart]:
             scalars.setdefault(m.group(1), {}).setdefault(int(m.group(2)), {})[m.group(3)] = value
         elif (m2 := re.match(r"^(.*?)state\.(\d+)$", key)) and value == {}:
             scalars.setdefault(m2.group(1), {}).setdefault(int(m2.group(2)), {})
+    by_fqn = fqn_optimizers(view)
+    for prefix, found in by_fqn.items():
+        states.setdefault(prefix, {}).update(found.states)
+        scalars.setdefault(prefix, {}).update(found.scalars)
     parts = []
+    # DeepSpeed: the reader gives per-parameter slices (``state.<id>.<name>``, recorded names)
+    # beside the flat partitions; the slices are checked like any optimizer, the partitions
+    # are not listed a second time.
+    per_param = "" in states and view.optimizer is not None and bool(view.optimizer.names)
     for prefix in sorted(set(states) | set(scalars)):
         if prefix and not prefix.endswith("."):
+            continue
+        if per_param and "base_optimizer_state" in prefix:
             continue
         groups = _groups(view, prefix)
         if not groups and view.optimizer is None and view.kind != "optimizer":
             continue  # a model tensor that merely looks like state.<n>.<x>
-        flat = "base_optimizer_state" in prefix or "DeepSpeed" in view.detection.detail
+        flat = "base_optimizer_state" in prefix or (
+            "DeepSpeed" in view.detection.detail and not (per_param and not prefix)
+        )
         names = dict(view.optimizer.param_names) if view.optimizer and not prefix else {}
+        if prefix in by_fqn:
+            names = dict(by_fqn[prefix].fqn_of)
+            groups = ids_for_groups(groups, by_fqn[prefix].id_of())
+        elif view.optimizer is not None and any(
+            isinstance(p, str) for g in groups for p in g.get("params", ())
+        ):  # states renamed to ids by the reader, groups still listing FQNs
+            recorded = {n: pid for pid, n in view.optimizer.param_names.items()}
+            groups = ids_for_groups(groups, recorded)
+            names = names or dict(view.optimizer.param_names)
         parts.append(
             OptimizerPart(
                 label,
@@ -211,26 +243,56 @@ def _strip(values: dict[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def _has_rng(view: CheckpointView) -> bool:
+    """An RNG state among the view's entries (by content, or by a known RNG key name)."""
+    if view.kind == "rng":
+        return True
     keys = [r.name for r in view.tensors] + list(view.values)
-    return any(k.split(".")[-1] in RNG_KEYS or k.split(".")[0] in RNG_KEYS for k in keys)
+    if any(k.split(".")[-1] in RNG_KEYS or k.split(".")[0] in RNG_KEYS for k in keys):
+        return True
+    if any(r.dtype == "uint8" and r.shape == (TORCH_CPU_RNG_BYTES,) for r in view.tensors):
+        return True  # torch's CPU generator state, under whatever name
+    return any(rng_kind(v) is not None for v in view.values.values())
+
+
+def _part_label(view: CheckpointView, name: str, part: CheckpointView, label: str) -> str:
+    """``label`` of a part: ``<name>/`` for files and folders, the key prefix (``model.``)
+    for the entries of a one-file training state, so shown names equal the file's own."""
+    if part.path == view.path and view.path.is_file():
+        return label + part_prefix(name)
+    return f"{label}{name}/"
+
+
+def _run_state(view: CheckpointView, label: str) -> ValuesPart:
+    return ValuesPart(
+        label,
+        "run_state",
+        dict(view.values),
+        _has_rng(view),
+        str(view.path),
+        step_is_position=view.detection.detail != DETAIL_ACCELERATE_RNG,
+        detail=view.detection.detail,
+    )
 
 
 def _walk(view: CheckpointView, label: str, out: Components) -> None:
     if view.parts:
         for name, part in view.parts.items():
-            _walk(part, f"{label}{name}/", out)
-        run = {k: v for k, v in view.values.items() if k in RUN_KEYS}
-        if run and view.family == "deepspeed":
-            out.run_states.append(ValuesPart(label, "run_state", run, False, str(view.path)))
+            _walk(part, _part_label(view, name, part, label), out)
+        if view.family == "deepspeed" and not any(
+            p.kind == "running_state" for p in view.parts.values()
+        ):
+            run = {k: v for k, v in view.values.items() if k in RUN_KEYS}
+            if run:
+                out.run_states.append(ValuesPart(label, "run_state", run, False, str(view.path)))
         return
+    if view.kind == "args":
+        return  # training arguments: no tensors, no state to check
     out.leaves.append((label, view))
     if view.kind == "scheduler":
         out.schedulers.append(ValuesPart(label, "scheduler", dict(view.values), file=label))
         return
     if view.kind in ("rng", "running_state"):
-        out.run_states.append(
-            ValuesPart(label, "run_state", dict(view.values), _has_rng(view), str(view.path))
-        )
+        out.run_states.append(_run_state(view, label))
         return
     optimizers = _optimizer_parts(view, label)
     out.optimizers += optimizers
@@ -238,7 +300,7 @@ def _walk(view: CheckpointView, label: str, out: Components) -> None:
         if view.kind != "optimizer":
             out.schedulers.append(ValuesPart(label, "scheduler", _strip(view.values, prefix)))
     taken = {r.name for o in optimizers for recs in o.states.values() for r in recs.values()}
-    if view.kind in ("model", "training_state"):
+    if view.kind in MODEL_KINDS:
         records = [r for r in view.tensors if r.name not in taken]
         if view.family == "deepspeed" or "DeepSpeed" in view.detection.detail:
             records = [r for r in records if r.name.startswith("module.")]
@@ -251,9 +313,40 @@ def _walk(view: CheckpointView, label: str, out: Components) -> None:
             out.models.append(ModelPart(label, view, records, folder, config, ordered))
         if view.kind == "training_state" and _has_rng(view):
             out.run_states.append(ValuesPart(label, "run_state", {}, True, str(view.path)))
-        run = {k: v for k, v in view.values.items() if k in RUN_KEYS}
-        if run and view.kind == "training_state":
-            out.run_states.append(ValuesPart(label, "run_state", run, False, str(view.path)))
+        if view.kind == "training_state":
+            for prefix, run in _run_values(view, taken).items():
+                out.run_states.append(
+                    ValuesPart(label + prefix, "run_state", run, False, str(view.path))
+                )
+
+
+def _run_values(view: CheckpointView, taken: set[str]) -> dict[str, dict[str, Any]]:
+    """prefix -> run position entries (``step``, ``train_state.step`` ...) of a one-view
+    training state (DCP), from plain values or 0-dim integer tensors; optimizer and
+    scheduler entries excluded."""
+    schedulers = tuple(p for p in _scheduler_prefixes(view.values) if p)
+    out: dict[str, dict[str, Any]] = {}
+
+    def keep(name: str) -> tuple[str, str] | None:
+        prefix, _, key = name.rpartition(".")
+        if key not in RUN_KEYS or name in taken or "state." in name or "param_groups" in name:
+            return None
+        if prefix and name.startswith(schedulers):
+            return None
+        return (prefix + "." if prefix else ""), key
+
+    for name, value in view.values.items():
+        if (where := keep(name)) is not None:
+            out.setdefault(where[0], {})[where[1]] = value
+    for r in view.tensors:
+        where = keep(r.name)
+        if where is None or r.numel != 1 or not r.dtype.startswith(("int", "uint")):
+            continue
+        try:
+            out.setdefault(where[0], {})[where[1]] = int(view.load(r.name).reshape(-1)[0])
+        except Exception:
+            continue
+    return out
 
 
 def collect(view: CheckpointView, model: CheckpointView | None = None) -> Components:
@@ -276,20 +369,11 @@ def parameter_records(model: ModelPart, expected: int | None = None) -> list[Ten
     With ``expected`` one less than the count, an ``lm_head.weight`` equal to the embedding
     (tied, saved in separate shards) is dropped too.
     """
-    buffers = (
-        "running_mean",
-        "running_var",
-        "num_batches_tracked",
-        "inv_freq",
-        "position_ids",
-        "attn.bias",
-        "attn.masked_bias",
-    )
     tied = bool(model.config and model.config.get("tie_word_embeddings"))
     seen: set[tuple[str | None, str, int | None]] = set()
     out = []
     for r in model.records:
-        if not is_float(r.dtype) or r.name.endswith(buffers):
+        if not is_float(r.dtype) or is_buffer_name(r.name):
             continue
         if tied and r.name.endswith("lm_head.weight"):
             continue

@@ -7,22 +7,27 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..security import security_findings
 from ..view import CheckpointView
 from . import bundle, config, integrity, optimizer, scheduler
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .findings import Finding, ValidationReport
 from .parts import Components, ModelPart, OptimizerPart, collect
+from .security_severity import weigh_refusals
 
 ProgressFn = Callable[[int, int], Any]
 
 
-def _open(x: str | Path | CheckpointView) -> CheckpointView:
-    if isinstance(x, CheckpointView):
-        return x
+def _open(
+    x: str | Path | CheckpointView, model: str | Path | CheckpointView | None = None
+) -> CheckpointView:
     from ..api import open_checkpoint
+    from ..readers.param_names import attach_names
 
-    return open_checkpoint(x)
+    if isinstance(x, CheckpointView):
+        return attach_names(x, _open(model)) if model is not None else x
+    return open_checkpoint(x, model=model)
 
 
 def _integrity_of_parts(view: CheckpointView, seen: set[Path]) -> list[Finding]:
@@ -114,17 +119,20 @@ def validate_checkpoint(
     """
     label = str(getattr(path_or_view, "path", path_or_view))
     findings: list[Finding] = []
-    checked = ["integrity"]
+    checked = ["security", "integrity"]
+    model_view = _open(model) if model is not None else None
     if isinstance(path_or_view, CheckpointView):
-        view = path_or_view
+        view = _open(path_or_view, model_view)
+        findings += security_findings(view.path)
         findings += integrity.check_path(view.path) if view.path.is_dir() else []
     else:
         root = Path(path_or_view)
         if not root.exists():
             raise CkptExplorerError(root, "a checkpoint file or folder", "nothing at that path")
+        findings += security_findings(root)  # every pickle judged before anything is opened
         findings += integrity.check_path(root)
         try:
-            view = _open(root)
+            view = _open(root, model_view)
         except CkptExplorerError as e:
             if any(f.severity == "error" for f in findings):
                 findings.append(
@@ -132,11 +140,9 @@ def validate_checkpoint(
                 )
                 return ValidationReport(label, findings, checked)
             raise
+    findings = weigh_refusals(findings, view)
     findings += _integrity_of_parts(view, {view.path})
     findings += _unrecognised_children(view)
-    model_view = None
-    if model is not None:
-        model_view = _open(model)
     parts = collect(view, model_view)
     checked += ["config", "optimizer", "scheduler"]
     for m in parts.models:
@@ -152,8 +158,10 @@ def validate_checkpoint(
     run_epoch = next(
         (rs.values.get("epoch") for rs in parts.run_states if "epoch" in rs.values), None
     )
+    # torch schedulers (base_lrs) put initial_lr in the groups; DeepSpeed's WarmupLR & co. do not
+    sets_initial_lr = any("base_lrs" in s.values for s in parts.schedulers)
     for opt in parts.optimizers:
-        findings += optimizer.check_optimizer(opt, the_model, bool(parts.schedulers), stats)
+        findings += optimizer.check_optimizer(opt, the_model, sets_initial_lr, stats)
     for sched in parts.schedulers:
         findings += scheduler.check_scheduler(sched, _pair(parts.optimizers), run_epoch)
     if view.kind == "training_state":

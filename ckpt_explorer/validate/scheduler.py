@@ -22,7 +22,9 @@ def effective_step(values: dict[str, Any]) -> int | None:
     """Scheduler steps taken: ``last_epoch`` (plus the after-scheduler's after a warm-up)."""
     last = _int(values.get("last_epoch"))
     if last is None:
-        return None
+        # DeepSpeed's own schedulers (WarmupLR, ...) count from last_batch_iteration = -1
+        batch = _int(values.get("last_batch_iteration"))
+        return batch + 1 if batch is not None else None
     after = values.get("after_scheduler_dict")
     if values.get("finished") and isinstance(after, dict) and _int(after.get("last_epoch")):
         return last + int(after["last_epoch"])
@@ -30,6 +32,13 @@ def effective_step(values: dict[str, Any]) -> int | None:
     if values.get("finished") and prefixed is not None:
         return last + prefixed
     return last
+
+
+def _counter(values: dict[str, Any]) -> str:
+    """The field the scheduler counts its steps in, as its state names it."""
+    if "last_epoch" not in values and "last_batch_iteration" in values:
+        return "last_batch_iteration + 1"
+    return "last_epoch"
 
 
 def optimizer_step(opt: OptimizerPart) -> float | None:
@@ -78,8 +87,8 @@ def check_scheduler(
             Finding(
                 "scheduler.optimizer_step",
                 "warning",
-                f"the scheduler has taken {eff} steps (last_epoch) but the optimizer {step:g}"
-                + (" — it looks freshly built, not restored" if fresh else ""),
+                f"the scheduler has taken {eff} steps ({_counter(v)}) but the optimizer "
+                f"{step:g}" + (" — it looks freshly built, not restored" if fresh else ""),
                 "If the scheduler steps once per optimizer step, it was not restored on "
                 "resume (ColossalAI #5151): load lr_scheduler before training continues.",
                 file=where,

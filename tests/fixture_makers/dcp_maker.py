@@ -12,16 +12,25 @@ Cases (family "torch-dcp"):
                       "optim.param_groups.<i>.<key>"; every group field (lr, betas, params, ...) is its
                       own BytesStorageMetadata item. Tensors (incl. AdamW's 0-dim float32 `step`) are
                       TensorStorageMetadata.
+- dcp_fqn_state       torchtitan style: msd, osd = get_state_dict(model, AdamW) after 3 steps with
+                      a weight-decay / no-decay split by ndim (interleaving the model order), then
+                      dcp.save({"model": msd, "optim": osd, "lr_scheduler": LambdaLR.state_dict(),
+                      "step": 3}). The optimizer is keyed by parameter FQN:
+                      "optim.state.<fqn>.<name>" and "optim.param_groups.<i>.params" = FQN lists.
+                      Extra "optimizer_names": the FQNs in torch's id order (group by group);
+                      "optimizer_states": optimizer.state_dict()'s states by torch's own ids;
+                      "optimizer_groups": per group its weight_decay and parameter count.
 Manifest: "tensors" = the .metadata FQNs whose metadata is a tensor, with dtype/shape/sum taken from
 what dcp.load puts back into a zeroed copy of the original state_dict (and checked equal to the
 originals); "values" = the byte-item FQNs with the value dcp.load gave back.
-Runs in about 10 s; outputs about 120 KB.
+Runs in about 15 s; outputs about 220 KB.
 """
 
 from __future__ import annotations
 
 import copy
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +147,53 @@ def case_training_state(out: Path) -> dict[str, Any]:
     return {"dcp_training_state": case | info}
 
 
-CASES = {"dcp_model": case_model, "dcp_training_state": case_training_state}
+def case_fqn_state(out: Path) -> dict[str, Any]:
+    """torchtitan style: get_state_dict(model, optimizer) keys the optimizer by FQN."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.ReLU(), nn.Linear(8, 2))
+    named = list(m.named_parameters())
+    groups: list[dict[str, Any]] = [  # weight-decay / no-decay split by ndim
+        {"params": [p for _, p in named if p.ndim >= 2], "weight_decay": 0.1},
+        {"params": [p for _, p in named if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW(groups, lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10))
+    for _ in range(3):
+        m(torch.randn(6, 4)).square().mean().backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no process group: get_state_dict warns, works
+        msd, osd = get_state_dict(m, opt)
+    by_param = {p: n for n, p in named}
+    names = [by_param[p] for g in opt.param_groups for p in g["params"]]
+    if [p for g in osd["param_groups"] for p in g["params"]] != names:
+        raise AssertionError("get_state_dict's FQN lists differ from the groups' order")
+    own = opt.state_dict()  # torch's own ids: the reference for the id numbering
+    folder = fresh_dir(out / "dcp_fqn_state")
+    state = {"model": msd, "optim": osd, "lr_scheduler": sched.state_dict(), "step": 3}
+    case = {"path": "dcp_fqn_state", "family": "torch-dcp", "kind": "training_state"}
+    info = _save_and_describe(state, folder)
+    if "optim.state.0.weight.exp_avg" not in info["tensors"]:
+        raise AssertionError("unexpected DCP naming of the FQN-keyed optimizer state")
+    case["optimizer_names"] = names
+    case["optimizer_states"] = {
+        str(pid): {k: tensor_entry(v) for k, v in st.items()} for pid, st in own["state"].items()
+    }
+    case["optimizer_groups"] = [
+        {"weight_decay": g["weight_decay"], "params": len(g["params"])} for g in own["param_groups"]
+    ]
+    return {"dcp_fqn_state": case | info}
+
+
+CASES = {
+    "dcp_model": case_model,
+    "dcp_training_state": case_training_state,
+    "dcp_fqn_state": case_fqn_state,
+}
 
 
 if __name__ == "__main__":

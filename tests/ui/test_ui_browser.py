@@ -142,6 +142,10 @@ def test_conversion_plan_run_verify(page: Any, ui_root: Path) -> None:
     tab(page, "Convert")
     out = f"converted-{int(time.time() * 1000)}"
     page.get_by_placeholder("e.g. model-hf").fill(out)
+    # the demo is a training state: safetensors holds only its model, asked for explicitly
+    page.get_by_role("button", name="Plan").click()
+    page.locator("text=--model-only").first.wait_for()
+    page.locator("input[type=checkbox]").first.check()
     page.get_by_role("button", name="Plan").click()
     page.locator("text=Byte copy").first.wait_for()
     page.get_by_role("button", name="Run conversion").click()

@@ -552,6 +552,7 @@ def test_two_browser_users_compare_and_convert_at_once(
             tab(pg, "Convert")
             outs[user] = f"two-users-{user}-{time.monotonic_ns()}"
             pg.get_by_placeholder("e.g. model-hf").fill(outs[user])
+            pg.locator("input[type=checkbox]").first.check()  # the demo's model part only
             pg.get_by_role("button", name="Plan").click()
             pg.locator("text=Byte copy").first.wait_for()
         for pg in (pa, pb):  # start both compares, then both conversions

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,3 +139,79 @@ def test_resume_job(ui_root: Path) -> None:
     r.run(wait=True)
     assert r.error == "" and r.causes
     assert "scheduler" in r.causes[0]["cause"]
+
+
+def test_parameters_card_counts_the_model_only(ui_root: Path) -> None:
+    from ckpt_explorer.ui.components.common import fmt_count
+    from ckpt_explorer.ui.components.overview import parameters_card
+
+    app = AppState(ui_root)
+    b = app.browse
+    assert b.open("demo/resumed_from")
+    model = b.view.parts["modeling"]
+    n_model = sum(r.numel for r in model.tensors)
+    n_all = sum(r.numel for r in b.view.tensors)
+    assert n_all > 2 * n_model  # AdamW moments outweigh the model
+    title, value, sub = parameters_card(b.view)
+    assert title == "Parameters" and value == fmt_count(n_model)
+    assert sub == f"{n_model:,} elements in modeling"
+    assert b.open("demo/resumed_from/optimizer")  # an optimizer alone: no parameter count
+    assert parameters_card(b.view)[1:] == ("—", "no model part in this optimizer")
+    assert b.open("hf_gpt2")
+    n = sum(r.numel for r in b.view.tensors)
+    assert parameters_card(b.view)[2] == f"{n:,} elements"
+
+
+def test_optimizer_tables_and_treemap_name_parameters(ui_root: Path) -> None:
+    from ckpt_explorer.ui.tables import prefix_of
+
+    b = AppState(ui_root).browse
+    assert b.open("demo/resumed_from")
+    params = b.frame("opt_params")
+    names = b.view.parts["optimizer"].optimizer.names
+    assert len(params) == 28 and set(params["named"]) == {"aligned"}
+    assert list(params["name"]) == [names[i].name for i in params["id"]]
+    tree = b.frame("tree")
+    node = tree.set_index("id").loc["optimizer/state.0"]
+    assert node["label"] == "0 · embed_tokens.weight" and node["tensors"] == 3
+    tensor_names = [r.name for r in b.view.tensors]
+    for node_id in tree["id"]:  # every box filters the weight map to its own tensors
+        assert any(n.startswith(prefix_of(node_id)) for n in tensor_names), node_id
+    assert b.open("demo/resumed_from/optimizer")  # no model to align against: unknown
+    params = b.frame("opt_params")
+    assert set(params["named"]) == {"unknown"} and set(params["name"]) == {"unknown"}
+    assert not b.frame("tree")["label"].str.contains("·").any()
+
+
+def test_ambiguous_names_are_shown_as_ambiguous(tmp_path: Path) -> None:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LayerNorm(4), nn.LayerNorm(4))  # four parameters of shape [4]
+    model[0].weight.requires_grad_(False)  # frozen: which three the optimizer holds is open
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+    model(torch.randn(2, 4)).square().mean().backward()
+    opt.step()
+    (tmp_path / "run").mkdir()
+    torch.save(model.state_dict(), tmp_path / "run" / "pytorch_model.bin")
+    torch.save(opt.state_dict(), tmp_path / "run" / "optimizer.pt")
+    b = AppState(tmp_path).browse
+    assert b.open("run"), b.error
+    params = b.frame("opt_params")
+    assert set(params["named"]) == {"ambiguous"}
+    assert params["name"].iloc[0] == "ambiguous: 0.weight | 0.bias"
+    assert not b.frame("tree")["label"].str.contains("·").any()
+
+
+def test_parameters_card_of_a_dcp_training_state(real_checkpoints: Any) -> None:
+    from ckpt_explorer import open_checkpoint
+    from ckpt_explorer.ui.components.overview import parameters_card
+
+    folder, manifest = real_checkpoints("dcp")
+    case = manifest["cases"]["dcp_training_state"]
+    view = open_checkpoint(folder / case["path"])
+    model = [e for n, e in case["tensors"].items() if n.startswith("model.")]
+    n = sum(math.prod(e["shape"]) for e in model)
+    assert n < sum(r.numel for r in view.tensors)
+    assert parameters_card(view)[2] == f"{n:,} elements in model.*"

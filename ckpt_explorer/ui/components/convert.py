@@ -53,7 +53,9 @@ class ConvertView(pn.viewable.Viewer):
             self._body: pn.viewable.Viewable = not_available("Conversion", "ckpt_explorer.convert")
             return
         c = self.app.convert
-        self._source = PathPicker(self.app.candidates(), "Source checkpoint")
+        self._source = PathPicker(
+            self.app.candidates(), "Source checkpoint", warn=self.app.unsafe_note
+        )
         sync(c, "source", self._source, "value")
         watch(self.app.browse, lambda e: setattr(c, "source", c.source or e.new), "path")
         targets = c.targets()
@@ -68,6 +70,10 @@ class ConvertView(pn.viewable.Viewer):
         sync(c, "max_shard_size", self._shard, "value")
         self._dtype = pn.widgets.Select(name="Cast to", options=DTYPES, width=100)
         sync(c, "dtype", self._dtype, "value")
+        self._model_only = pn.widgets.Checkbox(
+            name="Model weights only (leave optimizer, scheduler and RNG out)"
+        )
+        sync(c, "model_only", self._model_only, "value")
         self._plan_btn = pn.widgets.Button(name="Plan", button_type="primary", width=100)
         self._plan_btn.on_click(lambda *_: self._plan())
         self._run_btn = pn.widgets.Button(
@@ -89,6 +95,7 @@ class ConvertView(pn.viewable.Viewer):
         form = pn.Column(
             self._source,
             pn.Row(self._target, self._dest, self._shard, self._dtype, sizing_mode="stretch_width"),
+            self._model_only,
             pn.Row(self._plan_btn, self._run_btn, self._cancel),
             sizing_mode="stretch_width",
         )

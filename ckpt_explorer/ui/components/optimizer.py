@@ -61,7 +61,7 @@ class OptimizerView(pn.viewable.Viewer):
         assert info is not None
         groups = b.frame("groups")
         params = b.frame("opt_params")
-        named = sum(1 for n in params["name"] if n)
+        named = int(params["named"].isin(("recorded", "aligned", "known")).sum())
         kpis = cards(
             [
                 ("Param groups", str(len(info.param_groups)), found[1].family),

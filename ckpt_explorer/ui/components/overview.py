@@ -7,7 +7,9 @@ from typing import Any
 
 import panel as pn
 
+from ..engines import engine
 from ..state import AppState
+from ..tables import model_parameter_count
 from .common import (
     PALETTE,
     cards,
@@ -21,6 +23,45 @@ from .common import (
     table,
     watch,
 )
+
+
+def parameters_card(view: Any) -> tuple[str, str, str]:
+    """(title, value, subtitle): the model's parameter count, never optimizer moments."""
+    counted = model_parameter_count(view)
+    if counted is None:
+        return ("Parameters", "—", f"no model part in this {view.kind}")
+    n, parts = counted
+    where = f" in {', '.join(parts)}" if parts else ""
+    return ("Parameters", fmt_count(n), f"{n:,} elements{where}"[:60])
+
+
+def security_banner(view: Any) -> list[pn.pane.Alert]:
+    """A red banner listing each ``security.*`` error of the checkpoint (none when clean)."""
+    sec = engine("security")
+    if sec is None:
+        return []
+    errors = [f for f in sec.view_security_findings(view) if f.severity == "error"]
+    if not errors:
+        return []
+    unsafe = any(f.rule == "security.code_execution" for f in errors)
+    title = (
+        "Unsafe: loading this checkpoint with torch.load(weights_only=False) or pickle "
+        "would run code"
+        if unsafe
+        else "This checkpoint breaks a default torch.load or its container was altered"
+    )
+    items = "".join(
+        f"<li><b>{html.escape(f.rule)}</b>: {html.escape(f.message)}</li>" for f in errors[:20]
+    )
+    more = f"<p>… and {len(errors) - 20} more (Validate lists all)</p>" if len(errors) > 20 else ""
+    return [
+        pn.pane.Alert(
+            f"<b>{html.escape(title)}</b><ul>{items}</ul>{more}",
+            alert_type="danger",
+            sizing_mode="stretch_width",
+            name="security-banner",
+        )
+    ]
 
 
 class Overview(pn.viewable.Viewer):
@@ -39,12 +80,11 @@ class Overview(pn.viewable.Viewer):
         if view is None:
             self._body[:] = [placeholder("Open a checkpoint with the picker on the left.")]
             return
-        params = sum(r.numel for r in view.tensors)
         det = view.detection
         kpis = cards(
             [
                 ("Format", view.family, det.detail or view.kind),
-                ("Parameters", fmt_count(params), f"{params:,} elements"),
+                parameters_card(view),
                 ("Tensors", f"{len(view.tensors):,}", f"{fmt_bytes(view.tensor_bytes)} of data"),
                 ("On disk", fmt_bytes(view.total_bytes), f"{len(view.files)} file(s)"),
                 *(
@@ -68,7 +108,7 @@ class Overview(pn.viewable.Viewer):
             section("Data types (by bytes)", self._dtype_chart(dtypes), height=340),
             sizing_mode="stretch_width",
         )
-        blocks: list[Any] = [kpis, row1]
+        blocks: list[Any] = [*security_banner(view), kpis, row1]
         parts = b.frame("parts")
         if len(parts):
             blocks.append(

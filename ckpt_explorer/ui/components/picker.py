@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ class PathPicker(pn.viewable.Viewer):
         label: str,
         on_pick: Callable[[str], Any] | None = None,
         button: str = "Open",
+        warn: Callable[[str], str] | None = None,
         **params: Any,
     ) -> None:
         super().__init__(**params)
@@ -54,6 +56,17 @@ class PathPicker(pn.viewable.Viewer):
             # choosing a completion (or typing a path and pressing Enter) opens it at once
             self.param.watch(lambda *_: self.pick(), "value")
             self._layout = pn.Row(self._input, btn, sizing_mode="stretch_width")
+        if warn is not None:  # a red line under the box when the path holds an unsafe file
+            note = pn.pane.HTML("", styles={"color": "#b91c1c"}, sizing_mode="stretch_width")
+
+            def show(*_: Any) -> None:
+                text = warn(self.value)
+                note.object = html.escape(text)
+                note.visible = bool(text)
+
+            self.param.watch(show, "value")
+            show()
+            self._layout = pn.Column(self._layout, note, sizing_mode="stretch_width")
 
     def pick(self) -> None:
         if self._on_pick is None or not self.value:

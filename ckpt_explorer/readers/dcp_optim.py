@@ -1,0 +1,142 @@
+"""The optimizer inside a DCP state, keyed by parameter FQN or by torch's integer ids.
+
+``torch.distributed.checkpoint.state_dict.get_state_dict(model, optimizer)`` (torchtitan and
+others, then ``dcp.save({"model": msd, "optim": osd, ...})``) keys the optimizer by parameter
+FQN: ``optim.state.<fqn>.<name>`` tensors and ``optim.param_groups.<i>.params`` = FQN lists.
+The records keep those names (what the file holds; the DCP loader reads them by FQN). The
+:class:`OptimizerInfo` numbers the parameters as torch would: id = position in param_groups
+order (group by group, each group's list order), with the FQNs as ``recorded`` names;
+:func:`state_records` gives, per id, its state records.
+
+A plain ``optimizer.state_dict()`` saved through DCP (``optim.state.<id>.<name>``, integer
+``params`` lists) gets an :class:`OptimizerInfo` with its own ids and no names.
+
+With ``flatten_optimizer_state_dict=True`` the groups are written per FQN
+(``optim.param_groups.<fqn>.<key>``) and their membership is lost; such a state is not named
+here (no :class:`OptimizerInfo`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..types import OptimizerInfo, ParamName, TensorRecord
+
+GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.([^.]+)$")
+SOURCE = "FQN keys of the DCP optimizer state"
+
+
+def _groups_by_prefix(values: Mapping[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, value in values.items():
+        m = GROUP_KEY.match(key)
+        if m and (not m.group(1) or m.group(1).endswith(".")):
+            found.setdefault(m.group(1), {}).setdefault(int(m.group(2)), {})[m.group(3)] = value
+    return found
+
+
+def _is_int(p: Any) -> bool:
+    return isinstance(p, int) and not isinstance(p, bool)
+
+
+def optimizer_prefixes(values: Mapping[str, Any]) -> list[str]:
+    """Prefixes (``"optim."``) under which param_groups with a ``params`` list are saved."""
+    out = []
+    for prefix, groups in _groups_by_prefix(values).items():
+        lists = [g.get("params") for g in groups.values()]
+        if lists and all(isinstance(p, list | tuple) for p in lists):
+            out.append(prefix)
+    return sorted(out)
+
+
+def _fqn_ids(groups: list[dict[str, Any]]) -> dict[str, int] | None:
+    ids: dict[str, int] = {}
+    for g in groups:
+        params = g.get("params")
+        if not isinstance(params, list | tuple) or not all(isinstance(p, str) for p in params):
+            return None
+        for fqn in params:
+            if fqn in ids:
+                return None  # one parameter in two groups: not a state torch wrote
+            ids[fqn] = len(ids)
+    return ids
+
+
+def _split_state(rest: str, ids: Mapping[str, int]) -> tuple[int, str] | None:
+    """``"<fqn>.<state>"`` -> (id, state) for a FQN of ``ids`` (state names hold no dot)."""
+    if "." not in rest:
+        return None
+    fqn, state = rest.rsplit(".", 1)
+    pid = ids.get(fqn)
+    return None if pid is None else (pid, state)
+
+
+def _keys_under(
+    prefix: str, records: Iterable[TensorRecord], values: Mapping[str, Any]
+) -> list[str]:
+    start = prefix + "state."
+    names = [r.name for r in records] + list(values)
+    return [n[len(start) :] for n in names if n.startswith(start)]
+
+
+def dcp_optimizer_info(
+    records: Iterable[TensorRecord], values: Mapping[str, Any]
+) -> tuple[str, OptimizerInfo] | None:
+    """(prefix, structure) of the first optimizer saved in a DCP state, or None."""
+    records = list(records)
+    by_prefix = _groups_by_prefix(values)
+    for prefix in optimizer_prefixes(values):
+        groups = [dict(by_prefix[prefix][i]) for i in sorted(by_prefix[prefix])]
+        ids = _fqn_ids(groups)
+        state_names: dict[int, list[str]] = {}
+        problems: list[str] = []
+        if ids is not None:
+            for rest in _keys_under(prefix, records, values):
+                parsed = _split_state(rest, ids)
+                if parsed is None:
+                    problems.append(f"state {prefix}state.{rest} names no parameter of the groups")
+                    continue
+                state_names.setdefault(parsed[0], []).append(parsed[1])
+            fqns = [str(p) for g in groups for p in g["params"]]
+            for g in groups:
+                g["params"] = [ids[p] for p in g["params"]]
+            names = {i: ParamName(f, "recorded") for i, f in enumerate(fqns)}
+            info = OptimizerInfo(
+                param_groups=tuple(groups),
+                state_ids=tuple(sorted(state_names)),
+                state_names={k: tuple(v) for k, v in sorted(state_names.items())},
+                param_names=dict(enumerate(fqns)),
+                name_source=SOURCE,
+                names=names,
+                inconsistencies=tuple(problems[:20]),
+            )
+            return prefix, info
+        if all(_is_int(p) for g in groups for p in g.get("params", ())):
+            for rest in _keys_under(prefix, records, values):
+                pid, _, state = rest.partition(".")
+                if pid.isdigit() and state:
+                    state_names.setdefault(int(pid), []).append(state)
+            info = OptimizerInfo(
+                param_groups=tuple(groups),
+                state_ids=tuple(sorted(state_names)),
+                state_names={k: tuple(v) for k, v in sorted(state_names.items())},
+            )
+            return prefix, info
+    return None
+
+
+def state_records(
+    prefix: str, info: OptimizerInfo, records: Iterable[TensorRecord]
+) -> dict[int, dict[str, TensorRecord]]:
+    """Per optimizer id, its state records (``{"exp_avg": record, ...}``), FQN- or id-keyed."""
+    by_name = {r.name: r for r in records}
+    out: dict[int, dict[str, TensorRecord]] = {}
+    for pid, states in info.state_names.items():
+        key = info.param_names.get(pid, str(pid))
+        for state in states:
+            rec = by_name.get(f"{prefix}state.{key}.{state}")
+            if rec is not None:
+                out.setdefault(pid, {})[state] = rec
+    return out

@@ -1,0 +1,66 @@
+"""How much a file that ``torch.load(weights_only=True)`` refuses matters, by its role.
+
+Model and adapter weights are what people publish and load with torch's defaults: a refusal
+there breaks every user (an error). The other parts of a training state — RNG states,
+optimizer and scheduler states, run positions, pickled arguments — are read back by the
+training code that wrote them (HF Trainer, accelerate, DeepSpeed, ColossalAI resume), which
+loads them with its own safe globals or ``weights_only=False``; numpy RNG states and
+DeepSpeed's enums are refused by torch's defaults in every clean checkpoint. There the refusal
+is worth knowing (info), not a fault. Code execution is judged separately and always an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from ..view import CheckpointView
+from .findings import Finding
+
+REFUSED = "security.weights_only_refused"
+STATE_KINDS = frozenset({"rng", "running_state", "args", "optimizer", "scheduler", "object"})
+
+
+def file_kinds(view: CheckpointView) -> dict[str, set[str]]:
+    """File path (relative to the view's root, as security findings name it) -> the kinds of
+    every part stored in it (a one-file bundle holds several)."""
+    root = view.path if view.path.is_dir() else view.path.parent
+    out: dict[str, set[str]] = {}
+
+    def walk(v: CheckpointView) -> None:
+        if v.parts:
+            for part in v.parts.values():
+                walk(part)
+            return
+        base = v.path if v.path.is_dir() else v.path.parent
+        for f in v.files:
+            path = (base / f.path) if v.path.is_dir() else v.path
+            try:
+                rel = path.relative_to(root).as_posix()
+            except ValueError:
+                rel = Path(f.path).as_posix()
+            out.setdefault(rel, set()).add(v.kind)
+
+    walk(view)
+    return out
+
+
+def weigh_refusals(findings: list[Finding], view: CheckpointView) -> list[Finding]:
+    """``findings`` with weights_only refusals of non-model training-state files made info."""
+    kinds = file_kinds(view)
+    out = []
+    for f in findings:
+        found = kinds.get(f.file or "")
+        if f.rule == REFUSED and f.severity == "error" and found and found <= STATE_KINDS:
+            role = ", ".join(sorted(found))
+            f = replace(
+                f,
+                severity="info",
+                hint=(
+                    f"This file is the {role} part of a training state: the training code that "
+                    "wrote it reads it back itself (with safe globals or weights_only=False); "
+                    "only a plain torch.load with defaults refuses it. " + (f.hint or "")
+                ).strip(),
+            )
+        out.append(f)
+    return out
