@@ -14,7 +14,6 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ..types import OptimizerInfo, ParamName, TensorRecord
 from ..view import CheckpointView
@@ -230,12 +229,16 @@ def attach_names(view: CheckpointView, model: CheckpointView | None = None) -> C
     models = _model_parts(view.parts)
     if model is not None:
         models = [model]
-    chosen = _best_model(models)
-    for name, part in list(view.parts.items()):
-        if part.optimizer is None or part.parts or not _named_by_parameter(part):
-            continue
-        order = model_order(chosen, [folder])
-        view.parts[name] = part.with_optimizer(name_ids(part.optimizer, part.tensors, order))
+    named = [
+        (name, part)
+        for name, part in view.parts.items()
+        if part.optimizer is not None and not part.parts and _named_by_parameter(part)
+    ]
+    if named:
+        order = model_order(_best_model(models), [folder])  # one order for every optimizer part
+        for name, part in named:
+            assert part.optimizer is not None
+            view.parts[name] = part.with_optimizer(name_ids(part.optimizer, part.tensors, order))
     return view
 
 
@@ -248,11 +251,3 @@ def _best_model(models: list[CheckpointView]) -> CheckpointView | None:
         return 0 if keeps_parameter_order(v.family, (f.path for f in v.files)) else 1
 
     return sorted(models, key=rank)[0]
-
-
-def describe(names: Mapping[int, ParamName]) -> dict[str, Any]:
-    """Counts of ids by how their name was decided (for reports)."""
-    counts: dict[str, Any] = {}
-    for n in names.values():
-        counts[n.how] = counts.get(n.how, 0) + 1
-    return counts

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..readers.json_files import optional_json
 from ..readers.one_file import part_prefix
-from ..readers.param_names import is_buffer_name
+from ..readers.optimizer_info import keeps_parameter_order
+from ..readers.param_names import FLOAT_PREFIXES, is_buffer_name
 from ..readers.roles import DETAIL_ACCELERATE_RNG, RNG_KEYS, TORCH_CPU_RNG_BYTES, rng_kind
 from ..types import TensorRecord
 from ..view import CheckpointView
@@ -25,16 +26,9 @@ GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.(.+)$")
 RUN_KEYS = ("global_step", "global_steps", "step", "iter_num", "epoch", "sample_start_index")
 MODEL_KINDS = ("model", "adapter", "training_state")
 SCHEDULER_MARKERS = ("last_epoch", "base_lrs")
-FLOAT_PREFIXES = ("float", "bfloat", "complex")
 EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
-ORDERED_FAMILIES = (
-    "torch-zip",
-    "torch-legacy",
-    "colossalai-sharded-model",
-    "colossalai-safetensors",
-    "torch-dcp",
-    "deepspeed",
-)
+# Beyond the model families that keep parameter order: one-view states stored in order.
+ORDERED_STATE_FAMILIES = ("torch-dcp", "deepspeed")
 
 
 @dataclass
@@ -306,9 +300,8 @@ def _walk(view: CheckpointView, label: str, out: Components) -> None:
             records = [r for r in records if r.name.startswith("module.")]
         if records:
             folder, config = model_config(view)
-            files = [f.path for f in view.files]
-            ordered = view.family in ORDERED_FAMILIES or (
-                view.family == "hf-single" and not any(f.endswith(".safetensors") for f in files)
+            ordered = view.family in ORDERED_STATE_FAMILIES or keeps_parameter_order(
+                view.family, (f.path for f in view.files)
             )
             out.models.append(ModelPart(label, view, records, folder, config, ordered))
         if view.kind == "training_state" and _has_rng(view):
