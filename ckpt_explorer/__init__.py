@@ -1,6 +1,7 @@
 """ckpt_explorer: open, inspect, compare, validate and convert training checkpoints.
 
-Importing this package is light: torch is imported by the readers, panel/plotly only by the UI.
+Importing this package is light: torch is imported only where tensor values are read or
+computed (listing needs none), panel/plotly only by the UI.
 """
 
 from .api import detect_format, open_checkpoint

@@ -1,19 +1,29 @@
-"""Tensors that live in a file: mmapped on demand, copy-on-write, never writing back."""
+"""Tensors that live in a file: mmapped on demand, copy-on-write, never writing back.
+
+torch is imported by the functions that make tensors, never at import (listing needs none).
+"""
 
 from __future__ import annotations
 
 import mmap
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..errors import CkptExplorerError, TruncatedFileError
+from ..types import shape_numel
+from .torch_names import DTYPES, DType
+
+if TYPE_CHECKING:
+    import torch
 
 
 def torch_dtype(name: str, path: str | Path | None = None) -> torch.dtype:
     """``"bfloat16"`` -> ``torch.bfloat16``; a clear error for dtypes this torch lacks."""
+    import torch
+
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype):
         raise CkptExplorerError(
@@ -44,8 +54,21 @@ class MappedFile:
 
     def bytes_tensor(self, offset: int, nbytes: int) -> torch.Tensor:
         """A uint8 tensor over ``[offset, offset + nbytes)`` of the file, without copying."""
+        import torch
+
         if nbytes == 0:
             return torch.empty(0, dtype=torch.uint8)
+        mapping = self._checked(offset, nbytes)
+        return torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes, offset=offset)
+
+    def byte_view(self, offset: int, nbytes: int) -> memoryview:
+        """``[offset, offset + nbytes)`` of the file as a memoryview of the mapping (no torch)."""
+        if nbytes == 0:
+            return memoryview(b"")
+        return memoryview(self._checked(offset, nbytes))[offset : offset + nbytes]
+
+    def _checked(self, offset: int, nbytes: int) -> mmap.mmap:
+        """The mapping, once ``[offset, offset + nbytes)`` is known to lie in the file."""
         mapping = self._mapping()
         current = os.stat(self.path).st_size
         if offset + nbytes > min(self._size, current):
@@ -55,18 +78,65 @@ class MappedFile:
                 f"a file of {current} bytes",
                 "The file was truncated or changed after it was opened; open it again.",
             )
-        return torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes, offset=offset)
+        from ..remote.guard import check_range  # a remote mirror's holes are never read
+
+        check_range(self.path, offset, nbytes)
+        return mapping
+
+
+@dataclass(frozen=True, eq=False)
+class MappedTensor:
+    """A record's loader: the tensor at a storage of a mapped file (a view, never a copy).
+
+    :meth:`dense_bytes` gives its elements' bytes without torch when they are one dense
+    little-endian block, for the few values listing reads (an optimizer's ``step``).
+    """
+
+    mapped: MappedFile
+    offset: int  # the storage's first byte in the file
+    nbytes: int  # the storage's bytes
+    dtype: str  # torch dtype name, e.g. "bfloat16"
+    shape: tuple[int, ...]
+    stride: tuple[int, ...] | None = None  # None: dense row-major
+    storage_offset: int = 0  # in elements
+    byteorder: str = "little"
+
+    def __call__(self) -> torch.Tensor:
+        raw = self.mapped.bytes_tensor(self.offset, self.nbytes)
+        dtype = torch_dtype(self.dtype, self.mapped.path)
+        return view_bytes(raw, dtype, self.shape, self.stride, self.storage_offset, self.byteorder)
+
+    def dense_bytes(self) -> memoryview | None:
+        """The elements' bytes in row-major order, or None when they are not one dense
+        little-endian block of the storage (or the dtype is unknown here)."""
+        known = DTYPES.get(self.dtype)
+        if known is None or self.byteorder != "little":
+            return None
+        numel = shape_numel(self.shape)
+        if self.stride is not None and numel > 1:
+            expected = 1
+            for size, stride in zip(reversed(self.shape), reversed(self.stride), strict=True):
+                if size != 1 and stride != expected:
+                    return None
+                expected *= size
+        start = self.storage_offset * known.itemsize
+        nbytes = numel * known.itemsize
+        if start + nbytes > self.nbytes:
+            return None
+        return self.mapped.byte_view(self.offset + start, nbytes)
 
 
 def view_bytes(
     raw: torch.Tensor,
-    dtype: torch.dtype,
+    dtype: torch.dtype | DType,
     shape: tuple[int, ...],
     stride: tuple[int, ...] | None = None,
     storage_offset: int = 0,
     byteorder: str = "little",
 ) -> torch.Tensor:
     """Interpret a uint8 storage as a tensor of ``dtype`` with the given geometry."""
+    if isinstance(dtype, DType):
+        dtype = dtype.to_torch()
     itemsize = dtype.itemsize
     usable = raw.numel() - raw.numel() % itemsize
     raw = raw[:usable]

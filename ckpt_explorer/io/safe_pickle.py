@@ -8,6 +8,9 @@ inert :class:`OpaqueObject` subclass named after it, so a DeepSpeed ``ZeroStageE
 The unpickler is CPython's pure-Python one (its memo is a dict, so a memo index of 2^28 costs
 nothing, where the C unpickler allocates a 4 GB table), with the opcodes that call, hash or copy
 restricted to what checkpoints use and charged to a :class:`~.pickle_limits.WorkBudget`.
+
+torch is never imported here: dtypes, ``torch.Size`` and ``torch.device`` become the plain
+stand-ins of :mod:`.torch_names`. numpy is imported only when a pickle names a numpy global.
 """
 
 from __future__ import annotations
@@ -18,11 +21,9 @@ import collections
 import io
 import pickle
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-
-import numpy as np
-import torch
 
 from ..types import shape_numel
 from .pickle_limits import (
@@ -33,6 +34,7 @@ from .pickle_limits import (
     charge_walk,
     normalized_encoding,
 )
+from .torch_names import DTYPES, STORAGE_DTYPES, DType, Size, make_device
 
 # Modules whose globals in a checkpoint can only mean an attempt to run code.
 _DANGEROUS_MODULES = {
@@ -114,12 +116,12 @@ MAX_TENSOR_DIMS = 64
 class StorageRef:
     """A torch storage named by a persistent id: where its bytes are, not the bytes.
 
-    ``dtype`` is the storage's element type (``torch.uint8`` for untyped storages) and
+    ``dtype`` is the storage's element type (``uint8`` for untyped storages) and
     ``numel`` counts elements of that type.
     """
 
     key: str
-    dtype: torch.dtype
+    dtype: DType
     location: str
     numel: int
     view_offset: int = 0  # legacy format only: element offset of a storage view in its root
@@ -137,7 +139,7 @@ class LazyTensor:
     storage_offset: int
     shape: tuple[int, ...]
     stride: tuple[int, ...]
-    dtype: torch.dtype
+    dtype: DType
     requires_grad: bool = False
     is_parameter: bool = False
     subclass: str = ""  # qualified name of a tensor subclass, if one was pickled
@@ -232,33 +234,13 @@ class PickleReport:
     storages: dict[str, StorageRef] = field(default_factory=dict)
 
 
-_STORAGE_DTYPES: dict[str, torch.dtype] = {
-    "DoubleStorage": torch.float64,
-    "FloatStorage": torch.float32,
-    "HalfStorage": torch.float16,
-    "BFloat16Storage": torch.bfloat16,
-    "LongStorage": torch.int64,
-    "IntStorage": torch.int32,
-    "ShortStorage": torch.int16,
-    "CharStorage": torch.int8,
-    "ByteStorage": torch.uint8,
-    "BoolStorage": torch.bool,
-    "ComplexDoubleStorage": torch.complex128,
-    "ComplexFloatStorage": torch.complex64,
-    "UntypedStorage": torch.uint8,
-    "QInt8Storage": torch.qint8,
-    "QUInt8Storage": torch.quint8,
-    "QInt32Storage": torch.qint32,
-}
-
-
 @dataclass(frozen=True)
 class _StorageType:
     name: str
-    dtype: torch.dtype
+    dtype: DType
 
 
-def _itemsize(dtype: torch.dtype) -> int:
+def _itemsize(dtype: DType) -> int:
     return dtype.itemsize
 
 
@@ -296,9 +278,13 @@ def _rebuild_tensor_v3(
     stride: Any,
     requires_grad: Any,
     backward_hooks: Any,
-    dtype: torch.dtype,
+    dtype: DType,
     metadata: Any = None,
 ) -> LazyTensor:
+    if not isinstance(dtype, DType):
+        raise pickle.UnpicklingError(
+            f"a tensor dtype that is a {type(dtype).__name__} is not allowed"
+        )
     tensor = _rebuild_tensor(storage, storage_offset, size, stride, requires_grad)
     tensor.dtype = dtype
     return tensor
@@ -345,14 +331,15 @@ _TORCH_CALLABLES: dict[tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
     ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
     ("torch.serialization", "_get_layout"): _get_layout,
-    ("torch", "device"): torch.device,
+    ("torch", "device"): make_device,
     ("_codecs", "encode"): _codecs_encode,
     ("codecs", "encode"): _codecs_encode,
 }
 
 
 def _safe_numpy_global(module: str, name: str) -> Any:
-    """numpy arrays and scalars of plain (non-object) dtypes only."""
+    """numpy arrays and scalars of plain (non-object) dtypes only (imports numpy)."""
+    import numpy as np
 
     def checked_dtype(*args: Any) -> Any:
         if not args or not isinstance(args[0], str):
@@ -427,7 +414,7 @@ class SafeUnpickler(pickle._Unpickler):
             AttributeError,
             OverflowError,
             LookupError,
-            RuntimeError,  # torch's constructors, e.g. torch.device("nonsense")
+            RuntimeError,  # as torch's constructors raise, e.g. torch.device("nonsense")
             struct.error,
         ) as e:
             raise pickle.UnpicklingError(f"{type(e).__name__}: {e}") from e
@@ -447,15 +434,15 @@ class SafeUnpickler(pickle._Unpickler):
             ctor, hashes = _COPYING_BUILTINS[name]
             return GuardedConstructor(ctor, self.budget, hashes)
         if key == ("torch", "Size"):
-            return GuardedConstructor(torch.Size, self.budget, hashes=False)
+            return GuardedConstructor(Size, self.budget, hashes=False)
         if key == ("collections", "OrderedDict"):
             return GuardedConstructor(collections.OrderedDict, self.budget, hashes=True)
-        if module == "torch" and name in _STORAGE_DTYPES:
-            return _StorageType(name, _STORAGE_DTYPES[name])
+        if module == "torch" and name in STORAGE_DTYPES:
+            return _StorageType(name, STORAGE_DTYPES[name])
         if module in {"torch.storage", "torch"} and name in {"UntypedStorage", "_UntypedStorage"}:
-            return _StorageType(name, torch.uint8)
-        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
-            return getattr(torch, name)
+            return _StorageType(name, DTYPES["uint8"])
+        if module == "torch" and name in DTYPES:
+            return DTYPES[name]
         if module.split(".")[0] == "numpy":
             found = _safe_numpy_global(module, name)
             if found is not None:
@@ -517,7 +504,8 @@ class SafeUnpickler(pickle._Unpickler):
         stack = self.stack
         if type(stack[-1]) is not tuple:
             raise pickle.UnpicklingError("REDUCE with arguments that are not a tuple")
-        if stack[-2] is np.ndarray:
+        np = sys.modules.get("numpy")  # only a numpy global can have put ndarray here
+        if np is not None and stack[-2] is np.ndarray:
             raise pickle.UnpicklingError("calling numpy.ndarray directly is not allowed")
         _BASE_DISPATCH[pickle.REDUCE[0]](self)
 
@@ -538,7 +526,7 @@ class SafeUnpickler(pickle._Unpickler):
         if isinstance(inst, LazyTensor):  # a tensor's Python attributes: not kept
             self.stack.pop()
             return
-        if not isinstance(inst, _BUILDABLE):
+        if not isinstance(inst, _buildable()):
             raise pickle.UnpicklingError(
                 f"setting the state of a {type(inst).__name__} is not allowed"
             )
@@ -603,7 +591,10 @@ _MAPPINGS = (dict, OpaqueObject)
 _SEQUENCES = (list, OpaqueObject)
 
 
-_BUILDABLE = (OpaqueObject, dict, np.ndarray, np.dtype)  # objects BUILD may set the state of
+def _buildable() -> tuple[type, ...]:
+    """Objects BUILD may set the state of (numpy's only once a pickle has imported numpy)."""
+    np = sys.modules.get("numpy")
+    return (OpaqueObject, dict) if np is None else (OpaqueObject, dict, np.ndarray, np.dtype)
 
 
 def _check_target(obj: Any, allowed: tuple[type, ...], opcode: str) -> None:

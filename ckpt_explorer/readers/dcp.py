@@ -1,9 +1,10 @@
 """torch.distributed.checkpoint (DCP) folders: ``.metadata`` plus ``__R_W.distcp`` files.
 
 torch's own ``FileSystemReader.read_metadata`` runs a free ``pickle.load`` on ``.metadata``.
-Here ``.metadata`` goes through the allow-list unpickler instead; the real torch metadata
-objects are then rebuilt from the plain values, and tensor data is read by torch's DCP loader
-through a reader whose ``read_metadata`` returns that safely built object. An optimizer saved
+Here ``.metadata`` goes through the allow-list unpickler instead, into plain values
+(:class:`DcpMetadata`, torch-free: listing imports no torch); torch's own metadata objects are
+rebuilt from them only when tensor data is read, by torch's DCP loader through a reader whose
+``read_metadata`` returns that safely built object. An optimizer saved
 in the state (integer ids, or FQN keys from ``get_state_dict``) gets an :class:`OptimizerInfo`
 (see :mod:`.dcp_optim`); its records keep the names the file gives them.
 """
@@ -11,12 +12,14 @@ in the state (integer ids, or FQN keys from ``get_state_dict``) gets an :class:`
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
 from ..io.safe_pickle import OpaqueObject, PickleReport, safe_loads
 from ..io.torch_file import read_torch_bytes
+from ..io.torch_names import DType
 from ..types import Detection, FileInfo, TensorRecord, shape_numel
 from ..view import CheckpointView
 from .dcp_optim import dcp_optimizer_info
@@ -51,12 +54,63 @@ def _fields(obj: Any, what: str, path: Path) -> dict[str, Any]:
     return state
 
 
-def read_metadata(path: Path) -> Any:
-    """Parse ``.metadata`` safely and rebuild torch's ``Metadata`` from plain values."""
-    import torch
-    from torch.distributed.checkpoint import metadata as md
-    from torch.distributed.checkpoint.filesystem import _StorageInfo
+@dataclass(frozen=True)
+class TensorProperties:
+    dtype: DType
 
+
+@dataclass(frozen=True)
+class ChunkMeta:
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """One tensor of ``state_dict_metadata`` (attribute names as torch's)."""
+
+    properties: TensorProperties
+    size: tuple[int, ...]
+    chunks: list[ChunkMeta]
+
+
+@dataclass(frozen=True)
+class BytesMeta:
+    """A non-tensor item of ``state_dict_metadata``."""
+
+
+@dataclass(frozen=True)
+class MetadataIndex:
+    fqn: str
+    offset: tuple[int, ...] | None = None
+    index: int | None = None
+
+
+@dataclass(frozen=True)
+class StorageInfo:
+    relative_path: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class DcpMetadata:
+    """``.metadata`` as plain values, laid out as torch's ``Metadata`` (no torch needed)."""
+
+    state_dict_metadata: dict[str, TensorMeta | BytesMeta]
+    storage_data: dict[MetadataIndex, StorageInfo]
+
+
+def _ints(value: Any, what: str, path: Path) -> tuple[int, ...]:
+    if not isinstance(value, tuple | list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise CorruptCheckpointError(path / ".metadata", f"{what} as ints", repr(value)[:60])
+    return tuple(value)
+
+
+def read_metadata(path: Path) -> DcpMetadata:
+    """Parse ``.metadata`` with the allow-list unpickler into plain values (no torch)."""
     meta_path = path / ".metadata"
     if meta_path.stat().st_size > MAX_METADATA_BYTES:
         raise CorruptCheckpointError(meta_path, "DCP metadata under 512 MiB", "a larger file")
@@ -67,41 +121,71 @@ def read_metadata(path: Path) -> Any:
             meta_path, "a DCP metadata pickle", f"{type(e).__name__}: {e}"
         ) from e
     fields = _fields(root, "Metadata", path)
-    sd_meta: dict[str, Any] = {}
+    sd_meta: dict[str, TensorMeta | BytesMeta] = {}
     for fqn, item in (fields.get("state_dict_metadata") or {}).items():
         qual = getattr(item, "qualified_name", "")
         if qual.endswith("BytesStorageMetadata"):
-            sd_meta[str(fqn)] = md.BytesStorageMetadata()
+            sd_meta[str(fqn)] = BytesMeta()
             continue
         f = _fields(item, "TensorStorageMetadata", path)
         props = _state(f["properties"], "TensorProperties", path)
         dtype = props[0] if isinstance(props, tuple) else props.get("dtype")
-        if not isinstance(dtype, torch.dtype):
+        if not isinstance(dtype, DType):
             raise CorruptCheckpointError(meta_path, f"a dtype for {fqn}", repr(dtype)[:40])
-        chunks = [
-            md.ChunkStorageMetadata(
-                offsets=torch.Size(_fields(c, "chunk", path)["offsets"]),
-                sizes=torch.Size(_fields(c, "chunk", path)["sizes"]),
+        chunks = []
+        for c in f["chunks"]:
+            cf = _fields(c, "chunk", path)
+            chunks.append(
+                ChunkMeta(_ints(cf["offsets"], "offsets", path), _ints(cf["sizes"], "sizes", path))
             )
-            for c in f["chunks"]
-        ]
-        sd_meta[str(fqn)] = md.TensorStorageMetadata(
-            properties=md.TensorProperties(dtype=dtype), size=torch.Size(f["size"]), chunks=chunks
+        sd_meta[str(fqn)] = TensorMeta(
+            TensorProperties(dtype), _ints(f["size"], "a size", path), chunks
         )
-    storage: dict[Any, Any] = {}
+    storage: dict[MetadataIndex, StorageInfo] = {}
     for key, info in (fields.get("storage_data") or {}).items():
         k = _fields(key, "MetadataIndex", path)
         v = _fields(info, "_StorageInfo", path)
         offset = k.get("offset")
-        index = md.MetadataIndex(
+        index = MetadataIndex(
             fqn=str(k["fqn"]),
-            offset=torch.Size(offset) if offset is not None else None,
+            offset=_ints(offset, "an offset", path) if offset is not None else None,
             index=k.get("index"),
         )
         rel = str(v["relative_path"])
         if "/" in rel or "\\" in rel or rel.startswith(".."):
             raise CorruptCheckpointError(meta_path, "data file names inside the folder", repr(rel))
-        storage[index] = _StorageInfo(rel, int(v["offset"]), int(v["length"]))
+        storage[index] = StorageInfo(rel, int(v["offset"]), int(v["length"]))
+    return DcpMetadata(sd_meta, storage)
+
+
+def torch_metadata(plain: DcpMetadata) -> Any:
+    """torch's own ``Metadata`` rebuilt from the plain values (imports torch; for loading)."""
+    import torch
+    from torch.distributed.checkpoint import metadata as md
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+
+    sd_meta: dict[str, Any] = {}
+    for fqn, item in plain.state_dict_metadata.items():
+        if isinstance(item, BytesMeta):
+            sd_meta[fqn] = md.BytesStorageMetadata()
+            continue
+        chunks = [
+            md.ChunkStorageMetadata(offsets=torch.Size(c.offsets), sizes=torch.Size(c.sizes))
+            for c in item.chunks
+        ]
+        sd_meta[fqn] = md.TensorStorageMetadata(
+            properties=md.TensorProperties(dtype=item.properties.dtype.to_torch()),
+            size=torch.Size(item.size),
+            chunks=chunks,
+        )
+    storage = {
+        md.MetadataIndex(
+            fqn=k.fqn,
+            offset=torch.Size(k.offset) if k.offset is not None else None,
+            index=k.index,
+        ): _StorageInfo(v.relative_path, v.offset, v.length)
+        for k, v in plain.storage_data.items()
+    }
     return md.Metadata(
         state_dict_metadata=sd_meta, storage_data=storage, storage_meta=md.StorageMeta()
     )
@@ -117,11 +201,14 @@ def _reader(path: Path, metadata: Any) -> Any:
     return _SafeReader(str(path))
 
 
-def _loader(path: Path, metadata: Any, fqn: str) -> Any:
+def _loader(path: Path, plain: DcpMetadata, fqn: str, cache: list[Any]) -> Any:
     def load() -> Any:
         import torch
         import torch.distributed.checkpoint as dcp
 
+        if not cache:  # one torch Metadata per opened folder, built at the first read
+            cache.append(torch_metadata(plain))
+        metadata = cache[0]
         item = metadata.state_dict_metadata[fqn]
         out = {fqn: torch.empty(item.size, dtype=item.properties.dtype)}
         with warnings.catch_warnings():
@@ -159,6 +246,7 @@ def _bytes_item(path: Path, info: Any) -> Any:
 
 def open_dcp(path: Path, detection: Detection) -> CheckpointView:
     metadata = read_metadata(path)
+    torch_meta: list[Any] = []
     first_chunk: dict[str, Any] = {}
     for index, info in metadata.storage_data.items():
         if index.fqn not in first_chunk or (index.index or 0) < first_chunk[index.fqn][0]:
@@ -167,7 +255,7 @@ def open_dcp(path: Path, detection: Detection) -> CheckpointView:
     values: dict[str, Any] = {}
     for fqn, item in metadata.state_dict_metadata.items():
         info = first_chunk.get(fqn, (0, None))[1]
-        if not hasattr(item, "size"):
+        if not isinstance(item, TensorMeta):
             values[fqn] = _bytes_item(path, info)
             continue
         dtype = item.properties.dtype
@@ -180,7 +268,7 @@ def open_dcp(path: Path, detection: Detection) -> CheckpointView:
                 nbytes=numel * dtype.itemsize,
                 file=info.relative_path if info else "",
                 offset=info.offset if info else None,
-                loader=_loader(path, metadata, fqn),
+                loader=_loader(path, metadata, fqn, torch_meta),
             )
         )
     records.sort(key=lambda r: (r.file, r.offset or 0))

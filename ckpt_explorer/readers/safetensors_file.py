@@ -8,8 +8,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptCheckpointError, UnsafeCheckpointError
-from ..io.mapped import MappedFile, torch_dtype, view_bytes
+from ..errors import CorruptCheckpointError, TruncatedFileError, UnsafeCheckpointError
+from ..io.mapped import MappedFile, MappedTensor
 from ..io.safe_pickle import safe_loads
 from ..io.safetensors_header import SafetensorsHeader, read_header
 from ..types import Detection, FileInfo, TensorRecord
@@ -111,17 +111,6 @@ def probe(path: Path) -> Detection | None:
     return Detection(str(path), "safetensors", "model", tuple(evidence))
 
 
-def _loader(
-    mapped: MappedFile, offset: int, nbytes: int, dtype: str, shape: tuple[int, ...]
-) -> Any:
-    def load() -> Any:
-        return view_bytes(
-            mapped.bytes_tensor(offset, nbytes), torch_dtype(dtype, mapped.path), shape
-        )
-
-    return load
-
-
 def safetensors_records(path: Path, rel: str) -> tuple[list[TensorRecord], SafetensorsHeader]:
     """Records in on-disk order for one safetensors file (``rel`` is its reported name)."""
     header = safetensors_header(path)
@@ -137,10 +126,27 @@ def safetensors_records(path: Path, rel: str) -> tuple[list[TensorRecord], Safet
                 nbytes=e.end - e.begin,
                 file=rel,
                 offset=offset,
-                loader=_loader(mapped, offset, e.end - e.begin, e.torch_dtype, e.shape),
+                loader=MappedTensor(mapped, offset, e.end - e.begin, e.torch_dtype, e.shape),
             )
         )
     return records, header
+
+
+def _record_bytes(path: Path, record: TensorRecord) -> bytes:
+    """A record's raw bytes, read from the file (no tensor library needed)."""
+    if record.offset is None or not record.nbytes:
+        return b""
+    with open(path, "rb") as f:
+        f.seek(record.offset)
+        data = f.read(record.nbytes)
+    if len(data) != record.nbytes:
+        raise TruncatedFileError(
+            path,
+            f"{record.nbytes} bytes of {record.name} at byte {record.offset}",
+            f"{len(data)} bytes",
+            "The file is truncated; copy it again from its source.",
+        )
+    return data
 
 
 def decode_non_tensor_keys(
@@ -160,8 +166,9 @@ def decode_non_tensor_keys(
     tensors, values = [], {}
     for r in records:
         if r.name in keys:
+            data = _record_bytes(path, r)
             try:
-                values[r.name] = safe_loads(r.loader().numpy().tobytes() if r.loader else b"")
+                values[r.name] = safe_loads(data)
             except Exception as e:
                 raise UnsafeCheckpointError(
                     path,

@@ -6,7 +6,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from ..io.mapped import MappedFile, view_bytes
+from ..io.mapped import MappedFile, MappedTensor
 from ..io.safe_pickle import LazyTensor, OpaqueObject
 from ..io.torch_file import TorchFileStructure, read_torch_structure, sniff_torch
 from ..types import Detection, FileInfo, TensorRecord
@@ -146,15 +146,17 @@ def probe(path: Path) -> Detection | None:
 
 def tensor_loader(mapped: MappedFile, structure: TorchFileStructure, t: LazyTensor) -> Any:
     record = structure.records[t.storage.key]
-
-    def load() -> Any:
-        raw = mapped.bytes_tensor(record.offset, record.nbytes)
-        start = t.storage.view_offset * t.storage.dtype.itemsize
-        if start:
-            raw = raw[start:]
-        return view_bytes(raw, t.dtype, t.shape, t.stride, t.storage_offset, structure.byteorder)
-
-    return load
+    start = t.storage.view_offset * t.storage.dtype.itemsize  # a legacy storage view's start
+    return MappedTensor(
+        mapped,
+        record.offset + start,
+        max(0, record.nbytes - start),
+        t.dtype.name,
+        t.shape,
+        t.stride,
+        t.storage_offset,
+        structure.byteorder,
+    )
 
 
 def records_and_values(

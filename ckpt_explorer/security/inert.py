@@ -8,8 +8,6 @@ judged able to run code; :func:`what_it_does` says, in words, what the name woul
 
 from __future__ import annotations
 
-import functools
-
 # module -> names that are inert in it (exact names, never prefixes, never dotted paths)
 _INERT: dict[str, frozenset[str]] = {
     "torch._utils": frozenset(
@@ -137,15 +135,12 @@ _DOES: tuple[tuple[frozenset[str], str], ...] = (
 )  # fmt: skip
 
 
-@functools.cache
 def _torch_names() -> frozenset[str]:
-    """dtypes, layouts, memory formats, qschemes and storage classes named in ``torch``."""
-    import torch
+    """dtypes, layouts, memory formats, qschemes and storage classes named in ``torch`` (a
+    static copy while exact for the installed torch, see :mod:`.weights_only`)."""
+    from .weights_only import tables
 
-    kinds = (torch.dtype, torch.layout, torch.memory_format, torch.qscheme)
-    names = {n for n, v in vars(torch).items() if isinstance(v, kinds)}
-    names |= {n for n, v in vars(torch).items() if isinstance(v, type) and n.endswith("Storage")}
-    return frozenset(names | {"Size", "device", "Tensor"})
+    return tables().torch_names
 
 
 def inert_reason(module: str, name: str) -> str | None:

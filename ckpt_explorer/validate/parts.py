@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..io.raw_values import record_scalar
 from ..readers.json_files import optional_json
 from ..readers.one_file import part_prefix
 from ..readers.optimizer_info import keeps_parameter_order
@@ -82,7 +83,9 @@ class OptimizerPart:
             rec = self.states.get(pid, {}).get("step")
             if rec is not None and rec.numel == 1:
                 try:
-                    value = float(self.view.load(rec.name).reshape(-1)[0])
+                    value = record_scalar(rec)  # from the file's bytes: no torch
+                    if value is None:
+                        value = float(self.view.load(rec.name).reshape(-1)[0])
                 except Exception:
                     value = None
             if isinstance(value, int | float) and not isinstance(value, bool):
