@@ -1,24 +1,38 @@
 """Conversion benchmark: ckpt_explorer's converters against ``cp`` and the naive converters.
 
-    .venv/bin/python bench/bench_convert.py [--rounds 3] [--zero-params 60] [--markdown]
+    .venv/bin/python bench/bench_convert.py [--rounds 3] [--groups cli,bin,dcp,zero]
+        [--zero-params 60] [--json-out FILE]
 
 Data under ``bench/.data/convert/`` (kept between runs): a ~1 GB torch ``.bin`` (16 fp32
-tensors of 64 MiB), a ~1 GB DCP folder of the same tensors written with ``dcp.save``, and a
-DeepSpeed ZeRO-2 checkpoint (one CPU rank, gloo) of a model of ``--zero-params`` million fp32
-parameters. Each case runs in a fresh process, cases alternate, ``--rounds`` times, cold
-(``posix_fadvise DONTNEED`` on every source file first) and warm (files read once first):
+tensors of 64 MiB), a ``.bin`` of 10,000 small tensors (40 MB, per-tensor overhead), a ~1 GB
+DCP folder of the same tensors written with ``dcp.save``, and a DeepSpeed ZeRO-2 checkpoint
+(one CPU rank, gloo) of a model of ``--zero-params`` million fp32 parameters. Each case runs in
+a fresh process, cases alternate, ``--rounds`` times, cold (``posix_fadvise DONTNEED`` on
+every source file first) and warm (files read once first); ``sync`` before every case.
 
-- ``cp``:           ``cp SRC DST`` of the .bin (the copy limit), and ``cp`` + fsync;
-- ``convert``:      ckpt_explorer ``.bin`` -> safetensors (writes, fsyncs; verification timed
-                    apart);
+Group ``cli`` (whole processes, timed from outside, start-up included):
+
+- ``cp_sync``:      ``cp SRC DST && sync DST`` (the copy limit, on disk);
+- ``cli_convert``:  ``python -m ckpt_explorer convert SRC DST --to safetensors`` (plan, write,
+                    verify bit for bit, fsync, atomic rename), and the same two for the
+                    10,000-tensor file (``cp_sync_10k``, ``cli_convert_10k``);
+- ``py_start``:     ``python -c pass`` (interpreter start-up, for scale).
+
+Memory of a whole process: peak ``RssAnon`` of ``/proc/<pid>/status`` sampled every ~2 ms
+by the parent; ``VmHWM`` (which also counts mapped file pages) beside it. Children run without
+``PYTHONDONTWRITEBYTECODE`` after one untimed warm-up, as an installed package runs (with .pyc).
+
+Group ``bin`` and the others (times of the work inside the process, imports excluded; peak
+RssAnon sampled in a thread, above the process after its imports):
+
+- ``cp``:           ``cp SRC DST`` of the .bin, and ``cp`` + fsync;
+- ``convert``:      ckpt_explorer ``.bin`` -> safetensors (write, then verification while the
+                    output is flushed; both timed apart);
 - ``naive``:        ``torch.load(weights_only=True)`` + ``safetensors.torch.save_file``;
 - ``dcp_convert`` / ``dcp_naive``: DCP -> HF safetensors folder vs torch's
                     ``dcp_to_torch_save``;
 - ``zero_convert`` / ``zero_naive``: ZeRO -> HF safetensors vs DeepSpeed's ``zero_to_fp32``
                     (its module run as a script, ``--safe_serialization``).
-
-Times are of the work inside the process (imports excluded). Memory: peak RssAnon sampled
-every ~5 ms in a background thread; VmHWM (which also counts mapped file pages) beside it.
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -81,20 +96,28 @@ def tensors() -> dict[str, Any]:
     return {f"layers.{i}.weight": torch.randn(4096, 4096, generator=g) for i in range(16)}
 
 
-def make_data(zero_params_m: int) -> None:
+def small_tensors() -> dict[str, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    return {f"blocks.{i}.scale": torch.randn(1024, generator=g) for i in range(10_000)}
+
+
+def make_data(zero_params_m: int, groups: set[str]) -> None:
     import torch
 
     DATA.mkdir(parents=True, exist_ok=True)
-    if not (DATA / "model.bin").is_file():
-        torch.save(tensors(), DATA / "model.bin.part")
-        os.replace(DATA / "model.bin.part", DATA / "model.bin")
-    if not (DATA / "dcp" / ".metadata").is_file():
+    for name, make in (("model.bin", tensors), ("small10k.bin", small_tensors)):
+        if not (DATA / name).is_file():
+            torch.save(make(), DATA / f"{name}.part")
+            os.replace(DATA / f"{name}.part", DATA / name)
+    if "dcp" in groups and not (DATA / "dcp" / ".metadata").is_file():
         import torch.distributed.checkpoint as dcp
 
         shutil.rmtree(DATA / "dcp", ignore_errors=True)
         dcp.save(tensors(), checkpoint_id=str(DATA / "dcp"), no_dist=True)
     zero = DATA / f"zero2_{zero_params_m}m"
-    if not (zero / "latest").is_file():
+    if "zero" in groups and not (zero / "latest").is_file():
         shutil.rmtree(zero, ignore_errors=True)
         env = {**os.environ, "DS_ACCELERATOR": "cpu", "RANK": "0", "LOCAL_RANK": "0",
                "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
@@ -202,10 +225,13 @@ def sources(name: str) -> list[Path]:
         return sorted((DATA / "dcp").iterdir())
     if name.startswith("zero"):
         return sorted(p for p in next(DATA.glob("zero2_*")).rglob("*") if p.is_file())
+    if name.endswith("_10k"):
+        return [DATA / "small10k.bin"]
     return [DATA / "model.bin"]
 
 
 def prepare(name: str, cold: bool) -> None:
+    os.sync()  # nothing of an earlier case is left to flush during this one
     for p in sources(name):
         fd = os.open(p, os.O_RDONLY)
         try:
@@ -219,7 +245,67 @@ def prepare(name: str, cold: bool) -> None:
             os.close(fd)
 
 
+# ---- whole processes (group "cli") ---------------------------------------------------------
+CLI_CASES = ("py_start", "cp_sync", "cli_convert", "cp_sync_10k", "cli_convert_10k")
+
+
+def _proc_status(pid: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("RssAnon", "VmHWM"):
+                    out[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def run_process(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Wall time of one process from start to exit, its peak RssAnon and last VmHWM."""
+    peak = {"RssAnon": 0, "VmHWM": 0}
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        while proc.poll() is None:
+            for k, v in _proc_status(proc.pid).items():
+                peak[k] = max(peak[k], v)
+            time.sleep(0.002)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{argv}: exit {proc.returncode}: {err.read().decode()[-3000:]}")
+    return {"seconds": seconds, "peak_anon": peak["RssAnon"], "vmhwm": peak["VmHWM"]}
+
+
+def run_cli_case(name: str, cold: bool, env: dict[str, str]) -> dict[str, Any]:
+    src = sources(name)[0]
+    dst = OUT / (name + (".bin" if name.startswith("cp") else ".safetensors"))
+    dst.unlink(missing_ok=True)
+    prepare(name, cold)
+    if name == "py_start":
+        return run_process([sys.executable, "-c", "pass"], env)
+    if name.startswith("cp_sync"):
+        shell = f'cp "{src}" "{dst}" && sync "{dst}"'
+        res = run_process(["sh", "-c", shell], env)
+    else:
+        argv = [sys.executable, "-m", "ckpt_explorer", "convert", str(src), str(dst)]
+        res = run_process([*argv, "--to", "safetensors"], env)
+    dst.unlink()
+    return res
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(HERE.parent)
+    env["OMP_NUM_THREADS"] = "2"
+    return env
+
+
 def run_case(name: str, cold: bool) -> dict[str, Any]:
+    if name in CLI_CASES:
+        return run_cli_case(name, cold, cli_env())
     prepare(name, cold)
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "2"}
     proc = subprocess.run(
@@ -230,9 +316,30 @@ def run_case(name: str, cold: bool) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+GROUPS = {
+    "cli": [["cp_sync", "cli_convert", "py_start"], ["cp_sync_10k", "cli_convert_10k"]],
+    "bin": [["cp", "cp_fsync", "convert", "naive"]],
+    "dcp": [["dcp_convert", "dcp_naive"]],
+    "zero": [["zero_convert", "zero_naive"]],
+}
+
+
+def ratios(summary: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The goal's ratios: whole CLI job against cp + sync of the same file, per cache state."""
+    out = {}
+    for temp in ("cold", "warm"):
+        for a, b in (("cli_convert", "cp_sync"), ("cli_convert_10k", "cp_sync_10k")):
+            if f"{a}/{temp}" in summary and f"{b}/{temp}" in summary:
+                out[f"{a}/{b}/{temp}"] = (
+                    summary[f"{a}/{temp}"]["seconds"] / summary[f"{b}/{temp}"]["seconds"]
+                )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--groups", default="cli,bin,dcp,zero", help="comma-separated")
     ap.add_argument("--zero-params", type=int, default=60, help="million parameters")
     ap.add_argument("--case")
     ap.add_argument("--make-zero", nargs=2)
@@ -244,13 +351,12 @@ def main() -> None:
     if args.case:
         print(json.dumps(case(args.case)))
         return
-    make_data(args.zero_params)
+    chosen = [g for g in args.groups.split(",") if g]
+    make_data(args.zero_params, set(chosen))
     OUT.mkdir(parents=True, exist_ok=True)
-    groups = [
-        ["cp", "cp_fsync", "convert", "naive"],
-        ["dcp_convert", "dcp_naive"],
-        ["zero_convert", "zero_naive"],
-    ]
+    groups = [group for g in chosen for group in GROUPS[g]]
+    for name in (n for group in groups for n in group if n in CLI_CASES):
+        run_cli_case(name, False, cli_env())  # warm-up: .pyc written, nothing timed
     results: dict[str, list[dict[str, Any]]] = {}
     for temp in ("cold", "warm"):
         for group in groups:
@@ -258,7 +364,7 @@ def main() -> None:
                 for name in group:
                     r = run_case(name, temp == "cold")
                     results.setdefault(f"{name}/{temp}", []).append(r)
-                    print(f"{name:13} {temp}: {r}", file=sys.stderr)
+                    print(f"{name:15} {temp}: {r}", file=sys.stderr)
     summary = {}
     for key, rs in results.items():
         summary[key] = {
@@ -266,15 +372,21 @@ def main() -> None:
             for k in rs[0]
             if isinstance(rs[0][k], float | int)
         }
-    sizes = {
-        "bin_bytes": (DATA / "model.bin").stat().st_size,
-        "largest_tensor": 64 * MIB,
-        "dcp_largest_file": max(p.stat().st_size for p in (DATA / "dcp").iterdir()),
-        "zero_partition": max(
+    sizes: dict[str, int] = {"bin_bytes": (DATA / "model.bin").stat().st_size}
+    sizes["small10k_bytes"] = (DATA / "small10k.bin").stat().st_size
+    if "dcp" in chosen:
+        sizes["dcp_largest_file"] = max(p.stat().st_size for p in (DATA / "dcp").iterdir())
+    if "zero" in chosen:
+        sizes["zero_partition"] = max(
             p.stat().st_size for p in next(DATA.glob("zero2_*")).rglob("*optim_states.pt")
-        ),
+        )
+    doc = {
+        "summary": summary,
+        "ratios": ratios(summary),
+        "sizes": sizes,
+        "rounds": args.rounds,
+        "load_average": os.getloadavg(),
     }
-    doc = {"summary": summary, "sizes": sizes, "rounds": args.rounds}
     print(json.dumps(doc, indent=2))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(doc, indent=2))

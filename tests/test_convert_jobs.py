@@ -331,7 +331,8 @@ def test_optimizer_to_safetensors_is_refused(real_checkpoints: Any, tmp_path: Pa
 def test_colossalai_engine_gather(real_checkpoints: Any, tmp_path: Path) -> None:
     """Booster(TorchDDPPlugin) on CPU/gloo loads the sharded checkpoint and saves it whole.
 
-    Gemini, LowLevelZero and HybridParallel with TP>1 need CUDA and are not run here.
+    HybridParallel (tp/pp on CPU) is tested in test_colossal_engine_hybrid.py; Gemini and
+    LowLevelZero need CUDA and are not run here.
     """
     pytest.importorskip("colossalai")
     from transformers import AutoModelForCausalLM

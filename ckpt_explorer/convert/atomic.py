@@ -9,7 +9,6 @@ in one ``renameat2(RENAME_EXCHANGE)`` where the kernel offers it, a file by ``os
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 from pathlib import Path
@@ -74,6 +73,8 @@ def fsync_tree(root: Path) -> None:
 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux renameat2); False where unsupported."""
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.renameat2

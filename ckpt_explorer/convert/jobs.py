@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomic import clean_stale, discard, fsync_tree, install, make_temp
-from .launcher import launch
+from .atomic import clean_stale, discard, install, make_temp
+from .flush import BackgroundSync
 from .plan import ConversionPlan, PlannedFile
 from .verify import verify_output
 from .writers import (
@@ -43,10 +43,12 @@ class ConversionResult:
     Attributes:
         destination: where the output now is (it is not installed when not verified).
         files: output files relative to the destination folder (or the file's own name).
-        bytes: tensor bytes written. seconds: writing time; verify_seconds: verification time.
+        bytes: tensor bytes written. seconds: writing time (into the page cache);
+            verify_seconds: verification, while the output is flushed to disk (fsync).
         mismatches: what verification found (empty when verified).
         nproc: processes that wrote the output.
         left_out: what the source holds and the output does not (``plan.dropped``).
+        notes: facts verification accepted (e.g. a tied weight the output holds twice).
     """
 
     verified: bool
@@ -59,6 +61,7 @@ class ConversionResult:
     nproc: int = 1
     fast_path_bytes: int = 0
     left_out: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -100,8 +103,12 @@ def write_files(
     files: Sequence[PlannedFile],
     meter: _Meter | None = None,
     cancel: threading.Event | None = None,
+    sync: bool = True,
 ) -> None:
-    """Write ``files`` of the plan under ``root`` (the output folder or the temp folder)."""
+    """Write ``files`` of the plan under ``root`` (the output folder or the temp folder).
+
+    ``sync=False`` leaves fsyncing safetensors files to the caller.
+    """
     for pf in files:
         if meter is not None:
             meter.start(pf.name)
@@ -109,7 +116,7 @@ def write_files(
         if cancel is not None and cancel.is_set():
             raise ConversionCancelled(plan.destination, "the job to finish", "a cancel request")
         if pf.writer == "safetensors":
-            write_safetensors(root / pf.name, pf.tensors, tick, cancel)
+            write_safetensors(root / pf.name, pf.tensors, tick, cancel, sync=sync)
         elif pf.writer == "torch":
             write_torch(root / pf.name, pf, tick, cancel)
         elif pf.writer == "dcp":
@@ -165,6 +172,8 @@ def run_conversion(
     if nproc > 1:
         if progress is not None:
             progress(ProgressEvent(0, plan.total_bytes, f"{nproc} processes", None))
+        from .launcher import launch  # torchrun machinery, only for nproc > 1
+
         result = ConversionResult(**launch(plan, nproc))
         if progress is not None:
             progress(ProgressEvent(plan.total_bytes, plan.total_bytes, "", 0.0))
@@ -177,14 +186,18 @@ def run_conversion(
         root, opened = output_root(plan, tmp)
         meter = _Meter(plan.total_bytes, progress)
         t0 = time.perf_counter()
-        write_files(plan, root, plan.files, meter, cancel)
+        write_files(plan, root, plan.files, meter, cancel, sync=False)
         write_extras(plan, root)
-        fsync_tree(tmp)
         seconds = time.perf_counter() - t0
         meter.file = "(verifying)"
         meter.emit(force=True)
         t1 = time.perf_counter()
-        mismatches = verify_output(plan, opened) if verify else []
+        # the output goes to disk while verification reads it (and the source) from the cache
+        flush = BackgroundSync(tmp)
+        try:
+            mismatches = verify_output(plan, opened) if verify else []
+        finally:
+            flush.join()
         verify_seconds = time.perf_counter() - t1
         if cancel is not None and cancel.is_set():
             raise ConversionCancelled(dst, "the job to finish", "a cancel request")

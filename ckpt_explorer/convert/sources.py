@@ -45,15 +45,23 @@ def _loader(view: CheckpointView, name: str) -> Callable[[], torch.Tensor]:
     return lambda: view.load(name)
 
 
-def planned(view: CheckpointView, record: TensorRecord, name: str | None = None) -> PlannedTensor:
-    """A source record as an output tensor of the same dtype (fast path when possible)."""
+def planned(
+    view: CheckpointView,
+    record: TensorRecord,
+    name: str | None = None,
+    memo: dict[str, tuple[str, str, int]] | None = None,
+) -> PlannedTensor:
+    """A source record as an output tensor of the same dtype (fast path when possible).
+
+    ``memo``: one dict shared by the records of ``view`` (see ``record_pieces``).
+    """
     return PlannedTensor(
         name=name or record.name,
         source=record.name,
         dtype=record.dtype,
         shape=tuple(record.shape),
         nbytes=record.nbytes,
-        pieces=record_pieces(view.path, record),
+        pieces=record_pieces(view.path, record, memo),
         loader=_loader(view, record.name),
     )
 
@@ -81,7 +89,8 @@ def read_source(view: CheckpointView, whole_state: bool = False) -> SourceConten
     if view.kind == "optimizer" and view.optimizer is not None:
         return _optimizer(view)
     if view.kind in ("model", "adapter"):
-        content = SourceContent("model", [planned(view, r) for r in view.tensors])
+        memo: dict[str, tuple[str, str, int]] = {}
+        content = SourceContent("model", [planned(view, r, memo=memo) for r in view.tensors])
         if view.path.is_dir():
             content.side_files = [
                 (str(view.path / n), n) for n in SIDE_FILES if (view.path / n).is_file()

@@ -1,7 +1,10 @@
 """Verification: reopen the output as a user would and compare it to the source bit for bit.
 
 Every planned tensor must be in the output with its dtype and shape, and its bytes must equal
-the source's (the source byte ranges for copied tensors, the loaded and cast values otherwise).
+the source's. The output is listed by the package's own readers (its header parsed afresh, not
+taken from the writer); where both sides are plain byte ranges (a copied tensor written to a
+safetensors or dense torch file) they are compared block by block without a tensor library,
+otherwise the output tensor is loaded and compared with the loaded (and cast) source values.
 Plain values (``param_groups``, integer steps) must be equal, and an index must name exactly
 the files written, each tensor in the file that holds it, with the right ``total_size``.
 """
@@ -11,10 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
+from .bytecheck import OpenFiles, RangeComparer
+from .fastpath import record_pieces
 from .plan import ConversionPlan, PlannedFile, PlannedTensor
+
+if TYPE_CHECKING:
+    from ..types import TensorRecord
+    from ..view import CheckpointView
 
 MAX_REPORTED = 50
 
@@ -37,25 +46,28 @@ def verify_output(
     except CkptExplorerError as e:
         return [f"the output does not open: {e}"]
     listed = {r.name: r for r in view.tensors}
-    for pf in chosen:
-        for t in pf.tensors:
-            if len(mismatches) >= MAX_REPORTED:
-                return mismatches
-            record = listed.get(t.name)
-            if record is None:
-                mismatches.append(f"{t.name}: missing from the output")
-                continue
-            if record.dtype != t.dtype or tuple(record.shape) != tuple(t.shape):
-                mismatches.append(
-                    f"{t.name}: {record.dtype} {list(record.shape)} written, "
-                    f"{t.dtype} {list(t.shape)} planned"
-                )
-                continue
-            if output.is_dir() and pf.writer != "dcp" and record.file != pf.name:
-                mismatches.append(f"{t.name}: in {record.file}, planned for {pf.name}")
-            if not _same_bytes(view.load(t.name), t):
-                mismatches.append(f"{t.name}: bytes differ from the source")
-        mismatches += _check_values(pf, view.values)
+    memo: dict[str, tuple[str, str, int]] = {}
+    with OpenFiles() as files_open:
+        compare = RangeComparer(files_open)
+        for pf in chosen:
+            for t in pf.tensors:
+                if len(mismatches) >= MAX_REPORTED:
+                    return mismatches
+                record = listed.get(t.name)
+                if record is None:
+                    mismatches.append(f"{t.name}: missing from the output")
+                    continue
+                if record.dtype != t.dtype or tuple(record.shape) != tuple(t.shape):
+                    mismatches.append(
+                        f"{t.name}: {record.dtype} {list(record.shape)} written, "
+                        f"{t.dtype} {list(t.shape)} planned"
+                    )
+                    continue
+                if output.is_dir() and pf.writer != "dcp" and record.file != pf.name:
+                    mismatches.append(f"{t.name}: in {record.file}, planned for {pf.name}")
+                if not _same_output(view, output, record, t, compare, memo):
+                    mismatches.append(f"{t.name}: bytes differ from the source")
+            mismatches += _check_values(pf, view.values)
     if files is None:
         planned_names = {t.name for t in plan.tensors}
         extra = [n for n in listed if n not in planned_names]
@@ -111,6 +123,22 @@ def _compare(got: Any, want: Any, where: str, out: list[str]) -> None:
             _compare(g, w, f"{where}.{i}", out)
     elif type(got) is not type(want) or got != want:
         out.append(f"{where}: {got!r:.80} written, {want!r:.80} in the source")
+
+
+def _same_output(
+    view: CheckpointView,
+    output: Path,
+    record: TensorRecord,
+    t: PlannedTensor,
+    compare: RangeComparer,
+    memo: dict[str, tuple[str, str, int]],
+) -> bool:
+    """The output tensor ``record`` holds exactly ``t``'s source bytes."""
+    if t.fast and t.pieces is not None:
+        written = record_pieces(output, record, memo)
+        if written is not None:
+            return compare.equal(written, t.pieces)
+    return _same_bytes(view.load(t.name), t)
 
 
 def _same_bytes(out: Any, t: PlannedTensor) -> bool:

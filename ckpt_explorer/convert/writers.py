@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
-from .fastpath import copy_pieces, piece_bytes
-from .plan import PlannedFile, PlannedTensor
+from .bytecheck import OpenFiles
+from .fastpath import add_pieces, copy_pieces, piece_bytes
+from .plan import Piece, PlannedFile, PlannedTensor
 
 if TYPE_CHECKING:
     import torch
@@ -107,8 +108,12 @@ def write_safetensors(
     tick: Tick | None = None,
     cancel: threading.Event | None = None,
     metadata: dict[str, str] | None = None,
+    sync: bool = True,
 ) -> None:
-    """Write a safetensors file in the reference layout (header padded to 8, data packed)."""
+    """Write a safetensors file in the reference layout (header padded to 8, data packed).
+
+    ``sync``: fsync before returning (a caller passing False fsyncs the file itself).
+    """
     order = data_order(tensors)
     header: dict[str, Any] = {"__metadata__": metadata or {"format": "pt"}}
     pos = 0
@@ -125,16 +130,19 @@ def write_safetensors(
     raw += b" " * (-len(raw) % 8)
     start = 8 + len(raw)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    sources = OpenFiles()
     try:
         os.pwrite(fd, len(raw).to_bytes(8, "little") + raw, 0)
-        offset = start
+        offset = run_at = start
+        run: list[Piece] = []  # copied tensors since run_at, adjoining ranges merged
         for t in order:
             _check(cancel)
             if t.fast:
                 assert t.pieces is not None
-                copy_pieces(fd, offset, t.pieces, tick, cancel)
-                _check(cancel)
+                run_at = run_at if run else offset
+                add_pieces(run, t.pieces)
             else:
+                _copy_run(fd, run_at, run, tick, cancel, sources)
                 data = tensor_bytes(_load(t))
                 if data.numel() != t.nbytes:
                     raise CkptExplorerError(
@@ -144,10 +152,27 @@ def write_safetensors(
                 if tick is not None:
                     tick(t.nbytes)
             offset += t.nbytes
+        _copy_run(fd, run_at, run, tick, cancel, sources)
         os.ftruncate(fd, start + pos)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
+        sources.close()
         os.close(fd)
+
+
+def _copy_run(
+    fd: int,
+    at: int,
+    run: list[Piece],
+    tick: Tick | None,
+    cancel: threading.Event | None,
+    sources: OpenFiles,
+) -> None:
+    if run:
+        copy_pieces(fd, at, tuple(run), tick, cancel, sources)
+        run.clear()
+        _check(cancel)
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:

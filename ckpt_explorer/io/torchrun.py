@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,7 @@ def run_torchrun(
     *,
     cancel: Cancel = None,
     timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> JobExit:
     """Run ``python -m <module> <args>`` in ``nproc`` ranks and wait for it.
 
@@ -59,6 +60,7 @@ def run_torchrun(
         log_dir: a folder for the job's log (stdout and stderr of every rank).
         cancel: an Event or a callable; when set, the job is terminated.
         timeout_s: terminate the job after this long (it then ends with a non-zero code).
+        env: variables set for the job on top of the caller's environment.
     """
     cmd = [
         sys.executable, "-m", "torch.distributed.run",
@@ -66,12 +68,13 @@ def run_torchrun(
         "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
         "-m", module, *args,
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    job_env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+    job_env.update(env or {})
+    job_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     log = log_dir / "torchrun.log"
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with open(log, "wb") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=job_env)
         while proc.poll() is None:
             late = deadline is not None and time.monotonic() > deadline
             if _stop_requested(cancel) or late:
