@@ -91,23 +91,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from .convert import parse_size, plan_conversion, run_conversion
+    from .convert import plan_conversion, run_conversion
     from .convert.progress import ProgressBar
 
-    if args.engine == "colossalai" and not args.dry_run:
-        from .convert.colossal_engine import gather_with_colossalai
-
-        size = parse_size(args.max_shard_size)
-        result = gather_with_colossalai(
-            args.source,
-            args.destination,
-            shard=size is not None,
-            size_per_shard_mb=max(1, (size or 2**30) // 2**20),
-            use_safetensors=args.to in ("safetensors", "hf"),
-            overwrite=args.overwrite,
-        )
-        print(json.dumps(result.to_json(), indent=2) if args.json else result.destination)
-        return EXIT_OK if result.verified else EXIT_DIFFERENT
+    if args.engine == "colossalai":
+        return _convert_with_colossalai(args)
+    if args.plugin or args.tp > 1 or args.pp > 1 or args.engine_device != "auto":
+        raise CkptExplorerError(
+            None, "--engine colossalai with --plugin / --tp / --pp / --device", "--engine stream",
+            "Add --engine colossalai, or drop them.",
+        )  # fmt: skip
     plan = plan_conversion(
         args.source,
         args.destination,
@@ -146,10 +139,64 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return EXIT_OK if result.verified else EXIT_DIFFERENT
 
 
+def _convert_with_colossalai(args: argparse.Namespace) -> int:
+    """``convert --engine colossalai``: load and save through a real Booster, then verify."""
+    from .convert import parse_size
+    from .convert.colossal_engine import run_engine_job
+    from .convert.colossal_plan import plan_engine_job
+    from .convert.progress import ProgressBar
+
+    if args.dtype or args.model_only:
+        raise CkptExplorerError(
+            None, "no --dtype / --model-only with --engine colossalai", "one of them",
+            "The engine writes the model's tensors as they are; drop the option.",
+        )  # fmt: skip
+    size = parse_size(args.max_shard_size)
+    plan = plan_engine_job(
+        args.source, args.destination, args.plugin or "torch_ddp", args.tp, args.pp,
+        nproc=args.nproc if args.nproc > 1 else None, target=args.to, shard=size is not None,
+        size_per_shard_mb=max(1, (size or 2**30) // 2**20), overwrite=args.overwrite,
+        device=args.engine_device,
+    )  # fmt: skip
+    if args.dry_run:
+        print(json.dumps({"plan": plan.to_json()}, indent=2) if args.json else plan.describe())
+        return EXIT_OK
+    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    try:
+        result = run_engine_job(plan, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        json.dump({"plan": plan.to_json(), "result": result.to_json()}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        state = "verified" if result.verified else "NOT verified (nothing installed)"
+        print(
+            f"{result.destination}: {len(result.files)} file(s), {result.bytes} tensor bytes, "
+            f"{state}; {plan.plugin} tp {plan.tp} x pp {plan.pp} on {plan.nproc} process(es) "
+            f"in {result.seconds:.2f} s, verified in {result.verify_seconds:.2f} s"
+        )
+        for m in result.mismatches[: args.limit]:
+            print(f"  mismatch: {m}")
+        for n in result.notes:
+            print(f"  note: {n}")
+    return EXIT_OK if result.verified else EXIT_DIFFERENT
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from .remote.cli_args import _options
     from .ui.serve import serve
 
-    server, url = serve(args.paths, root=args.root, port=args.port, address=args.address)
+    server, url = serve(
+        args.serve_paths,
+        root=args.root,
+        port=args.port,
+        address=args.address,
+        allow_remote=args.allow_remote,
+        cache=args.remote_cache,
+        storage_options=_options(args),
+    )
     print(f"ckpt_explorer dashboard: {url}  (Ctrl+C to stop)", flush=True)
     try:
         server.join()
@@ -193,6 +240,12 @@ def _cmd_scan(args: argparse.Namespace) -> int:
             f"{unsafe} unsafe ({report.seconds:.2f} s)"
         )
     return report.exit_code
+
+
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from .timeline.command import run
+
+    return run(args)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -295,6 +348,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", help="files or folders (folders are walked recursively)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     p.set_defaults(func=_cmd_scan)
+    p = sub.add_parser(
+        "timeline",
+        help="a run folder's checkpoints over time and its anomalies "
+        "(exit 1 error found, 2 unreadable)",
+        conflict_handler="resolve",  # remote's --cache (same dest) may be added after ours
+    )
+    from .timeline.command import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=_cmd_timeline)
     p = sub.add_parser("doctor", help="rank likely causes of a loss jump between two states")
     p.add_argument("a", help="the state that was resumed from")
     p.add_argument("b", help="a state after resuming, or from a reference run")
@@ -324,7 +387,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine",
         choices=["stream", "colossalai"],
         default="stream",
-        help="colossalai: gather by loading through a Booster (TorchDDPPlugin) and saving",
+        help="colossalai: load through a real ColossalAI Booster and save, then verify",
+    )
+    p.add_argument(
+        "--plugin",
+        choices=["torch_ddp", "hybrid", "gemini", "lowlevelzero"],
+        help="Booster plugin for --engine colossalai (default torch_ddp; gemini and "
+        "lowlevelzero need CUDA)",
+    )
+    p.add_argument("--tp", type=_positive, default=1, help="tensor-parallel size (hybrid)")
+    p.add_argument("--pp", type=_positive, default=1, help="pipeline-parallel size (hybrid)")
+    p.add_argument(
+        "--device",
+        dest="engine_device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="--engine colossalai: cuda/nccl or cpu/gloo (auto: cuda where there is a GPU)",
     )
     p.set_defaults(func=_cmd_convert)
     p = sub.add_parser(
@@ -351,11 +429,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print fits, checks, memory, grid as JSON")
     p.set_defaults(func=_cmd_fit)
     p = sub.add_parser("serve", help="open the dashboard in the browser (127.0.0.1 by default)")
-    p.add_argument("paths", nargs="*", help="checkpoints to open (the first two prefill Compare)")
+    p.add_argument(
+        "serve_paths",
+        nargs="*",
+        metavar="paths",
+        help="checkpoints to open, or URLs under an --allow-remote prefix (the first two "
+        "prefill Compare)",
+    )
     p.add_argument("--root", help="folder the page may read (default: the paths' common parent)")
+    p.add_argument(
+        "--allow-remote",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="let the page read URLs under PREFIX (e.g. s3://bucket/run; repeatable); "
+        "none by default",
+    )
+    p.add_argument("--cache", dest="remote_cache", metavar="DIR", help="keep remote mirrors here")
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec storage option for the remote URLs",
+    )
     p.add_argument("--port", type=int, default=5006, help="port (default 5006; 0 picks a free one)")
     p.add_argument("--address", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.set_defaults(func=_cmd_serve)
+    from .remote.cli_args import add_remote_options
+
+    add_remote_options(sub)  # --cache, --storage-option for URL arguments
     return parser
 
 
@@ -363,8 +466,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = int(args.func(args))
-        sys.stdout.flush()
+        from .remote.cli_args import remote_arguments
+
+        with remote_arguments(args):  # URL arguments read through local mirrors
+            code = int(args.func(args))
+            sys.stdout.flush()
         return code
     except BrokenPipeError:
         return _quiet_broken_pipe()

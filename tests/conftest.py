@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,11 @@ import pytest
 
 MAKERS = Path(__file__).parent / "fixture_makers"
 CACHE = Path(os.environ.get("CKPT_FIXTURE_CACHE", Path(__file__).parent.parent / ".fixture-cache"))
+# The tool's own caches (timeline summaries) go to a folder of this test session, never the
+# user's ~/.cache; child processes (CLI runs, `panel serve`) inherit it.
+_TOOL_CACHE = tempfile.mkdtemp(prefix="ckpt-cache-")
+os.environ["CKPT_EXPLORER_CACHE"] = _TOOL_CACHE
+atexit.register(shutil.rmtree, _TOOL_CACHE, True)
 MAKER_TIMEOUT_S = 900
 
 

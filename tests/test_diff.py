@@ -346,6 +346,7 @@ def test_two_training_state_folders_in_one_call(tmp_path: Path) -> None:
     assert same.equal and same.summary()["identical"] == len(same.tensors)
 
 
+@pytest.mark.cuda  # runs everywhere; on a GPU machine it also takes the cuda path
 def test_devices(tmp_path: Path) -> None:
     a, b = _many(tmp_path)
     auto = diff_checkpoints(a, b, device="auto")

@@ -93,3 +93,22 @@ def test_weights_changed_at_the_same_step_and_dtype(tmp_path):
         "layers.0.linear1.weight" in e for e in causes["weights_changed_unexpectedly"].evidence
     )
     assert any("norm.weight: float32 → float64" in e for e in causes["dtype_changed"].evidence)
+
+
+def test_evidence_numbers_read_as_people_write_them(tmp_path):
+    """The demo's scheduler evidence shows ``_last_lr`` at 6 digits, never a float's full repr."""
+    root = make_demo(tmp_path / "demo")
+    report = resume_doctor(root / "resumed_from", root / "after_resume")
+    lines = [e for c in report.causes for e in c.evidence if e.startswith("_last_lr")]
+    assert lines, "the demo's scheduler restart shows _last_lr as evidence"
+    assert all(len(tok.strip("[],")) <= 12 for line in lines for tok in line.split()), lines
+
+
+def test_readable_pair_never_shows_two_different_values_alike():
+    from ckpt_explorer.readable import readable, readable_pair
+
+    assert readable(0.00020999999999999998) == "0.00021"
+    assert readable(6.0) == "6" and readable([1e-8, 2.0]) == "[1e-08, 2]"
+    a, b = readable_pair(0.0001, 0.00010000001)
+    assert a != b and len(a) < 20
+    assert readable_pair(3e-4, 3e-4) == ("0.0003", "0.0003")

@@ -1,4 +1,4 @@
-"""Truthful verdicts on real training states: DeepSpeed ZeRO-2 / ZeRO-3 and torch DCP (issue 11).
+"""Truthful verdicts on real training states: DeepSpeed ZeRO-2 / ZeRO-3 and torch DCP.
 
 The states are written by ``fixture_makers/realworld_dist_maker.py`` with the real tools
 (``engine.save_checkpoint`` under ZeRO-2 with a torch LambdaLR and ZeRO-3 with DeepSpeed's

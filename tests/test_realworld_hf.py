@@ -1,4 +1,4 @@
-"""Verdicts on real HF training states (Trainer, accelerate, PEFT): issue 11, item 6.
+"""Verdicts on real HF training states (Trainer, accelerate, PEFT).
 
 The states come from tests/fixture_makers/realworld_hf_maker.py (real libraries, planted faults
 made the way they happen); tests/realworld_check.py scores ckpt_explorer against their truth.

@@ -1,4 +1,4 @@
-"""Truthful verdicts on real training states: plain-PyTorch loops and ColossalAI (issue 11).
+"""Truthful verdicts on real training states: plain-PyTorch loops and ColossalAI.
 
 The states are written by ``fixture_makers/realworld_torch_maker.py`` with the real tools (a
 nanoGPT-style loop saved as one file or as separate files + meta.pt, torch.compile / DDP

@@ -7,6 +7,8 @@ walked again in float64 sub-chunks of at most ``FLOAT_ELEMENTS`` elements (sub-c
 bytes agree only add ``||a||²``). On CPU the sub-chunks are reduced by worker threads (one
 per core; the fused numba kernel when installed, torch ops otherwise) and their partial sums
 are added in chunk order, so the figures are the same bits for any thread or process count.
+On an accelerator the worker threads instead fill pinned host slots ahead (byte comparison
+and staging copy), and the calling thread starts the copies and torch ops in chunk order.
 A background read-ahead asks the kernel for the next file ranges, so reading overlaps with
 comparing. Nothing holds more than the current pair.
 """
@@ -173,34 +175,49 @@ def param_name(view: CheckpointView, name: str) -> str | None:
 
 
 class _Stager:
-    """Pinned host buffers for host-to-device copies that overlap with the reductions."""
+    """Pinned host slots for host-to-device copies, filled ahead by worker threads.
 
-    SLOTS = 4
+    Chunk ``j`` of a pair uses slot ``j % slots`` (one buffer per side). A worker fills it
+    only after the copies of the chunk that last used it have left (that chunk's CUDA event);
+    the caller keeps fewer than ``slots - 1`` chunks staged ahead, so that event is always
+    recorded before a fill waits on it. On CPU (tests) the buffers are plain memory.
+    """
 
-    def __init__(self, nbytes: int, device: torch.device) -> None:
+    def __init__(self, nbytes: int, device: torch.device, slots: int) -> None:
         import torch
 
         self.device = device
-        self.bufs = [torch.empty(nbytes, dtype=torch.uint8).pin_memory() for _ in range(4)]
-        self.events: list[Any] = [None] * self.SLOTS
-        self.k = 0
+        self.cuda = device.type == "cuda"
+        self.slots = slots
 
-    def to_device(self, t: torch.Tensor) -> torch.Tensor:
-        import torch
+        def buf() -> torch.Tensor:
+            b = torch.empty(nbytes, dtype=torch.uint8)
+            return b.pin_memory() if self.cuda else b
 
-        slot = self.k % self.SLOTS
-        self.k += 1
+        self.bufs = [(buf(), buf()) for _ in range(slots)]
+        self.events: list[Any] = [None] * slots
+
+    def fill(self, j: int, side: int, t: torch.Tensor) -> torch.Tensor:
+        """Copy chunk ``t`` into side ``side`` of chunk ``j``'s slot (runs in a worker thread)."""
+        slot = j % self.slots
         event = self.events[slot]
         if event is not None:
-            event.synchronize()  # the copy that last used this slot has finished
+            event.synchronize()  # the copies that last used this slot have finished
         nbytes = t.numel() * t.element_size()
-        host = self.bufs[slot][:nbytes].view(t.dtype)
+        host = self.bufs[slot][side][:nbytes].view(t.dtype)
         host.copy_(t.reshape(-1))
-        dev = host.to(self.device, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record()
-        self.events[slot] = event
-        return dev
+        return host
+
+    def send(self, j: int, hosts: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Start the copies of chunk ``j``'s staged buffers to the device (calling thread)."""
+        import torch
+
+        devs = [h.to(self.device, non_blocking=True) for h in hosts]
+        if self.cuda:
+            event = torch.cuda.Event()
+            event.record()
+            self.events[j % self.slots] = event
+        return devs
 
 
 class Engine:
@@ -370,7 +387,7 @@ class Engine:
     @contextmanager
     def _workers(self) -> Iterator[None]:
         """The CPU worker threads, for the duration of one run."""
-        if self.device.type == "cpu" and self.threads > 1:
+        if self.threads > 1:  # CPU: the float pass; accelerator: staging into pinned slots
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ckpt-diff")
         try:
             yield
@@ -395,13 +412,6 @@ class Engine:
             stats = ChunkStats(FLOAT_ELEMENTS, self.device, self.atol, self.rtol)
             self._local.stats = stats
         return stats
-
-    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
-        if self.device.type == "cpu":
-            return t
-        if self._stager is None:
-            self._stager = _Stager(FLOAT_ELEMENTS * 16, self.device)
-        return self._stager.to_device(t)
 
     def _chunk_cpu(
         self, ca: torch.Tensor, cb: torch.Tensor, same_dtype: bool, fused: bool
@@ -459,22 +469,54 @@ class Engine:
     def _float_pass_device(
         self, ta: torch.Tensor, tb: torch.Tensor, same_dtype: bool, starts: range, step: int
     ) -> Sums:
-        """The float pass on an accelerator: torch ops, partials kept on the device."""
+        """The float pass on an accelerator: worker threads compare bytes and fill pinned
+        slots ahead, this thread starts the copies and the torch ops in chunk order; the
+        partials stay on the device until the pair is done."""
         import torch
 
         stats = self._work()
+        if self._stager is None:
+            # a chunk is at most FLOAT_ELEMENTS elements of at most 8 bytes
+            slots = min(2 * self.threads, 8) + 2
+            self._stager = _Stager(FLOAT_ELEMENTS * 8, self.device, slots)
+        stager = self._stager
+
+        def stage(j: int, i: int) -> tuple[bool, list[torch.Tensor], int]:
+            if self._pool is not None and not getattr(self._local, "one_thread", False):
+                torch.set_num_threads(1)  # per worker: copies in parallel, not each copy
+                self._local.one_thread = True
+            ca, cb = ta[i : i + step], tb[i : i + step]
+            identical = same_dtype and bytes_equal(ca, cb)
+            hosts = [stager.fill(j, 0, ca)]
+            if not identical:
+                hosts.append(stager.fill(j, 1, cb))
+            return identical, hosts, ca.numel() * ca.element_size() + cb.numel() * cb.element_size()
+
         partials: list[torch.Tensor] = []
-        for i in starts:
+        pending: deque[tuple[int, Future[Any] | tuple[bool, list[torch.Tensor], int]]] = deque()
+        it = enumerate(starts)
+        while True:
+            while len(pending) < stager.slots - 2 and not self.cancelled:
+                nxt = next(it, None)
+                if nxt is None:
+                    break
+                j, i = nxt
+                job = stage(j, i) if self._pool is None else self._pool.submit(stage, j, i)
+                pending.append((j, job))
+            if not pending:
+                break
+            j, job = pending.popleft()
+            identical, hosts, nbytes = job if isinstance(job, tuple) else job.result()
+            devs = stager.send(j, hosts)
+            partials.append(stats.identical(devs[0]) if identical else stats.reduce(*devs))
+            self._advance(nbytes)
             if self._should_stop():
                 self.cancelled = True
             if self.cancelled:
+                for _, rest in pending:  # let the fills finish: they write the slots
+                    if not isinstance(rest, tuple):
+                        rest.exception()
                 break
-            ca, cb = ta[i : i + step], tb[i : i + step]
-            if same_dtype and bytes_equal(ca, cb):
-                partials.append(stats.identical(self._to_device(ca)))
-            else:
-                partials.append(stats.reduce(self._to_device(ca), self._to_device(cb)))
-            self._advance(ca.numel() * ca.element_size() + cb.numel() * cb.element_size())
         sums = Sums()
         if partials:
             table = torch.stack([t.to(stats.device) for t in partials]).cpu().tolist()

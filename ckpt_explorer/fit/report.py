@@ -8,6 +8,7 @@ from typing import Any
 
 from ..api import open_checkpoint
 from ..inspect_report import human_bytes
+from ..view import CheckpointView
 from .arch import ArchFacts, model_tensors, read_arch
 from .checks import Check, run_checks
 from .grid import fit_grid
@@ -93,7 +94,11 @@ class FitReport:
 
 def fit_checkpoint(path: str | Path, layout: Layout) -> FitReport:
     """Open ``path`` (headers only) and decide whether it loads and fits at ``layout``."""
-    view = open_checkpoint(path)
+    return fit_view(path, open_checkpoint(path), layout)
+
+
+def fit_view(path: str | Path, view: CheckpointView, layout: Layout) -> FitReport:
+    """:func:`fit_checkpoint` of a checkpoint already opened as ``view``."""
     arch = read_arch(path, view)
     tensors = model_tensors(view)
     memory = memory_per_gpu(tensors, arch, layout) if tensors and layout.dp else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..readable import readable_pair
 from ..validate.bundle import position_claims
 from ..validate.parts import Components, OptimizerPart, collect
 from ..validate.scheduler import effective_step, optimizer_step
@@ -174,7 +175,8 @@ def _scheduler(a: Side, b: Side) -> Cause | None:
     if score and a.sched_values and b.sched_values:
         la, lb = a.sched_values.get("_last_lr"), b.sched_values.get("_last_lr")
         if la != lb:
-            ev.append(f"_last_lr: A {la}, B {lb}")
+            ra, rb = readable_pair(la, lb)
+            ev.append(f"_last_lr: A {ra}, B {rb}")
     if not score:
         return None
     return Cause(
@@ -287,7 +289,8 @@ def _hyper(a: Side, b: Side) -> Cause | None:
         for key in (*HYPER, "initial_lr"):
             va, vb = _plain(ga.get(key)), _plain(gb.get(key))
             if va != vb:
-                ev.append(f"group {i} {key}: A {va}, B {vb}")
+                ra, rb = readable_pair(va, vb)
+                ev.append(f"group {i} {key}: A {ra}, B {rb}")
     if not ev:
         return None
     return Cause(

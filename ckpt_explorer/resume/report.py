@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..readable import readable_pair
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -56,7 +58,8 @@ class DoctorReport:
     def format_text(self) -> str:
         lines = [f"resume doctor: A = {self.a}", f"               B = {self.b}", ""]
         for k, v in self.facts.items():
-            lines.append(f"  {k}: A {v[0]}  B {v[1]}")
+            ra, rb = readable_pair(v[0], v[1])
+            lines.append(f"  {k}: A {ra}  B {rb}")
         lines.append("")
         if not self.causes:
             lines.append("no likely cause found: the two states agree where they should")

@@ -96,7 +96,7 @@ class CompareState(JobState):
         if mod is None or self.running:
             return
         try:
-            a, b = self.guard.resolve(self.a), self.guard.resolve(self.b)
+            a, b = self.guard.later(self.a), self.guard.later(self.b)  # URLs: fetched in work
         except CkptExplorerError as e:
             self.fail(e.one_line())
             return
@@ -118,7 +118,7 @@ class CompareState(JobState):
             kw.update(progress=lambda d, t: tick(d, t), cancel=cancel)
             if streamed:
                 kw["on_row"] = on_row
-            return fn(a, b, **kw)
+            return fn(a(), b(), **kw)
 
         def done(result: Any) -> None:
             s = result.summary()
@@ -148,7 +148,7 @@ class ValidateState(JobState):
         if mod is None or self.running:
             return
         try:
-            path = self.guard.resolve(self.target)
+            path = self.guard.later(self.target)  # a URL: fetched in work
         except CkptExplorerError as e:
             self.fail(e.one_line())
             return
@@ -158,7 +158,7 @@ class ValidateState(JobState):
             kw: dict[str, Any] = {}
             if engines.accepts(fn, "progress"):
                 kw["progress"] = lambda *a: self.report(a[0] / a[1] if len(a) > 1 and a[1] else 0)
-            return fn(path, **kw)
+            return fn(path(), **kw)
 
         def done(report: Any) -> None:
             df = engines.frame_of(report, "findings")
@@ -187,13 +187,13 @@ class ResumeState(JobState):
         if mod is None or self.running:
             return
         try:
-            a, b = self.guard.resolve(self.a), self.guard.resolve(self.b)
+            a, b = self.guard.later(self.a), self.guard.later(self.b)  # URLs: fetched in work
         except CkptExplorerError as e:
             self.fail(e.one_line())
             return
 
         def work(cancel: threading.Event) -> Any:
-            return mod.resume_doctor(a, b)
+            return mod.resume_doctor(a(), b())
 
         def done(report: Any) -> None:
             items = getattr(report, "causes", report)
@@ -260,7 +260,7 @@ class ConvertState(JobState):
         if mod is None:
             return False
         try:
-            src, dst = self.guard.resolve(self.source), self._destination()
+            src, dst = self.guard.resolve(self.source, "structure"), self._destination()
             plan = mod.plan_conversion(
                 src,
                 dst,
@@ -296,6 +296,7 @@ class ConvertState(JobState):
             return None
 
         def work(cancel: threading.Event) -> Any:
+            self.guard.remote.complete(plan.source)  # a URL's mirror: every byte first
             kw: dict[str, Any] = {}
             if engines.accepts(fn, "progress"):
                 kw["progress"] = progress

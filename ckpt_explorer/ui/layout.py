@@ -9,16 +9,12 @@ from typing import Any
 
 import panel as pn
 
+from ..remote.urls import is_url
 from .components.common import ACCENT, error_pane
-from .components.compare import CompareView
-from .components.convert import ConvertView
-from .components.optimizer import OptimizerView
-from .components.overview import Overview
 from .components.picker import PathPicker
-from .components.resume import ResumeView
-from .components.validate import ValidateView
-from .components.weight_map import WeightMap
-from .state import TABS, AppState
+from .remote_paths import RemoteAccess
+from .state import AppState
+from .views import TABS, VIEWS, view_class
 
 EXTENSIONS = ("tabulator", "plotly")
 PAGE_CSS = """
@@ -35,19 +31,25 @@ def load_extensions(notebook: bool = False) -> None:
         pn.extension(*EXTENSIONS)
 
 
-def make_state(paths: Sequence[str | Path] = (), root: str | Path | None = None) -> AppState:
+def make_state(
+    paths: Sequence[str | Path] = (),
+    root: str | Path | None = None,
+    remote: RemoteAccess | None = None,
+) -> AppState:
     """An AppState rooted at ``root`` (default: the first path's folder, else the cwd), with
-    the first of ``paths`` open and A/B set from the first two."""
+    the first of ``paths`` open and A/B set from the first two; ``remote``: the URLs it may
+    read (none by default)."""
+    local = [p for p in paths if not is_url(str(p))]
     if root is None:
-        if not paths:
+        if not local:
             root = Path.cwd()
         else:
-            common = Path(os.path.commonpath([Path(p).resolve() for p in paths]))
-            root = common.parent if len(paths) == 1 or not common.is_dir() else common
-    state = AppState(root)
+            common = Path(os.path.commonpath([Path(p).resolve() for p in local]))
+            root = common.parent if len(local) == 1 or not common.is_dir() else common
+    state = AppState(root, remote)
     rel = [_relative(state, p) for p in paths]
     if rel:
-        state.browse.open(rel[0])
+        state.browse.open(rel[0], wait=True)
         state.validate.target = state.browse.path
         state.convert.source = state.browse.path
         state.compare.a = state.resume.a = rel[0]
@@ -57,6 +59,8 @@ def make_state(paths: Sequence[str | Path] = (), root: str | Path | None = None)
 
 
 def _relative(state: AppState, p: str | Path) -> str:
+    if is_url(str(p)):
+        return str(p).strip()
     path = Path(p)
     if path.is_absolute():
         try:
@@ -74,7 +78,14 @@ def sidebar(state: AppState) -> list[Any]:
         with pn.io.hold():  # one batch of model updates for every view
             b.open(path)
 
-    picker = PathPicker(state.candidates(), "Checkpoint", on_pick=open_held, warn=state.unsafe_note)
+    picker = PathPicker(
+        state.candidates(),
+        "Checkpoint",
+        on_pick=open_held,
+        warn=state.unsafe_note,
+        urls=state.guard.remote.prefixes,
+        busy=(b, "opening"),
+    )
     picker.value = b.path
     b.param.watch(lambda e: setattr(picker, "value", e.new), "path")
     root = pn.pane.Markdown(f"Root: `{state.guard.root}`", styles={"color": "#6b7280"})
@@ -93,17 +104,8 @@ def sidebar(state: AppState) -> list[Any]:
 
 def body(state: AppState) -> pn.Tabs:
     """The views as tabs, kept in step with ``state.active`` both ways."""
-    views = {
-        "Overview": Overview(app=state),
-        "Weight map": WeightMap(app=state),
-        "Optimizer": OptimizerView(app=state),
-        "Compare": CompareView(app=state),
-        "Validate": ValidateView(app=state),
-        "Resume doctor": ResumeView(app=state),
-        "Convert": ConvertView(app=state),
-    }
     tabs = pn.Tabs(
-        *((name, views[name]) for name in TABS),
+        *((name, view_class(spec)(app=state)) for name, spec in VIEWS),
         dynamic=False,
         sizing_mode="stretch_width",
         margin=(0, 4),
@@ -127,11 +129,14 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
 
 
 def create_app(
-    paths: Sequence[str | Path] = (), root: str | Path | None = None, notebook: bool = False
+    paths: Sequence[str | Path] = (),
+    root: str | Path | None = None,
+    notebook: bool = False,
+    remote: RemoteAccess | None = None,
 ) -> pn.template.BaseTemplate:
     """The served dashboard: ``create_app(paths=["run/step-6000"], root="run").servable()``."""
     load_extensions(notebook)
-    state = make_state(paths, root)
+    state = make_state(paths, root, remote)
     # Bootstrap: every resource is served by Panel itself (the Fast design asks Google Fonts).
     template = pn.template.BootstrapTemplate(
         title="ckpt_explorer",

@@ -1,11 +1,18 @@
-"""A root directory the dashboard may read: nothing outside it is listed or opened."""
+"""A root directory the dashboard may read: nothing outside it is listed or opened.
+
+URLs go through the same gate: :class:`~.remote_paths.RemoteAccess` allows only those under
+the ``serve --allow-remote`` prefixes (none by default).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import CkptExplorerError
+from ..remote.urls import is_url, public
+from .remote_paths import Need, RemoteAccess, RemoteRefusedError
 
 # Files worth offering in the picker (folders are always offered).
 CHECKPOINT_SUFFIXES = (
@@ -40,22 +47,35 @@ class RootGuard:
         PosixPath('/data/ckpts/run1/step-100')
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, remote: RemoteAccess | None = None) -> None:
         path = Path(root).expanduser()
         if not path.is_dir():
             raise CkptExplorerError(root, "a directory to serve checkpoints from", "none")
         self.root = path.resolve()
+        self.remote = remote if remote is not None else RemoteAccess()
 
-    def resolve(self, text: str | Path) -> Path:
-        """The real path of ``text`` inside the root.
+    def resolve(self, text: str | Path, remote: Need | None = None) -> Path:
+        """The real path of ``text`` inside the root; for an allowed URL, when the caller
+        reads URLs (``remote``), its local mirror holding the structure or every byte
+        (``"all"``: fetched here, so call it from a background job).
 
         Raises:
             PathOutsideRootError: ``..``, an absolute path elsewhere, or a link leaving root.
-            CkptExplorerError: the path does not exist.
+            RemoteRefusedError: a URL where the view reads none, or one not allowed.
+            CkptExplorerError: the path does not exist; a remote read failed.
         """
         raw = str(text).strip()
         if not raw:
             raise CkptExplorerError(None, "a path", "an empty string", "Pick a checkpoint.")
+        if is_url(raw):
+            if remote is None:
+                raise RemoteRefusedError(
+                    public(raw),
+                    "a local path under the root",
+                    "a URL",
+                    "This view reads local paths only.",
+                )
+            return self.remote.local(raw, remote)
         p = Path(raw).expanduser()
         if ".." in p.parts:
             raise PathOutsideRootError(
@@ -78,8 +98,35 @@ class RootGuard:
             )
         return real
 
+    def later(self, text: str | Path, remote: Need = "all") -> Callable[[], Path]:
+        """Check ``text`` now (a local path resolved, a URL allowed); the returned call gives
+        its path, fetching a URL's mirror then (in the background job that reads it)."""
+        raw = str(text).strip()
+        if not is_url(raw):
+            path = self.resolve(raw)
+            return lambda: path
+        url = self.check_url(raw)
+
+        def fetch() -> Path:
+            try:
+                return self.resolve(url, remote)
+            except CkptExplorerError as e:  # mirror paths in it shown as their URLs
+                raise self.remote.shown_error(e) from None
+
+        return fetch
+
+    def check_url(self, url: str) -> str:
+        """``url`` when the dashboard may read it (see :class:`RemoteAccess`)."""
+        return self.remote.check(url)
+
     def relative(self, path: str | Path) -> str:
-        """``path`` (inside the root) as shown to users: relative, ``.`` for the root."""
+        """``path`` (inside the root) as shown to users: relative, ``.`` for the root; a
+        remote mirror's path as its URL."""
+        if is_url(str(path)):
+            return public(str(path))
+        url = self.remote.shown(path)
+        if url is not None:
+            return url
         rel = Path(path).resolve().relative_to(self.root).as_posix()
         return rel or "."
 

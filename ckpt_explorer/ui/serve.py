@@ -8,19 +8,30 @@ from typing import Any
 
 from ..errors import CkptExplorerError
 from ..io.ports import free_port, port_is_free, wait_until_listening
+from ..remote.urls import is_url
 from .paths import RootGuard
+from .remote_paths import RemoteAccess
 
 
-def check_paths(paths: Sequence[str | Path], root: str | Path | None) -> list[str]:
-    """The paths as absolute paths, each checked to lie inside ``root`` (when given).
+def check_paths(
+    paths: Sequence[str | Path], root: str | Path | None, remote: RemoteAccess | None = None
+) -> list[str]:
+    """The paths as absolute paths, each checked to lie inside ``root`` (when given); URLs
+    checked to lie under ``remote``'s prefixes (refused without them).
 
     Raises:
-        CkptExplorerError: the root is not a folder, or a path is missing or outside it.
+        CkptExplorerError: the root is not a folder, a path is missing or outside it, or a
+            URL is not allowed.
     """
+    access = remote if remote is not None else RemoteAccess()
+    urls = {str(p): access.check(str(p)) for p in paths if is_url(str(p))}
     if root is None:
-        return [str(Path(p).resolve()) for p in paths]
-    guard = RootGuard(root)
-    return [str(guard.resolve(Path(p).resolve() if Path(p).exists() else p)) for p in paths]
+        return [urls.get(str(p)) or str(Path(p).resolve()) for p in paths]
+    guard = RootGuard(root, access)
+    return [
+        urls.get(str(p)) or str(guard.resolve(Path(p).resolve() if Path(p).exists() else p))
+        for p in paths
+    ]
 
 
 def serve(
@@ -29,10 +40,15 @@ def serve(
     port: int = 0,
     address: str = "127.0.0.1",
     show: bool = False,
+    allow_remote: Sequence[str] = (),
+    cache: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> tuple[Any, str]:
     """Start the server in a thread and wait until it listens; returns ``(server thread, url)``.
 
-    Every browser session gets its own state; nothing outside ``root`` is listed or read.
+    Every browser session gets its own state; nothing outside ``root`` is listed or read, and
+    no URL outside the ``allow_remote`` prefixes (their mirrors, kept in ``cache`` when given,
+    are shared by the sessions).
 
     Raises:
         CkptExplorerError: a path is refused, or the server could not listen (port in use).
@@ -41,7 +57,8 @@ def serve(
 
     from .layout import create_app
 
-    checked = check_paths(paths, root)
+    remote = RemoteAccess(allow_remote, cache, storage_options)
+    checked = check_paths(paths, root, remote)
     root_dir = str(RootGuard(root).root) if root is not None else None
     if port and not port_is_free(address, port):
         raise CkptExplorerError(
@@ -53,7 +70,7 @@ def serve(
     port = port or free_port(address)
 
     def page() -> Any:
-        return create_app(paths=checked, root=root_dir)
+        return create_app(paths=checked, root=root_dir, remote=remote)
 
     origins = {f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"}
     server = pn.serve(

@@ -16,12 +16,14 @@ import param
 from ..errors import CkptExplorerError
 from ..view import CheckpointView
 from . import tables
+from .fit_state import FitState
 from .job_states import CompareState, ConvertState, JobState, ResumeState, ValidateState
 from .jobs import Job
 from .paths import RootGuard
+from .remote_paths import RemoteAccess
 from .tensor_stats import TensorDetail, tensor_detail
-
-TABS = ("Overview", "Weight map", "Optimizer", "Compare", "Validate", "Resume doctor", "Convert")
+from .timeline_state import TimelineState
+from .views import TABS
 
 
 class BrowseState(param.Parameterized):
@@ -30,6 +32,7 @@ class BrowseState(param.Parameterized):
     path = param.String(default="", doc="the open checkpoint, relative to the root")
     view = param.Parameter(default=None, doc="the open CheckpointView")
     error = param.String(default="", doc="why the last open failed (one line)")
+    opening = param.String(default="", doc="what is being opened in the background")
     name_filter = param.String(default="", doc="weight-map name filter (substring)")
     file_filter = param.String(default="", doc="weight-map file filter (substring)")
     selected = param.String(default="", doc="tensor shown in the detail panel")
@@ -44,28 +47,75 @@ class BrowseState(param.Parameterized):
         self.opt_stats_job = JobState()  # progress of the optimizer statistics job
         self._frames: dict[str, Any] = {}
         self._detail_gen = 0
+        self._open_gen = 0
         self._lock = threading.Lock()
 
     # ---- opening ----------------------------------------------------------------------
-    def open(self, text: str | Path) -> bool:
-        """Open ``text`` (relative to the root, or absolute inside it); False on error."""
-        from ..api import open_checkpoint
+    def open(self, text: str | Path, wait: bool = False) -> bool:
+        """Open ``text`` (relative to the root, or absolute inside it); False on error.
 
+        An allowed URL opens in the background (``opening`` says so; ``wait`` blocks): True
+        once started, or with ``wait``, once open."""
+        from ..api import open_checkpoint
+        from ..remote.urls import is_url
+
+        if is_url(str(text).strip()):
+            return self._open_url(str(text).strip(), wait)
+        with self._lock:
+            self._open_gen += 1
         try:
             real = self.guard.resolve(text)
             view = open_checkpoint(real)
         except CkptExplorerError as e:
-            self.error = e.one_line()
+            self.param.update(error=e.one_line(), opening="")
             return False
         except OSError as e:
-            self.error = f"{text}: could not read ({e.__class__.__name__}: {e.strerror or e})"
+            self.param.update(
+                error=f"{text}: could not read ({e.__class__.__name__}: {e.strerror or e})",
+                opening="",
+            )
             return False
+        self._show(self.guard.relative(real), view)
+        return True
+
+    def _open_url(self, url: str, wait: bool) -> bool:
+        from ..remote.urls import public
+        from .remote_paths import mask
+
+        with self._lock:
+            self._open_gen += 1
+            gen = self._open_gen
+        try:
+            url = self.guard.check_url(url)
+        except CkptExplorerError as e:
+            self.param.update(error=e.one_line(), opening="")
+            return False
+        shown = public(url)
+        self.param.update(error="", opening=f"fetching the structure of {shown} …")
+
+        def done(view: CheckpointView) -> None:
+            if gen == self._open_gen:
+                self._show(shown, view)
+
+        def failed(msg: str) -> None:
+            if gen == self._open_gen:
+                self.param.update(error=mask(msg, url), opening="")
+
+        job = Job(lambda _c: self.guard.remote.open(url), done, failed, "ckpt-explorer-open")
+        job.start()
+        if wait:
+            job.join()
+            return not self.error and self.path == shown
+        return True
+
+    def _show(self, path: str, view: CheckpointView) -> None:
         self._frames = {}
         self._detail_gen += 1
         self.param.update(
-            path=self.guard.relative(real),
+            path=path,
             view=view,
             error="",
+            opening="",
             name_filter="",
             file_filter="",
             selected="",
@@ -74,7 +124,6 @@ class BrowseState(param.Parameterized):
             detail_error="",
             opt_stats=None,
         )
-        return True
 
     def frame(self, which: str) -> Any:
         """A table of the open view, built once: ``weights``, ``dtypes``, ``files``, ``parts``,
@@ -198,14 +247,16 @@ class AppState(param.Parameterized):
         default="Overview", objects=list(TABS), doc="the view in front"
     )
 
-    def __init__(self, root: str | Path, **params: Any) -> None:
+    def __init__(self, root: str | Path, remote: RemoteAccess | None = None, **params: Any) -> None:
         super().__init__(**params)
-        self.guard = RootGuard(root)
+        self.guard = RootGuard(root, remote)
         self.browse = BrowseState(self.guard)
         self.compare = CompareState(self.guard)
         self.validate = ValidateState(self.guard)
         self.resume = ResumeState(self.guard)
         self.convert = ConvertState(self.guard)
+        self.fit = FitState()
+        self.timeline = TimelineState(self.guard)
         self._candidates: list[str] | None = None
         self._unsafe: dict[str, str] = {}
 

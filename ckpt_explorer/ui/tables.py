@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..inspect_report import human_bytes
 from ..plain import to_plain
 from ..view import CheckpointView
+from .numbers import fmt_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -107,10 +108,7 @@ def values_frame(view: CheckpointView, limit: int = 500) -> pd.DataFrame:
     """Non-tensor leaves (steps, hyperparameters, scheduler fields) as short text."""
     import pandas as pd
 
-    rows = []
-    for key, v in list(view.values.items())[:limit]:
-        text = repr(to_plain(v))
-        rows.append((key, text if len(text) <= 160 else text[:157] + "..."))
+    rows = [(key, fmt_value(to_plain(v))) for key, v in list(view.values.items())[:limit]]
     return pd.DataFrame(rows, columns=["key", "value"])
 
 
@@ -199,7 +197,7 @@ def param_groups_frame(opt_view: CheckpointView) -> pd.DataFrame:
         for k, v in g.items():
             if k != "params":
                 plain = to_plain(v)
-                row[k] = plain if isinstance(plain, int | float | str | bool) else repr(plain)
+                row[k] = plain if isinstance(plain, int | float | str | bool) else fmt_value(plain)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -140,8 +140,18 @@ def slice_2d(t: torch.Tensor, side: int = HEATMAP_SIDE) -> tuple[list[list[float
     view = _as_float(m[::rs, ::cs])
     label = "[" + ", ".join([*map(str, lead), ":", ":"]) + "]"
     if rs > 1 or cs > 1:
-        label += f" every {rs}th row, {cs}th column"
+        label += f" ({_every(rs, 'row')}, {_every(cs, 'column')})"
     return view.tolist(), label
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``12th``, ``13th``, ``21st``, ..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _every(step: int, what: str) -> str:
+    return f"every {what}" if step == 1 else f"every {ordinal(step)} {what}"
 
 
 def tensor_detail(name: str, t: torch.Tensor) -> TensorDetail:

@@ -1,10 +1,10 @@
-"""Real-world training states, DeepSpeed ZeRO and torch DCP side (issue 11, item 6).
+"""Real-world training states, DeepSpeed ZeRO and torch DCP side.
 
 Usage: ``python tests/fixture_makers/realworld_dist_maker.py OUT_DIR``
 
 Every state is written by a tiny training run the way training code writes it; the corpus
-contract (``setup``, ``expect``, ``resume_of``, ``id_names``) is in the task brief of issue 11
-and tests/realworld_check.py. The model is a tiny language model (``embed``, ``blocks.N.norm`` /
+contract (``setup``, ``expect``, ``resume_of``, ``id_names``) is in
+tests/realworld_check.py. The model is a tiny language model (``embed``, ``blocks.N.norm`` /
 ``fc`` / ``proj``, ``norm_f``, ``head``); the optimizer is torch AdamW with the usual
 weight-decay / no-decay groups split by ``p.ndim`` (which interleaves the model order).
 ``id_names`` comes from the live objects: the module's parameter names walked in the groups'

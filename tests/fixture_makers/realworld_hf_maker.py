@@ -1,10 +1,10 @@
-"""Real-world training states, Hugging Face side (issue 11, item 6).
+"""Real-world training states, Hugging Face side.
 
 Usage: ``python tests/fixture_makers/realworld_hf_maker.py OUT_DIR``
 
 Every state is written by a tiny training run through the real library, the way training code
-uses it; the corpus contract (``setup``, ``expect``, ``resume_of``, ``id_names``) is in the task
-brief of issue 11. ``id_names`` comes from the live objects: the names of the module whose
+uses it; the corpus contract (``setup``, ``expect``, ``resume_of``, ``id_names``) is in
+tests/realworld_check.py. ``id_names`` comes from the live objects: the names of the module whose
 weights were saved, walked in ``optimizer.param_groups`` order and numbered as
 ``torch.optim.Optimizer.state_dict`` numbers params, each checked against the saved files (the
 name is a key of the model file; the state has the parameter's shape).

@@ -1,10 +1,10 @@
-"""Real-world training states, plain PyTorch and ColossalAI side (issue 11, item 6).
+"""Real-world training states, plain PyTorch and ColossalAI side.
 
 Usage: ``python tests/fixture_makers/realworld_torch_maker.py OUT_DIR``
 
 Every state is written by a tiny training run the way training code writes it; the corpus
 contract (``setup``, ``expect``, ``resume_of``, ``id_names``) is in tests/fixture_makers/README.md
-and the task brief of issue 11. ``id_names`` comes from the live objects: the parameter names of
+and tests/realworld_check.py. ``id_names`` comes from the live objects: the parameter names of
 the module whose ``state_dict()`` was saved, walked in ``optimizer.param_groups`` order and
 numbered as ``torch.optim.Optimizer.state_dict`` numbers them.
 

@@ -178,6 +178,25 @@ def test_resume_doctor(page: Any) -> None:
     shot(page, "resume-doctor")
 
 
+def test_layout_view(page: Any) -> None:
+    """The Layout view of an HF GPT-2 (4 heads): the tp x pp grid, the memory bars, a reason
+    for a failing size; bad input gives an error in the page and the view keeps working."""
+    open_path(page, "hf_gpt2")
+    page.locator("text=hf-sharded").first.wait_for()
+    tab(page, "Layout")
+    page.locator("text=which sizes load").first.wait_for()
+    wait_text(page, "t.includes('✓') && t.includes('✗') && t.includes('GiB per GPU')")
+    assert "kv_heads_tp" not in text(page)  # tp 1: no head check asked
+    box = page.get_by_placeholder("80GB, 80GiB")
+    box.fill("eighty")
+    box.press("Enter")
+    page.locator("text=/GPU memory like 80GB/").first.wait_for()
+    box.fill("40GB")
+    box.press("Enter")
+    wait_text(page, "!t.includes('GPU memory like') && t.includes('which sizes load')")
+    shot(page, "layout")
+
+
 def _roundtrip(page: Any, pattern: str) -> float:
     """Seconds from typing a filter to the server's new tensor count in the page."""
     box = page.get_by_placeholder("e.g. layers.3.")

@@ -26,7 +26,9 @@ from conftest import REPO, ConsoleLog, serve_app
 from test_ui_browser import open_path, pick, tab, text, wait_text
 
 from ckpt_explorer.errors import CkptExplorerError
+from ckpt_explorer.fit.written_by import view_clues
 from ckpt_explorer.ui import engines
+from ckpt_explorer.ui.components.overview import written_by_card
 from ckpt_explorer.ui.paths import PathOutsideRootError, RootGuard
 from ckpt_explorer.ui.state import AppState
 
@@ -43,7 +45,7 @@ def _one_line(msg: str) -> bool:
 
 # ---- hostile files, state level --------------------------------------------------------------
 def test_every_corpus_case_leaves_the_app_usable(corpus: tuple[Path, dict[str, Any]]) -> None:
-    """Every case through open / tensor detail / compare / validate: a one-line error of the
+    """Every case through open / tensor detail / fit / compare / validate: a one-line error of the
     project's own (never a foreign exception), the open checkpoint kept, the app usable."""
     root, cases = corpus
     app = AppState(root)
@@ -70,6 +72,12 @@ def test_every_corpus_case_leaves_the_app_usable(corpus: tuple[Path, dict[str, A
             problems.append(f"{name}: error {b.error!r}, open path {b.path!r}")
         if FOREIGN_ERROR.search(b.error) or FOREIGN_ERROR.search(b.detail_error):
             problems.append(f"{name}: not the project's error: {b.error or b.detail_error}")
+        if opened:  # the Layout view's fit report (and the Overview's writing layout)
+            app.fit.run(b.view, wait=True)
+            err = app.fit.error
+            if FOREIGN_ERROR.search(err) or "\n" in err:
+                problems.append(f"{name}: fit error {err!r}")
+            written_by_card(view_clues(b.view))
         if engines.available("diff"):
             app.compare.param.update(a=rel, b=GOOD[0])
             app.compare.run(wait=True)

@@ -10,6 +10,7 @@ from typing import Any
 import panel as pn
 
 from ...inspect_report import human_bytes
+from ..numbers import display_frame
 
 ACCENT = "#4f46e5"
 GOOD, BAD = "#10b981", "#ef4444"
@@ -108,7 +109,10 @@ NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
 
 
 def table(df: Any, **kw: Any) -> pn.widgets.Tabulator:
-    """A read-only Tabulator with the dashboard's defaults."""
+    """A read-only Tabulator with the dashboard's defaults; numbers shown by the one display
+    rule (:func:`~ckpt_explorer.ui.numbers.display_frame`)."""
+    if df is not None:
+        df = display_frame(df)
     defaults: dict[str, Any] = {
         "show_index": False,
         "disabled": True,

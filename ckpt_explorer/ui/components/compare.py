@@ -7,6 +7,7 @@ from typing import Any
 import panel as pn
 
 from ..engines import available
+from ..numbers import fmt_value
 from ..state import AppState
 from .common import (
     BAD,
@@ -31,7 +32,7 @@ COLUMNS = [
     "status",
     "rel_l2",
     "max_abs",
-    "cosine",
+    "one_minus_cos",
     "n_outside",
     "dtype_a",
     "dtype_b",
@@ -42,6 +43,8 @@ COLUMNS = [
     "part",
     "state",
 ]
+# 1 - cos instead of cos: one step apart cos is 1 - 1e-8, which 6 digits would show as 1
+TITLES = {"one_minus_cos": "1−cos"}
 SAME = ("identical", "equal")
 STATUS_COLOURS = {
     "changed": "#fef3c7",
@@ -136,7 +139,12 @@ class CompareView(pn.viewable.Viewer):
                 self._results[:] = [
                     section(
                         f"Partial results ({len(c.partial)} tensors so far)",
-                        table(diff_rows(c.partial, False), pagination="remote", page_size=15),
+                        table(
+                            diff_rows(c.partial, False),
+                            pagination="remote",
+                            page_size=15,
+                            titles=TITLES,
+                        ),
                     )
                 ]
             elif not c.error:
@@ -161,7 +169,9 @@ class CompareView(pn.viewable.Viewer):
             ]
         )
         rows = diff_rows(r.tensors, self._changed_only.value)
-        tbl = table(rows, pagination="remote", page_size=15, css_classes=["diff-table"])
+        tbl = table(
+            rows, pagination="remote", page_size=15, css_classes=["diff-table"], titles=TITLES
+        )
         tbl.style.apply(  # type: ignore[union-attr]
             _row_style, axis=1
         )
@@ -180,7 +190,7 @@ class CompareView(pn.viewable.Viewer):
         vals = r.values_dataframe()
         vals = vals[vals["status"] != "equal"]
         if len(vals):
-            vals = vals.assign(a=vals["a"].map(repr), b=vals["b"].map(repr))
+            vals = vals.assign(a=vals["a"].map(fmt_value), b=vals["b"].map(fmt_value))
             blocks.append(section("Values that differ", table(vals, pagination="local")))
         self._results[:] = blocks
 

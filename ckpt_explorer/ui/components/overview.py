@@ -5,8 +5,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
+import pandas as pd
 import panel as pn
 
+from ...fit.written_by import view_clues
 from ..engines import engine
 from ..state import AppState
 from ..tables import model_parameter_count
@@ -33,6 +35,15 @@ def parameters_card(view: Any) -> tuple[str, str, str]:
     n, parts = counted
     where = f" in {', '.join(parts)}" if parts else ""
     return ("Parameters", fmt_count(n), f"{n:,} elements{where}"[:60])
+
+
+def written_by_card(clues: list[Any]) -> tuple[str, str, str]:
+    """(title, value, subtitle): the layout that wrote the checkpoint, where its files show it
+    (``fit.written_by``); "not shown" otherwise, never a guess."""
+    if not clues:
+        return ("Written by", "not shown", "no shard names, rank files or padding say so")
+    value = ", ".join(f"{c.fact} {c.value}" for c in clues)
+    return ("Written by", value[:40], clues[0].evidence[:60])
 
 
 def security_banner(view: Any) -> list[pn.pane.Alert]:
@@ -81,6 +92,7 @@ class Overview(pn.viewable.Viewer):
             self._body[:] = [placeholder("Open a checkpoint with the picker on the left.")]
             return
         det = view.detection
+        clues = view_clues(view)
         kpis = cards(
             [
                 ("Format", view.family, det.detail or view.kind),
@@ -92,6 +104,7 @@ class Overview(pn.viewable.Viewer):
                     if view.parts
                     else []
                 ),
+                written_by_card(clues),
             ]
         )
         evidence = html_pane(
@@ -109,6 +122,13 @@ class Overview(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         blocks: list[Any] = [*security_banner(view), kpis, row1]
+        if clues:
+            blocks.append(
+                section(
+                    "Parallel layout that wrote it (from its files)",
+                    table(pd.DataFrame([c.to_json() for c in clues])),
+                )
+            )
         parts = b.frame("parts")
         if len(parts):
             blocks.append(

@@ -1,24 +1,28 @@
-"""A path picker limited to the app's root: type or choose a path under it."""
+"""A path picker limited to the app's root: type or choose a path under it, or type a URL
+under a ``serve --allow-remote`` prefix."""
 
 from __future__ import annotations
 
 import html
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import panel as pn
 import param
 
+from ...remote.urls import public
 from .common import sync
 
 
 class PathPicker(pn.viewable.Viewer):
     """An autocomplete box over the paths under the root, with an action button.
 
-    ``value`` is the chosen path relative to the root; ``on_pick(value)`` runs when the
-    button is pressed (or Enter is hit). Nothing outside the root is offered, and the state
-    refuses whatever is typed that resolves outside it.
+    ``value`` is the chosen path relative to the root (or a URL); ``on_pick(value)`` runs
+    when the button is pressed (or Enter is hit). Nothing outside the root is offered, and the
+    state refuses whatever is typed that resolves outside it or is a URL under no allowed
+    prefix (``urls``, named in the placeholder). ``busy=(obj, "param")``: a grey line under the
+    box showing that string parameter (e.g. "fetching the structure of ...").
     """
 
     value = param.String(default="")
@@ -30,9 +34,14 @@ class PathPicker(pn.viewable.Viewer):
         on_pick: Callable[[str], Any] | None = None,
         button: str = "Open",
         warn: Callable[[str], str] | None = None,
+        urls: Sequence[str] = (),
+        busy: tuple[param.Parameterized, str] | None = None,
         **params: Any,
     ) -> None:
         super().__init__(**params)
+        hint = "relative to the root, e.g. run/step-100"
+        if urls:
+            hint += f", or a URL under {', '.join(public(u) for u in urls)}"
         self._input = pn.widgets.AutocompleteInput(
             name=label,
             options=options,
@@ -41,7 +50,7 @@ class PathPicker(pn.viewable.Viewer):
             case_sensitive=False,
             search_strategy="includes",
             min_characters=0,
-            placeholder="relative to the root, e.g. run/step-100",
+            placeholder=hint,
             sizing_mode="stretch_width",
         )
         sync(self, "value", self._input, "value")
@@ -67,6 +76,18 @@ class PathPicker(pn.viewable.Viewer):
             self.param.watch(show, "value")
             show()
             self._layout = pn.Column(self._layout, note, sizing_mode="stretch_width")
+        if busy is not None:  # a background open (a URL's structure being fetched)
+            owner, name = busy
+            line = pn.pane.HTML("", styles={"color": "#6b7280"}, sizing_mode="stretch_width")
+
+            def progress(*_: Any) -> None:
+                text = str(getattr(owner, name) or "")
+                line.object = html.escape(text)
+                line.visible = bool(text)
+
+            owner.param.watch(progress, name)
+            progress()
+            self._layout = pn.Column(self._layout, line, sizing_mode="stretch_width")
 
     def pick(self) -> None:
         if self._on_pick is None or not self.value:

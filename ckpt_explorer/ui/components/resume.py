@@ -8,6 +8,7 @@ from typing import Any
 import panel as pn
 
 from ..engines import available, pick
+from ..numbers import fmt_value
 from ..state import AppState
 from .common import error_pane, html_pane, not_available, placeholder, section, sync, table, watch
 from .picker import PathPicker
@@ -43,7 +44,7 @@ def facts_frame(facts: dict[str, Any]) -> Any:
     rows = []
     for k, v in facts.items():
         a, b = (v[0], v[1]) if isinstance(v, list | tuple) and len(v) == 2 else (v, "")
-        rows.append({"fact": k, "A": repr(a), "B": repr(b), "agree": a == b})
+        rows.append({"fact": k, "A": fmt_value(a), "B": fmt_value(b), "agree": a == b})
     return pd.DataFrame(rows, columns=["fact", "A", "B", "agree"])
 
 

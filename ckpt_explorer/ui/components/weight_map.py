@@ -11,12 +11,18 @@ from ..tables import prefix_of
 from .common import PALETTE, placeholder, plot, section, style_figure, table, watch
 from .tensor_detail import TensorDetailView
 
+# names and files are filtered by the inputs above the table (state-driven: the module tree,
+# findings and the optimizer view set them); the header filters cover the other columns only
 HEADER_FILTERS = {
-    "name": {"type": "input", "func": "like", "placeholder": "name contains"},
     "dtype": {"type": "input", "func": "like", "placeholder": "dtype"},
     "shape": {"type": "input", "func": "like", "placeholder": "shape"},
-    "file": {"type": "input", "func": "like", "placeholder": "file"},
 }
+# long names and shard files wrap inside their cells instead of being cut off
+WRAP_CSS = """
+.tabulator-cell[tabulator-field='name'], .tabulator-cell[tabulator-field='file'] {
+  white-space: normal !important; overflow-wrap: anywhere; text-overflow: clip;
+}
+"""
 
 
 def _contains(df: Any, name: str = "", file: str = "") -> Any:
@@ -56,9 +62,11 @@ class WeightMap(pn.viewable.Viewer):
             height=560,
             layout="fit_columns",
             hidden_columns=["numel"],
-            widths={"name": 330, "dtype": 80, "shape": 100, "bytes": 90, "file": 170},
+            widths={"name": "38%", "dtype": 80, "shape": 100, "bytes": 90, "file": "28%"},
+            formatters={"name": {"type": "textarea"}, "file": {"type": "textarea"}},
             css_classes=["weight-map"],
         )
+        self._table.stylesheets = [*self._table.stylesheets, WRAP_CSS]
         self._table.add_filter(
             pn.bind(_contains, name=b.param.name_filter, file=b.param.file_filter)
         )

@@ -1,0 +1,142 @@
+"""``build_timeline``: discover, read (or take from the cache), order, pair, find anomalies."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import CkptExplorerError
+from ..validate.parts import Components, collect
+from ..view import CheckpointView
+from .cache import SummaryCache, identity
+from .discover import Candidate, discover
+from .facts import moment_norms, summarize_view
+from .model import CheckpointSummary, PairSummary, Timeline
+from .passes import pair_pass, value_pass
+
+# progress(stage, done, total): stage is "open", "pair" or "values"
+Progress = Callable[[str, int, int], Any]
+
+
+class _Opened:
+    """Views opened during one build (each checkpoint opened at most once)."""
+
+    def __init__(self, stats: dict[str, int]) -> None:
+        self.stats = stats
+        self._views: dict[str, tuple[CheckpointView, Components]] = {}
+
+    def get(self, path: str) -> tuple[CheckpointView, Components]:
+        if path not in self._views:
+            from ..api import open_checkpoint
+
+            view = open_checkpoint(path)
+            self.stats["opened"] += 1
+            self._views[path] = (view, collect(view))
+        return self._views[path]
+
+
+def _read(cand: Candidate, ident: str, mtime: float, opened: _Opened) -> CheckpointSummary:
+    try:
+        view, _ = opened.get(str(cand.path))
+        summary = summarize_view(cand, view, mtime)
+    except (CkptExplorerError, OSError) as e:
+        msg = e.one_line() if isinstance(e, CkptExplorerError) else f"{cand.path}: {e}"
+        summary = CheckpointSummary(str(cand.path), name_step=cand.name_step, error=msg)
+        summary.mtime = mtime
+    summary.identity = ident
+    return summary
+
+
+def _order_key(s: CheckpointSummary) -> tuple[int, int, float, str]:
+    return (s.step is None, s.step if s.step is not None else 0, s.mtime, s.path)
+
+
+def build_timeline(
+    run_dir: str | Path,
+    cache_dir: str | Path | SummaryCache | None = None,
+    progress: Progress | None = None,
+    settle_s: float = 0.0,
+) -> Timeline:
+    """The timeline of the run whose checkpoints are in ``run_dir``.
+
+    Args:
+        run_dir: the folder holding the checkpoints (see :mod:`.discover` for the names).
+        cache_dir: where summaries are cached per file identity (a folder, or a
+            :class:`SummaryCache`); None caches nothing on disk. A cached rebuild opens no
+            checkpoint and reads no tensor (``timeline.stats`` counts the work done).
+        progress: called as ``progress(stage, done, total)``.
+        settle_s: leave out checkpoints modified less than this many seconds ago (a save
+            in progress); they are listed in ``timeline.pending``.
+
+    Raises:
+        CkptExplorerError: ``run_dir`` is not a folder of checkpoints.
+    """
+    from .anomalies import find_anomalies
+
+    cache = cache_dir if isinstance(cache_dir, SummaryCache) else SummaryCache(cache_dir)
+    stats = {"opened": 0, "pair_passes": 0, "value_passes": 0, "cached": 0}
+    opened = _Opened(stats)
+    now = time.time()
+    summaries: list[CheckpointSummary] = []
+    fresh: set[int] = set()
+    pending: list[str] = []
+    cands = discover(run_dir)
+    by_path = {str(c.path): c for c in cands}
+    for i, cand in enumerate(cands):
+        ident, mtime = identity(cand.path)
+        if settle_s and now - mtime < settle_s:
+            pending.append(str(cand.path))
+            continue
+        doc = cache.get("ckpt", ident)
+        if doc is not None:
+            summaries.append(CheckpointSummary.from_dict(doc))
+            stats["cached"] += 1
+        else:
+            summaries.append(_read(cand, ident, mtime, opened))
+            fresh.add(id(summaries[-1]))
+        if progress is not None:
+            progress("open", i + 1, len(cands))
+    ordered = sorted((s for s in summaries if s.error is None), key=_order_key)
+    pairs: list[PairSummary] = []
+    readable = ordered[:1]
+    for i, sb in enumerate(ordered[1:], start=1):
+        sa = readable[-1]
+        key = f"{sa.identity}:{sb.identity}"
+        doc = cache.get("pair", key)
+        if doc is not None and id(sb) not in fresh and id(sa) not in fresh:
+            pair = PairSummary.from_dict(doc)
+        else:
+            try:
+                va, ca = opened.get(sa.path)
+                vb, cb = opened.get(sb.path)
+                pair = pair_pass(va, ca, sa, vb, cb, sb)
+            except (CkptExplorerError, OSError) as e:  # listed fine, tensor bytes did not read
+                sb.error = e.one_line() if isinstance(e, CkptExplorerError) else f"{sb.path}: {e}"
+                sb.tensors = {}
+                fresh.add(id(sb))
+                continue
+            stats["pair_passes"] += 1
+            cache.put("pair", key, pair.to_dict())
+        pair.step_a, pair.step_b = sa.step, sb.step
+        pairs.append(pair)
+        readable.append(sb)
+        if progress is not None:
+            progress("pair", i, len(ordered) - 1)
+    for s in readable:
+        if not s.complete:
+            view, comps = opened.get(s.path)
+            value_pass(view, comps, s)
+            stats["value_passes"] += 1
+            fresh.add(id(s))
+        if id(s) in fresh:
+            s.moments = moment_norms(s)
+            cache.put("ckpt", s.identity, s.to_dict())
+    for s in summaries:
+        if s.error is not None and id(s) in fresh:
+            cache.put("ckpt", s.identity, s.to_dict())
+    unreadable = [s for s in summaries if s.error is not None]
+    ordered = readable + unreadable
+    anomalies = find_anomalies(ordered, pairs, {p: c.naming for p, c in by_path.items()})
+    return Timeline(str(run_dir), ordered, pairs, anomalies, stats, pending)

@@ -1,0 +1,108 @@
+"""Find the checkpoints of a run folder by their names (no file is opened here).
+
+Names recognised (N = a step; ``epoch-E_step-S`` gives S):
+``checkpoint-N`` (HF Trainer), ``epoch-E_step-S`` (ColossalAI / ColossalChat), ``step-N`` /
+``step_N`` / ``stepN`` (plain loops, DCP), ``global_stepN`` (DeepSpeed tags, beside ``latest``),
+``iter_N`` / ``iter-N`` (Megatron-style), ``ckpt-N`` / ``ckpt_N`` and torch/safetensors files
+with a number in their name (``model_1000.pt``). accelerate's ``checkpoint_N`` counts saves, not
+steps: its number is kept as ``name_step`` but marked ``save_count``. Files without a number
+(``last.pt``) are candidates too; their step must come from their content.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CkptExplorerError
+
+_DIR_PATTERNS = (
+    ("colossalai", re.compile(r"^epoch[-_]?(\d+)[-_]step[-_]?(\d+)$")),
+    ("hf", re.compile(r"^checkpoint-(\d+)$")),  # not tmp-checkpoint-N: a save in progress
+    ("save_count", re.compile(r"^checkpoint_(\d+)$")),
+    ("deepspeed", re.compile(r"^global_step(\d+)$")),
+    ("step", re.compile(r"^(?:step|iter|ckpt|iteration)[-_]?(\d+)$")),
+)
+FILE_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".pkl")
+_FILE_NUMBER = re.compile(r"(?:^|[-_.a-z])(\d+)(?:\.[a-z]+)+$")
+_NOT_CHECKPOINTS = ("training_args.bin", "rng_state.pth", "scheduler.pt", "optimizer.pt")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file or folder of the run that looks like a checkpoint.
+
+    Attributes:
+        path: the file or folder.
+        name_step: the step its name gives (None when the name has none).
+        naming: ``hf``, ``colossalai``, ``deepspeed``, ``step``, ``file``, ``save_count``
+            (a number that counts saves) or ``content`` (no number: the step must be read).
+    """
+
+    path: Path
+    name_step: int | None
+    naming: str
+
+
+def name_step(name: str, is_dir: bool) -> tuple[int | None, str] | None:
+    """(step, naming) from a checkpoint's name; None when the name is not a checkpoint's."""
+    if is_dir:
+        for naming, pattern in _DIR_PATTERNS:
+            m = pattern.match(name)
+            if m:
+                return int(m.group(m.lastindex or 1)), naming
+        return None
+    if not name.endswith(FILE_SUFFIXES) or name in _NOT_CHECKPOINTS:
+        return None
+    m = _FILE_NUMBER.search(name.lower())
+    if m and "-of-" not in name:  # model-00001-of-00002.safetensors is a shard
+        return int(m.group(1)), "file"
+    if name.endswith((".pt", ".pth", ".ckpt")):
+        return None, "content"  # last.pt: a torch file whose step must be read from it
+    return None
+
+
+def discover(run_dir: str | Path) -> list[Candidate]:
+    """The checkpoint candidates directly under ``run_dir``, sorted by name step then name.
+
+    Raises:
+        CkptExplorerError: ``run_dir`` is not a folder, or holds no checkpoint-like entry.
+    """
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise CkptExplorerError(
+            root,
+            "a run folder holding checkpoints (checkpoint-N, global_stepN, step-N, ...)",
+            "no folder at that path" if not root.exists() else "a file",
+            "Pass the folder the training run saves its checkpoints into.",
+        )
+    out = []
+    with os.scandir(root) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        found = name_step(entry.name, entry.is_dir())
+        if found is not None:
+            out.append(Candidate(Path(entry.path), found[0], found[1]))
+    folders = [c for c in out if c.path.is_dir()]
+    if folders:  # a folder of checkpoint folders: loose files are not checkpoints of it
+        out = folders
+    if name_step(root.name, True) is not None and not folders:
+        raise CkptExplorerError(
+            root,
+            "a run folder holding checkpoints",
+            f"one checkpoint ({root.name})",
+            f"Pass the folder that holds it: {root.parent}",
+        )
+    if not out:
+        raise CkptExplorerError(
+            root,
+            "a run folder holding checkpoints (checkpoint-N, epoch-E_step-S, global_stepN, "
+            "step-N, or torch files with a step in their name or content)",
+            f"{len(entries)} entries, none of them a checkpoint",
+            "Pass the folder that holds the checkpoints, not one checkpoint.",
+        )
+    return sorted(out, key=lambda c: (c.name_step is None, c.name_step or 0, c.path.name))

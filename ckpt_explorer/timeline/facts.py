@@ -1,0 +1,160 @@
+"""A checkpoint's own record, read from its listing: steps, groups, scheduler, parts, tensors.
+
+Only the package's readers are used (``open_checkpoint`` and the parts finder of validate):
+steps come from trainer_state.json, running_states.json / meta / DeepSpeed ``global_steps``
+(``validate.bundle.position_claims``), else the optimizer's ``step``, else the name (marked).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..types import TensorRecord
+from ..validate.bundle import position_claims
+from ..validate.parts import Components, OptimizerPart, collect
+from ..validate.scheduler import effective_step, optimizer_step
+from ..view import CheckpointView
+from .discover import Candidate
+from .model import CheckpointSummary, TensorFacts
+
+HYPER_KEYS = ("lr", "initial_lr", "betas", "eps", "weight_decay", "momentum", "amsgrad")
+MOMENTS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
+_STATE_ID = re.compile(r"(?:^|[/.])state\.(\d+)\.[^./]+$")
+# Positions recorded by the run, strongest first (the folder name is not a record).
+_SOURCES = ("trainer_state.json", "running_states", "meta", "run_state", "global_steps")
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple | list):
+        return [_plain(x) for x in v]
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    return None
+
+
+def _recorded(claims: dict[str, int]) -> tuple[int | None, str]:
+    recorded = {k: v for k, v in claims.items() if not k.startswith("folder name")}
+    for source in _SOURCES:
+        for k, v in recorded.items():
+            if source in k:
+                return v, k
+    if recorded:
+        k = next(iter(recorded))
+        return recorded[k], k
+    return None, ""
+
+
+def extra_optimizer_views(view: CheckpointView, comps: Components) -> list[OptimizerPart]:
+    """Optimizer parts whose tensors the top view does not list (DeepSpeed optim files)."""
+    out = []
+    for opt in comps.optimizers:
+        names = [opt.label + r.name for recs in opt.states.values() for r in recs.values()]
+        if opt.view is not view and names and not any(n in view for n in names):
+            out.append(opt)
+    return out
+
+
+def state_records(opt: OptimizerPart) -> list[TensorRecord]:
+    """The per-parameter state tensors of an optimizer part (not DeepSpeed's flat groups)."""
+    return [r for recs in opt.states.values() for r in recs.values()]
+
+
+def tensor_listing(
+    view: CheckpointView, comps: Components
+) -> list[tuple[str, str, list[int], str | None, str | None]]:
+    """(name, dtype, shape, param, state) of every tensor the passes see, in their names."""
+    from ..diff.engine import param_name
+    from ..diff.rows import describe_name
+
+    out = []
+    for r in view.tensors:
+        param = param_name(view, r.name)
+        _, state, _, _ = describe_name(r.name, param)
+        out.append((r.name, r.dtype, list(r.shape), param, state))
+    for opt in extra_optimizer_views(view, comps):
+        for r in state_records(opt):
+            param = param_name(opt.view, r.name)
+            _, state, _, _ = describe_name(r.name, param)
+            out.append((opt.label + r.name, r.dtype, list(r.shape), param, state))
+    return out
+
+
+def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> CheckpointSummary:
+    """Everything but the tensor figures (norms, NaN counts), which the passes add."""
+    comps = collect(view)
+    claims = position_claims(view.path, comps)
+    step, source = _recorded(claims)
+    opt = next((o for o in comps.optimizers if o.groups), None)
+    opt_step = optimizer_step(opt) if opt is not None else None
+    if step is None and opt_step is not None:
+        step, source = int(opt_step), "optimizer step"
+    if step is None and cand.name_step is not None and cand.naming != "save_count":
+        step, source = cand.name_step, "name"
+    sched = comps.schedulers[0] if comps.schedulers else None
+    parts = []
+    if comps.models:
+        parts.append("model")
+    if comps.optimizers:
+        parts.append("optimizer")
+    if comps.schedulers:
+        parts.append("scheduler")
+    has_rng = any(rs.has_rng for rs in comps.run_states)
+    if has_rng:
+        parts.append("rng")
+    if any(k for k in claims if not k.startswith("folder name")):
+        parts.append("run_state")
+    groups = []
+    group_of: dict[int, int] = {}
+    for i, g in enumerate(opt.groups if opt is not None else []):
+        groups.append({k: _plain(g[k]) for k in HYPER_KEYS if k in g})
+        ids = [p for p in g.get("params", []) if isinstance(p, int)]
+        groups[-1]["n_params"] = len(g.get("params", []))
+        for p in ids:
+            group_of[p] = i
+    trainable: set[str] | None = set()
+    tensors = {}
+    for name, dtype, shape, param, state in tensor_listing(view, comps):
+        group = None
+        if state is not None:
+            m = _STATE_ID.search(name)
+            group = group_of.get(int(m.group(1))) if m else None
+            if state in MOMENTS and param is not None and trainable is not None:
+                trainable.add(param)  # ids whose parameter is unknown are not claimed
+        tensors[name] = TensorFacts(dtype, shape, param=param, state=state, group=group)
+    if not comps.optimizers:
+        trainable = None
+    return CheckpointSummary(
+        path=str(cand.path),
+        step=step,
+        step_source=source,
+        name_step=cand.name_step,
+        claims=dict(claims),
+        mtime=mtime,
+        family=view.family,
+        kind=view.kind,
+        parts=parts,
+        opt_step=opt_step,
+        sched_step=effective_step(sched.values) if sched is not None else None,
+        scheduler={k: _plain(v) for k, v in sched.values.items() if _plain(v) is not None}
+        if sched is not None
+        else None,
+        groups=groups,
+        trainable=sorted(trainable) if trainable is not None else None,
+        tensors=tensors,
+        has_rng=has_rng,
+        unrecognised=[
+            e[: -len(" → other")] for e in view.detection.evidence if e.endswith(" → other")
+        ],
+    )
+
+
+def moment_norms(summary: CheckpointSummary) -> dict[str, dict[str, float]]:
+    """group -> moment name -> L2 norm over the group's tensors of that state."""
+    sums: dict[str, dict[str, float]] = {}
+    for t in summary.tensors.values():
+        if t.state in MOMENTS and t.norm is not None:
+            key = f"group {t.group}" if t.group is not None else "all"
+            d = sums.setdefault(key, {})
+            d[t.state] = d.get(t.state, 0.0) + t.norm**2
+    return {g: {k: v**0.5 for k, v in d.items()} for g, d in sums.items()}

@@ -1,0 +1,79 @@
+"""Plain-text rendering of a timeline (the CLI's output)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .model import Anomaly, CheckpointSummary, PairSummary, Timeline
+
+
+def _num(x: float | int | None) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def _name(path: str) -> str:
+    return Path(path).name
+
+
+def checkpoint_line(c: CheckpointSummary, pair: PairSummary | None) -> str:
+    if c.error is not None:
+        return f"{'?':>8}  {_name(c.path):24}  unreadable: {c.error}"
+    lr = c.groups[0].get("lr") if c.groups else None
+    top = ""
+    if pair is not None and pair.layers:
+        layer, ratio = max(pair.layers.items(), key=lambda kv: kv[1])
+        top = f"{ratio:.3g} ({layer})"
+    src = "name!" if c.step_source == "name" else ""
+    return (
+        f"{_num(c.step):>8}{src:5}  {_name(c.path):24}  {_num(c.opt_step):>8}  "
+        f"{_num(c.sched_step):>6}  {_num(lr):>10}  {top:28}  {','.join(c.parts)}"
+    )
+
+
+def anomaly_lines(a: Anomaly, evidence: int = 4) -> list[str]:
+    where = f"step {a.step}" if a.step is not None else _name(a.path) or "run"
+    out = [f"[{a.severity}] {where} {a.kind}: {a.message}"]
+    out += [f"    {e}" for e in a.evidence[:evidence]]
+    if len(a.evidence) > evidence:
+        out.append(f"    … {len(a.evidence) - evidence} more")
+    return out
+
+
+def format_timeline(t: Timeline) -> str:
+    readable = [c for c in t.checkpoints if c.error is None]
+    steps = [c.step for c in readable if c.step is not None]
+    span = f", steps {min(steps)}..{max(steps)}" if steps else ""
+    lines = [f"run {t.run_dir}: {len(t.checkpoints)} checkpoints{span}"]
+    lines.append(
+        f"{'step':>8}{'':5}  {'checkpoint':24}  {'opt step':>8}  {'sched':>6}  {'lr g0':>10}  "
+        f"{'largest layer ‖Δ‖/‖W‖':28}  parts"
+    )
+    pairs: list[PairSummary | None] = [None, *t.pairs]
+    for i, c in enumerate(t.checkpoints):
+        lines.append(checkpoint_line(c, pairs[i] if i < len(pairs) else None))
+    if t.pending:
+        lines.append(f"still being written (not read yet): {', '.join(map(_name, t.pending))}")
+    lines.append("")
+    if not t.anomalies:
+        lines.append("no anomaly found")
+    for a in t.anomalies:
+        lines += anomaly_lines(a)
+    counts = {s: sum(a.severity == s for a in t.anomalies) for s in ("error", "warning", "info")}
+    tally = ", ".join(
+        _count(counts[s], word)
+        for s, word in (("error", "error"), ("warning", "warning"), ("info", "note"))
+    )
+    lines.append(
+        f"{tally} "
+        f"(opened {t.stats.get('opened', 0)}, pair passes {t.stats.get('pair_passes', 0)}, "
+        f"cached {t.stats.get('cached', 0)})"
+    )
+    return "\n".join(lines)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")

@@ -1,0 +1,172 @@
+"""State of the Timeline view: the run folder, the background build and the pair to compare.
+
+The figures come from :func:`ckpt_explorer.timeline.build_timeline` (cached per file identity
+in the default cache folder, so reopening a run reads no tensor); nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import param
+
+from ..errors import CkptExplorerError
+from .job_states import JobState
+from .jobs import Job, Throttle
+from .paths import RootGuard
+
+# share of the progress bar per build stage (reading checkpoints, then consecutive pairs)
+STAGES = {"open": (0.0, 0.4), "pair": (0.4, 1.0)}
+STAGE_WORDS = {"open": "checkpoints read", "pair": "pairs compared", "values": "tensor passes"}
+
+
+class _Cancelled(Exception):
+    """Raised from the progress callback to stop a build (summaries cached so far are kept)."""
+
+
+def natural_key(name: str) -> list[Any]:
+    """Sort key that puts ``h.2`` before ``h.10``."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def default_run_dir(open_path: str) -> str:
+    """The run folder of the checkpoint open in the app (relative to the root): its parent,
+    or its grandparent when the open path is a file inside a checkpoint folder; "" if none."""
+    from ..remote.urls import is_url
+    from ..timeline.discover import name_step
+
+    if not open_path or open_path == "." or is_url(open_path):
+        return ""  # a remote checkpoint: the timeline reads local run folders only
+    parent = Path(open_path).parent
+    if parent.name and name_step(parent.name, True) is not None:
+        parent = parent.parent  # run/checkpoint-6/model.safetensors -> run
+    return parent.as_posix()
+
+
+class TimelineState(JobState):
+    """A run folder's timeline, built in the background."""
+
+    run_dir = param.String(default="", doc="the run folder, relative to the root")
+    timeline = param.Parameter(default=None, doc="Timeline of the last build")
+    pair = param.Integer(default=0, bounds=(0, None), doc="index of the pair to compare")
+
+    def __init__(self, guard: RootGuard, **params: Any) -> None:
+        super().__init__(**params)
+        self.guard = guard
+        self._gen = 0
+        self._lock = threading.Lock()
+
+    def build(self, wait: bool = False, cache_dir: str | Path | None = None) -> None:
+        """Build the timeline of ``run_dir`` (default cache folder unless ``cache_dir``)."""
+        from ..timeline import build_timeline, default_cache_dir
+
+        with self._lock:
+            self._gen += 1
+            gen = self._gen
+        if self.job is not None and self.job.running:
+            self.job.cancel()  # a newer build wins; the old one stops at its next checkpoint
+        try:
+            run = self.guard.resolve(self.run_dir)
+        except CkptExplorerError as e:
+            self.param.update(timeline=None)
+            self.fail(e.one_line())
+            return
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        tick = Throttle(self._progress, 0.1)
+
+        def work(cancel: threading.Event) -> Any:
+            def progress(stage: str, done: int, total: int) -> None:
+                if cancel.is_set():
+                    raise _Cancelled
+                tick(stage, done, total, force=done == total)
+
+            try:
+                return build_timeline(run, cache_dir=cache, progress=progress)
+            except _Cancelled:
+                return None
+            except OSError as e:
+                raise CkptExplorerError(
+                    self.run_dir,
+                    "a readable run folder",
+                    f"{e.__class__.__name__}: {e.strerror or e}",
+                    "Check the folder's permissions.",
+                ) from e
+
+        def done(t: Any) -> None:
+            if gen != self._gen:
+                return
+            if t is None:
+                self.finish("cancelled")
+                return
+            self.param.update(timeline=t, pair=_first_flagged_pair(t))
+            self.finish(summary_line(t))
+
+        def failed(msg: str) -> None:
+            if gen == self._gen:
+                self.fail(msg)
+
+        self.param.update(timeline=None)
+        self.begin(f"reading {self.run_dir}")
+        self.job = Job(work, done, failed, name="ckpt-explorer-timeline").start()
+        if wait:
+            self.job.join()
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        lo, hi = STAGES.get(stage, (0.0, 1.0))
+        frac = lo + (hi - lo) * (done / total if total else 1.0)
+        self.report(frac, f"{done} of {total} {STAGE_WORDS.get(stage, stage)}")
+
+    def relative(self, path: str) -> str:
+        """A checkpoint path of the timeline as the pickers take it (relative to the root)."""
+        try:
+            return self.guard.relative(path)
+        except ValueError:
+            return path
+
+    def pair_paths(self, index: int) -> tuple[str, str]:
+        """(A, B) of the timeline's pair ``index``, relative to the root.
+
+        Raises:
+            CkptExplorerError: no timeline, or no such pair.
+        """
+        t = self.timeline
+        n = len(t.pairs) if t is not None else 0
+        if not 0 <= index < n:
+            raise CkptExplorerError(
+                self.run_dir or None, f"a pair index in 0..{n - 1}", str(index), "Build first."
+            )
+        p = t.pairs[index]
+        return self.relative(p.path_a), self.relative(p.path_b)
+
+
+def summary_line(t: Any) -> str:
+    """``6 checkpoints, 5 pairs, 3 anomalies (2 errors); 6 summaries from the cache``."""
+    from ..timeline.model import Timeline
+
+    assert isinstance(t, Timeline)
+    n_err = sum(a.severity == "error" for a in t.anomalies)
+    unread = sum(c.error is not None for c in t.checkpoints)
+    parts = [
+        f"{len(t.checkpoints)} checkpoints",
+        f"{len(t.pairs)} pairs",
+        f"{len(t.anomalies)} anomalies" + (f" ({n_err} errors)" if n_err else ""),
+    ]
+    if unread:
+        parts.append(f"{unread} unreadable")
+    cached = t.stats.get("cached", 0)
+    return ", ".join(parts) + (f"; {cached} summaries from the cache" if cached else "")
+
+
+def _first_flagged_pair(t: Any) -> int:
+    """The pair ending where the first error (else any) anomaly starts; 0 when none."""
+    for severity in ("error", "warning", "info"):
+        for a in t.anomalies:
+            if a.severity != severity or a.step is None:
+                continue
+            for i, p in enumerate(t.pairs):
+                if p.step_b == a.step:
+                    return i
+    return 0

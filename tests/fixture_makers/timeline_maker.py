@@ -1,0 +1,321 @@
+"""Run-timeline fixtures: `python tests/fixture_makers/timeline_maker.py OUT_DIR`.
+
+Whole training runs (folders of checkpoints), written by the real tools:
+- hf_clean: transformers Trainer, tiny GPT-2 (2 layers, n_embd 16, vocab 64) from a config, AdamW,
+  linear schedule with 2 warm-up steps, max_steps 12, save_steps 2 -> checkpoint-2 .. checkpoint-12,
+  uninterrupted.
+- hf_resumed: checkpoint-2..6 of hf_clean copied (mtimes kept), then a second Trainer with the same
+  arguments resumes from checkpoint-6 (resume_from_checkpoint) -> checkpoint-8..12. A correct
+  resume: nothing to report.
+- hf_no_scheduler: as hf_resumed, but checkpoint-6/scheduler.pt is deleted before resuming. The
+  Trainer then loads neither optimizer nor scheduler (it needs both): from step 8 on the
+  scheduler and the optimizer count from the resume (expected: lr_restart at step 8).
+- hf_no_scheduler_at_4: the same fault, resumed from checkpoint-4: the scheduler at step 6 has
+  taken 2 steps, the same count as checkpoint-2's, so only the restart at the checkpoint saved
+  without a scheduler explains it (expected: lr_restart and optimizer_reset at step 6).
+- hf_no_optimizer: as hf_resumed with checkpoint-6/optimizer.pt deleted (expected:
+  optimizer_reset at step 8).
+- hf_lr_changed: as hf_resumed, and a TrainerCallback multiplies the restored scheduler's
+  base_lrs by 10 at on_train_begin (what "raise the LR on resume" code does; the Trainer itself
+  restores base_lrs from scheduler.pt and would ignore a new learning_rate argument)
+  (expected: lr_jump at step 8).
+- hf_frozen: as hf_clean, but transformer.h.0.ln_1.weight has requires_grad=False (frozen by
+  design: not in the optimizer) and the optimizer (AdamW given to the Trainer) puts
+  transformer.wpe.weight in a group of its own with lr 0: it has Adam state yet never moves,
+  frozen by mistake (expected: frozen at step 4, naming wpe only).
+- ds_run: DeepSpeed ZeRO-2 on CPU (gloo, one rank, in a subprocess like deepspeed_maker.py),
+  AdamW + DeepSpeed WarmupLR, 8 steps, engine.save_checkpoint(run) every 2 steps -> tags
+  global_step2 .. global_step8 and `latest`. Clean.
+- cai_run: ColossalAI Booster + TorchDDPPlugin (gloo, one rank, subprocess as in
+  colossalai_maker.py), the tiny GPT-2, AdamW + ColossalAI's CosineAnnealingWarmupLR, 8 steps,
+  saved every 2 steps the ColossalChat way: epoch-0_step-S/{modeling (sharded), optimizer
+  (sharded), lr_scheduler, running_states.json}. Clean.
+- cai_no_scheduler: the same loop to step 4, then a restarted job that loads model and optimizer
+  from epoch-0_step-4 with the booster but not the LR scheduler (ColossalAI #5151), steps 5-8
+  (expected: lr_restart at step 6).
+Each case's "expected" lists the (step, kind) anomalies that must be found; clean runs list none.
+Runs in about 60 s.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from _manifest import fresh_dir, main_out_dir, run_maker
+
+DS_CHILD_FLAG = "--ds-child"
+CAI_CHILD_FLAG = "--cai-child"
+MAX_STEPS = 12
+SAVE_STEPS = 2
+RESUME_AT = 6
+
+
+def _dataset() -> Any:
+    class Tiny(torch.utils.data.Dataset):  # type: ignore[type-arg]
+        def __init__(self) -> None:
+            g = torch.Generator().manual_seed(0)
+            self.ids = torch.randint(0, 64, (64, 16), generator=g)
+
+        def __len__(self) -> int:
+            return len(self.ids)
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+    return Tiny()
+
+
+def _trainer(run: Path, callbacks: list[Any] | None = None, frozen: bool = False) -> Any:
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=64, n_positions=32)
+    model = GPT2LMHeadModel(config)
+    args = TrainingArguments(
+        output_dir=str(run),
+        max_steps=MAX_STEPS,
+        save_steps=SAVE_STEPS,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        lr_scheduler_type="linear",
+        warmup_steps=2,
+        logging_steps=1000,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        dataloader_num_workers=0,
+    )
+    optimizers: Any = (None, None)
+    if frozen:
+        model.transformer.h[0].ln_1.weight.requires_grad_(False)
+        wpe = model.transformer.wpe.weight
+        rest = [p for p in model.parameters() if p.requires_grad and p is not wpe]
+        groups = [{"params": rest}, {"params": [wpe], "lr": 0.0}]
+        optimizers = (torch.optim.AdamW(groups, lr=1e-3, weight_decay=0.0), None)
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=_dataset(),
+        callbacks=callbacks,
+        optimizers=optimizers,
+    )
+
+
+def _raise_lr() -> Any:
+    from transformers import TrainerCallback
+
+    class RaiseLR(TrainerCallback):  # type: ignore[misc]
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            sched = kw["lr_scheduler"]
+            sched.base_lrs = [b * 10 for b in sched.base_lrs]
+
+    return RaiseLR()
+
+
+def _hf_clean(out: Path) -> dict[str, Any]:
+    run = fresh_dir(out / "hf_clean")
+    _trainer(run).train()
+    return {"hf_clean": _case("hf_clean", [])}
+
+
+def _hf_frozen(out: Path) -> dict[str, Any]:
+    run = fresh_dir(out / "hf_frozen")
+    _trainer(run, frozen=True).train()
+    return {"hf_frozen": _case("hf_frozen", [[4, "frozen"]])}
+
+
+def _resumed(
+    out: Path, case_id: str, fault: str, expected: list[list[Any]], resume_at: int = RESUME_AT
+) -> dict[str, Any]:
+    clean = out / "hf_clean"
+    if not clean.is_dir():
+        _hf_clean(out)
+    run = fresh_dir(out / case_id)
+    for step in range(SAVE_STEPS, resume_at + 1, SAVE_STEPS):
+        shutil.copytree(clean / f"checkpoint-{step}", run / f"checkpoint-{step}")
+    resume = run / f"checkpoint-{resume_at}"
+    if fault in ("scheduler.pt", "optimizer.pt"):
+        (resume / fault).unlink()
+    callbacks = [_raise_lr()] if fault == "raise_lr" else None
+    _trainer(run, callbacks).train(resume_from_checkpoint=str(resume))
+    return {case_id: _case(case_id, expected)}
+
+
+def _case(case_id: str, expected: list[list[Any]]) -> dict[str, Any]:
+    return {"path": case_id, "family": "run", "kind": "training_state", "expected": expected}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ds_child(run: Path) -> None:
+    import deepspeed.comm.torch
+
+    # DeepSpeed's shared-memory all-reduce kernel (g++, ~50 s) plays no part in the files
+    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None  # type: ignore[attr-defined]
+    import deepspeed
+    from torch import nn
+
+    deepspeed.init_distributed(dist_backend="gloo")
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4)
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    config = {
+        "train_batch_size": 4,
+        "train_micro_batch_size_per_gpu": 4,
+        "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": 2},
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 1000,
+        "scheduler": {
+            "type": "WarmupLR",
+            "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 1e-3, "warmup_num_steps": 4},
+        },
+    }
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    for step in range(1, 9):
+        x = torch.randn(4, 8)
+        loss = engine(x).square().mean()
+        engine.backward(loss)
+        engine.step()
+        if step % 2 == 0:
+            engine.save_checkpoint(str(run))
+
+
+def _cai_child(run: Path, mode: str) -> None:
+    """``clean``: 8 steps, saved every 2 (sharded model and optimizer). ``no_scheduler``: the
+    same up to step 4, then a fresh model/optimizer/scheduler, booster.load_model and
+    load_optimizer from epoch-0_step-4 but no load_lr_scheduler (ColossalAI #5151), steps 5-8
+    (the optimizer saved unsharded: loading a sharded one needs an accelerator)."""
+    import json
+
+    import torch.distributed as dist
+
+    if not hasattr(dist, "is_hccl_available"):  # colossalai 0.5.0 calls it; torch 2.13 lacks it
+        dist.is_hccl_available = lambda: False  # type: ignore[attr-defined]
+    import colossalai
+    from colossalai.booster import Booster
+    from colossalai.booster.plugin import TorchDDPPlugin
+    from colossalai.nn.lr_scheduler import CosineAnnealingWarmupLR
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    colossalai.launch_from_torch(backend="gloo")
+    shard = mode == "clean"
+
+    def build() -> Any:
+        torch.manual_seed(0)
+        config = GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=64, n_positions=32)
+        model = GPT2LMHeadModel(config)
+        optim = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        sched = CosineAnnealingWarmupLR(optim, total_steps=10, warmup_steps=2)
+        booster = Booster(plugin=TorchDDPPlugin())
+        model, optim, _, _, sched = booster.boost(model, optim, lr_scheduler=sched)
+        return booster, model, optim, sched
+
+    def train(first: int, last: int, parts: Any) -> None:
+        booster, model, optim, sched = parts
+        gen = torch.Generator().manual_seed(first)
+        for step in range(first, last + 1):
+            ids = torch.randint(0, 64, (4, 16), generator=gen)
+            booster.backward(model(input_ids=ids, labels=ids).loss, optim)
+            optim.step()
+            optim.zero_grad()
+            sched.step()
+            if step % 2 == 0:
+                ts = run / f"epoch-0_step-{step}"
+                booster.save_model(model, str(ts / "modeling"), shard=True)
+                target = ts / ("optimizer" if shard else "optimizer.bin")
+                booster.save_optimizer(optim, str(target), shard=shard)
+                booster.save_lr_scheduler(sched, str(ts / "lr_scheduler"))
+                running = {"epoch": 0, "step": step, "sample_start_index": 4 * step}
+                (ts / "running_states.json").write_text(json.dumps(running, indent=4))
+
+    if mode == "clean":
+        train(1, 8, build())
+        return
+    train(1, 4, build())
+    parts = build()  # the restarted job
+    resume = run / "epoch-0_step-4"
+    parts[0].load_model(parts[1], str(resume / "modeling"))
+    parts[0].load_optimizer(parts[2], str(resume / "optimizer.bin"))
+    train(5, 8, parts)
+
+
+def _child_run(
+    out: Path, case_id: str, flag: str, mode: str = "", expected: list[list[Any]] | None = None
+) -> dict[str, Any]:
+    run = fresh_dir(out / case_id)
+    env = dict(os.environ)
+    env.update(
+        DS_ACCELERATOR="cpu",
+        RANK="0",
+        LOCAL_RANK="0",
+        WORLD_SIZE="1",
+        LOCAL_WORLD_SIZE="1",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(_free_port()),
+        OMP_NUM_THREADS="1",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), flag, str(run), *([mode] if mode else [])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{case_id} child exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    return {case_id: _case(case_id, expected or [])}
+
+
+CASES = {
+    "hf_clean": _hf_clean,
+    "hf_resumed": lambda out: _resumed(out, "hf_resumed", "", []),
+    "hf_no_scheduler": lambda out: _resumed(
+        out, "hf_no_scheduler", "scheduler.pt", [[8, "lr_restart"], [8, "optimizer_reset"]]
+    ),
+    "hf_no_scheduler_at_4": lambda out: _resumed(
+        out,
+        "hf_no_scheduler_at_4",
+        "scheduler.pt",
+        [[6, "lr_restart"], [6, "optimizer_reset"]],
+        resume_at=4,
+    ),
+    "hf_no_optimizer": lambda out: _resumed(
+        out, "hf_no_optimizer", "optimizer.pt", [[8, "optimizer_reset"]]
+    ),
+    "hf_lr_changed": lambda out: _resumed(out, "hf_lr_changed", "raise_lr", [[8, "lr_jump"]]),
+    "hf_frozen": _hf_frozen,
+    "ds_run": lambda out: _child_run(out, "ds_run", DS_CHILD_FLAG),
+    "cai_run": lambda out: _child_run(out, "cai_run", CAI_CHILD_FLAG, "clean"),
+    "cai_no_scheduler": lambda out: _child_run(
+        out, "cai_no_scheduler", CAI_CHILD_FLAG, "no_scheduler", [[6, "lr_restart"]]
+    ),
+}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == DS_CHILD_FLAG:
+        _ds_child(Path(sys.argv[2]))
+        sys.exit(0)
+    if len(sys.argv) == 4 and sys.argv[1] == CAI_CHILD_FLAG:
+        _cai_child(Path(sys.argv[2]), sys.argv[3])
+        sys.exit(0)
+    out_dir = main_out_dir(sys.argv)
+    import importlib.metadata
+
+    sys.exit(run_maker(out_dir, "timeline", importlib.metadata.version("transformers"), CASES))
