@@ -84,3 +84,23 @@ def test_staged_cancel_stops_and_drains() -> None:
     eng.total = 2 * a.numel() * 4
     _figures(eng, a, b, True)
     assert eng.cancelled and len(seen) == 5
+
+
+def test_single_chunk_tensors_run_inline_with_the_same_bits() -> None:
+    """A tensor of one chunk is reduced on the calling thread (no pool started: runs of many
+    small tensors paid a thread hand-off per tensor); a multi-chunk one starts the pool, and
+    both give the bits of the one-thread pass."""
+    a, b = _pair(7, torch.float32)
+    small_a, small_b = a[:1000].clone(), b[:1000].clone()
+    eng = Engine(None, None, threads=4)  # type: ignore[arg-type]
+    with eng._workers():
+        small = eng._float_pass(small_a, small_b, True).figures()
+        assert eng._pool is None
+        eng.chunk_bytes = 1000 * 4
+        big = eng._float_pass(a, b, True).figures()
+        assert eng._pool is not None
+    assert eng._pool is None  # shut down with the run
+    one = Engine(None, None, threads=1)  # type: ignore[arg-type]
+    assert vars(small) == vars(one._float_pass(small_a, small_b, True).figures())
+    one.chunk_bytes = 1000 * 4
+    assert vars(big) == vars(one._float_pass(a, b, True).figures())

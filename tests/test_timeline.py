@@ -309,3 +309,62 @@ def test_unreadable_part_shows_in_part_missing_evidence(runs: Any, tmp_path: Pat
     missing = [a for a in t.anomalies if a.kind == "part_missing"]
     assert [(a.step, a.severity) for a in missing] == [(6, "warning")]
     assert "optimizer.pt" in missing[0].evidence[0]
+
+
+@pytest.mark.parametrize(("case", "recorded"), [("dcp_run", "step"), ("pt_run", "step")])
+def test_plain_loop_runs_dcp_and_torch_files(runs: Any, case: str, recorded: str) -> None:
+    """torchtitan-style DCP step-N folders and loose ckpt_{step}.pt files: ordered by the step
+    the files record, optimizer states tied to their parameters and groups, nothing loud (the
+    OneCycleLR run cycles the betas: the schedule's, not a changed setting)."""
+    root, cases = runs
+    t = build_timeline(root / cases[case]["path"])
+    assert _loud(t) == [] and not t.has_error
+    steps = [c.step for c in t.checkpoints]
+    assert steps == [2, 4, 6, 8] and [c.opt_step for c in t.checkpoints] == steps
+    assert all(c.step_source == f"{Path(c.path).name} {recorded}" for c in t.checkpoints)
+    assert [c.sched_step for c in t.checkpoints] == steps
+    first = t.checkpoints[0]
+    assert [g["weight_decay"] for g in first.groups] == [0.1, 0.0]
+    assert set(first.moments) == {"group 0", "group 1"}
+    assert all(set(m) == {"exp_avg", "exp_avg_sq"} for m in first.moments.values())
+    model = sorted(n for n, f in first.tensors.items() if f.state is None)
+    assert first.trainable == model  # every weight has Adam state, named as the model tensor
+    # update ratios over model layers only, never over optimizer states
+    assert all(set(p.layers) == {"model.0", "model.1", "model.3", "model.4"} for p in t.pairs)
+    assert all(all(v > 0 for v in p.layers.values()) for p in t.pairs)
+
+
+@pytest.mark.parametrize("case", ["dcp_no_optimizer", "pt_no_scheduler"])
+def test_plain_loop_resume_fault_at_its_step(runs: Any, case: str) -> None:
+    root, cases = runs
+    t = build_timeline(root / cases[case]["path"])
+    expected = [tuple(e) for e in cases[case]["expected"]]
+    assert [(a.step, a.kind) for a in t.anomalies if a.severity in LOUD] == expected
+    assert t.has_error
+    ev = " ".join(t.anomalies[0].evidence)
+    assert "A = step 4" in ev and "B = step 6" in ev
+
+
+def test_torch_file_without_step_in_its_name(runs: Any, tmp_path: Path) -> None:
+    """last.pt beside ckpt_N.pt: its step comes from its content, not its name. A copy of
+    ckpt_8.pt is no warning; a last.pt of another run recording step 8 is."""
+    root, cases = runs
+    src = root / cases["pt_run"]["path"]
+    run = tmp_path / "run"
+    run.mkdir()
+    for step in (2, 4, 6):
+        shutil.copy2(src / f"ckpt_{step}.pt", run / f"ckpt_{step}.pt")
+    shutil.copy2(src / "ckpt_8.pt", run / "last.pt")
+    t = build_timeline(run)
+    assert [(c.step, Path(c.path).name) for c in t.checkpoints][-1] == (8, "last.pt")
+    assert t.checkpoints[-1].step_source == "last.pt step" and _loud(t) == []
+    shutil.copy2(src / "ckpt_8.pt", run / "ckpt_8.pt")
+    t = build_timeline(run)
+    assert _loud(t) == [] and [c.step for c in t.checkpoints] == [2, 4, 6, 8, 8]
+    dup = [a for a in t.anomalies if a.kind == "duplicate_step"]
+    assert [(a.step, a.severity) for a in dup] == [(8, "info")]
+    other = root / cases["pt_no_scheduler"]["path"] / "ckpt_8.pt"
+    shutil.copy2(other, run / "last.pt")  # same step, other weights
+    t = build_timeline(run)
+    dup = [a for a in t.anomalies if a.kind == "duplicate_step"]
+    assert [(a.step, a.severity) for a in dup] == [(8, "warning")]

@@ -236,6 +236,7 @@ class Engine:
         cancel: CancelArg = None,
         on_row: Callable[[TensorDiff], Any] | None = None,
         threads: int | None = None,
+        readahead: bool = True,
     ) -> None:
         if chunk_bytes <= 0:
             raise CkptExplorerError(None, "chunk_bytes > 0", str(chunk_bytes))
@@ -248,6 +249,7 @@ class Engine:
         self.progress = progress
         self.cancel = cancel
         self.on_row = on_row
+        self.readahead = readahead  # False: the caller reads the files ahead itself
         # worker threads for the CPU float pass; never changes a figure (fixed chunks and order)
         self.threads = max(1, threads or min(MAX_THREADS, os.cpu_count() or 1))
         self._pool: ThreadPoolExecutor | None = None
@@ -288,7 +290,7 @@ class Engine:
         self._report_every = max(1, min(16 * 2**20, self.total // 200))
         rows: list[TensorDiff] = []
         ranges: list[tuple[Path, int, int]] = []
-        for p in plans:
+        for p in plans if self.readahead else ():
             if p.nbytes:
                 for view, rec in ((self.view_a, p.rec_a), (self.view_b, p.rec_b)):
                     assert rec is not None
@@ -386,15 +388,23 @@ class Engine:
 
     @contextmanager
     def _workers(self) -> Iterator[None]:
-        """The CPU worker threads, for the duration of one run."""
-        if self.threads > 1:  # CPU: the float pass; accelerator: staging into pinned slots
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ckpt-diff")
+        """The worker threads (started by :meth:`_pool_for` at the first tensor of more than
+        one chunk), shut down at the end of one run."""
         try:
             yield
         finally:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+
+    def _pool_for(self, chunks: int) -> ThreadPoolExecutor | None:
+        """The worker pool for a tensor of ``chunks`` chunks; None (work inline) for a single
+        chunk, where a thread hand-off only adds latency (runs of many small tensors)."""
+        if self.threads <= 1 or chunks <= 1:
+            return None
+        if self._pool is None:  # CPU: the float pass; accelerator: staging into pinned slots
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ckpt-diff")
+        return self._pool
 
     def _work(self) -> ChunkStats:
         """This thread's torch work buffers (one set per worker thread on CPU)."""
@@ -433,6 +443,7 @@ class Engine:
         if self.device.type != "cpu":
             return self._float_pass_device(ta, tb, same_dtype, starts, step)
         fused = kernel.have_numba()  # decided once per pair: every chunk takes the same path
+        pool = self._pool_for(len(starts))
         sums = Sums()
         pending: deque[tuple[int, Future[list[float]] | list[float]]] = deque()
         window = 2 * self.threads
@@ -444,10 +455,10 @@ class Engine:
                     break
                 ca, cb = ta[i : i + step], tb[i : i + step]
                 nbytes = ca.numel() * ca.element_size() + cb.numel() * cb.element_size()
-                if self._pool is None:
+                if pool is None:
                     pending.append((nbytes, self._chunk_cpu(ca, cb, same_dtype, fused)))
                 else:
-                    job = self._pool.submit(self._chunk_cpu, ca, cb, same_dtype, fused)
+                    job = pool.submit(self._chunk_cpu, ca, cb, same_dtype, fused)
                     pending.append((nbytes, job))
             if not pending:
                 break
@@ -475,6 +486,7 @@ class Engine:
         import torch
 
         stats = self._work()
+        pool = self._pool_for(len(starts))
         if self._stager is None:
             # a chunk is at most FLOAT_ELEMENTS elements of at most 8 bytes
             slots = min(2 * self.threads, 8) + 2
@@ -482,7 +494,7 @@ class Engine:
         stager = self._stager
 
         def stage(j: int, i: int) -> tuple[bool, list[torch.Tensor], int]:
-            if self._pool is not None and not getattr(self._local, "one_thread", False):
+            if pool is not None and not getattr(self._local, "one_thread", False):
                 torch.set_num_threads(1)  # per worker: copies in parallel, not each copy
                 self._local.one_thread = True
             ca, cb = ta[i : i + step], tb[i : i + step]
@@ -501,7 +513,7 @@ class Engine:
                 if nxt is None:
                     break
                 j, i = nxt
-                job = stage(j, i) if self._pool is None else self._pool.submit(stage, j, i)
+                job = stage(j, i) if pool is None else pool.submit(stage, j, i)
                 pending.append((j, job))
             if not pending:
                 break

@@ -66,7 +66,7 @@ def resume_doctor(
     va, vb = _open(a), _open(b)
     sa, sb = _side(va), _side(vb)
     causes: list[Cause] = []
-    for rule in (_moments, _scheduler, _param_order, _rng, _hyper, _part_steps):
+    for rule in (moments_cause, scheduler_cause, _param_order, _rng, _hyper, _part_steps):
         cause = rule(sa, sb)
         if cause is not None:
             causes.append(cause)
@@ -105,7 +105,7 @@ def _since_resume(
     return None
 
 
-def _moments(a: Side, b: Side) -> Cause | None:
+def moments_cause(a: Side, b: Side) -> Cause | None:
     ev: list[str] = []
     score = 0.0
     if a.opt is not None and b.opt is None:
@@ -149,7 +149,7 @@ def _moments(a: Side, b: Side) -> Cause | None:
     )
 
 
-def _scheduler(a: Side, b: Side) -> Cause | None:
+def scheduler_cause(a: Side, b: Side) -> Cause | None:
     ev: list[str] = []
     score = 0.0
     if a.sched_values is not None and b.sched_values is None:

@@ -1,8 +1,9 @@
 """Anomalies of a run, each from the step where it starts, with its evidence.
 
-Counter rules reuse the resume doctor's (``resume.doctor._scheduler`` / ``_moments``: a counter
-that went back, or one that equals the steps run since a resume instead of continuing); they get
-the facts of two consecutive checkpoints, so the doctor's tensor reads are not repeated.
+Counter rules reuse the resume doctor's (``resume.doctor.scheduler_cause`` /
+``moments_cause``: a counter that went back, or one that equals the steps run since a resume
+instead of continuing); they get the facts of two consecutive checkpoints, so the doctor's
+tensor reads are not repeated.
 Nothing is reported where the files cannot decide it.
 """
 
@@ -13,7 +14,7 @@ import math
 from collections import Counter
 from typing import Any, cast
 
-from ..resume.doctor import _moments, _scheduler
+from ..resume.doctor import moments_cause, scheduler_cause
 from ..resume.evidence import Side
 from .model import Anomaly, CheckpointSummary, PairSummary
 from .passes import is_model_tensor
@@ -205,7 +206,7 @@ def _projected_scheduler(
             continue
         r_side.sched_step = round(a_count + (r_side.position - a_pos) * rate)
         r_side.sched_values = None
-        cause = _scheduler(r_side, _side(b))
+        cause = scheduler_cause(r_side, _side(b))
         if cause is not None and cause.score >= 0.95:
             note = (
                 f"{_label(r)} ({r.path}) saved no scheduler; at {sched_a.path}'s rate its "
@@ -226,7 +227,7 @@ def _counters(
     when the run resumed from it (``between``: the checkpoints after ``sched_a`` before ``b``)."""
     out = []
     sb = _side(b)
-    cause = _scheduler(_side(sched_a), sb) if sched_a is not None else None
+    cause = scheduler_cause(_side(sched_a), sb) if sched_a is not None else None
     head: list[str] = []
     if sched_a is not None:
         head = [f"A = {_label(sched_a)} ({sched_a.path}), B = {_label(b)}"]
@@ -237,7 +238,7 @@ def _counters(
         out.append(
             _a(b, "lr_restart", "error", "LR scheduler restarted (not restored on resume)", ev)
         )
-    cause = _moments(_side(opt_a), sb) if opt_a is not None else None
+    cause = moments_cause(_side(opt_a), sb) if opt_a is not None else None
     if cause is not None and opt_a is not None:
         a = opt_a
         went_back = any("went back" in e for e in cause.evidence)
@@ -268,11 +269,14 @@ def _moment_evidence(a: CheckpointSummary, b: CheckpointSummary) -> list[str]:
 def _hyper(a: CheckpointSummary, b: CheckpointSummary) -> list[Anomaly]:
     out = []
     lr_ev, other = [], []
+    keys = ["betas", "eps", "weight_decay", "momentum", "amsgrad"]
+    if _cycles_momentum(a) or _cycles_momentum(b):  # OneCycleLR / CyclicLR set them each step
+        keys = [k for k in keys if k not in ("betas", "momentum")]
     for i, (ga, gb) in enumerate(zip(a.groups, b.groups, strict=False)):
         for key in ("initial_lr",):
             if key in ga and key in gb and not _same(ga[key], gb[key]):
                 lr_ev.append(f"group {i} {key}: {ga[key]} → {gb[key]}")
-        for key in ("betas", "eps", "weight_decay", "momentum", "amsgrad"):
+        for key in keys:
             if key in ga and key in gb and not _same(ga[key], gb[key]):
                 other.append(f"group {i} {key}: {ga[key]} → {gb[key]}")
     ba = (a.scheduler or {}).get("base_lrs")
@@ -294,6 +298,12 @@ def _hyper(a: CheckpointSummary, b: CheckpointSummary) -> list[Anomaly]:
             _a(b, "hyperparameters_changed", "warning", "optimizer hyperparameters changed", other)
         )
     return out
+
+
+def _cycles_momentum(s: CheckpointSummary) -> bool:
+    """The checkpoint's scheduler drives the momentum (``cycle_momentum`` of OneCycleLR and
+    CyclicLR): its betas / momentum are the schedule's, not settings."""
+    return bool((s.scheduler or {}).get("cycle_momentum"))
 
 
 def _same(x: Any, y: Any) -> bool:
@@ -379,6 +389,28 @@ def _frozen(readable: list[CheckpointSummary], pairs: list[PairSummary]) -> list
     return out
 
 
+def _unnumbered_copy(
+    step: int | None,
+    readable: list[CheckpointSummary],
+    pairs: list[PairSummary],
+    naming: dict[str, str],
+) -> bool:
+    """The checkpoints recording ``step`` are one with a step in its name and copies named
+    without one (``last.pt`` beside ``ckpt_8.pt``) whose model tensors are all unchanged."""
+    idx = [i for i, s in enumerate(readable) if s.step == step]
+    if len(idx) < 2 or idx != list(range(idx[0], idx[-1] + 1)) or idx[-1] > len(pairs):
+        return False
+    if sum(naming.get(readable[i].path) != "content" for i in idx) > 1:
+        return False
+    between = [pairs[i] for i in idx[:-1]]
+    return all(
+        p.ratios
+        and not any(p.ratios.values())
+        and not (p.only_a or p.only_b or p.shape_changes or p.dtype_changes)
+        for p in between
+    )
+
+
 def find_anomalies(
     cks: list[CheckpointSummary], pairs: list[PairSummary], naming: dict[str, str]
 ) -> list[Anomaly]:
@@ -405,4 +437,8 @@ def find_anomalies(
         opt_a = a if a.opt_step is not None else opt_a
         out += _counters(sched_a, opt_a, b, without_sched) + _hyper(a, b) + _tensors(a, b, p)
     out += _frozen(readable, pairs) + update_outliers(readable, pairs)
+    for found in out:
+        if found.kind == "duplicate_step" and _unnumbered_copy(found.step, readable, pairs, naming):
+            found.severity = "info"
+            found.message += ": a copy under a name without a step (last.pt), identical weights"
     return sorted(out, key=lambda x: (x.step is None, x.step or 0, ORDER[x.severity], x.kind))

@@ -8,14 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.readahead import Readahead
 from ..validate.parts import Components, collect
 from ..view import CheckpointView
-from .cache import SummaryCache, identity
+from .cache import SummaryCache, checkpoint_files, identity
 from .discover import Candidate, discover
 from .facts import moment_norms, summarize_view
 from .model import CheckpointSummary, PairSummary, Timeline
 from .passes import pair_pass, value_pass
 
+SMALL_CHECKPOINT = 64 * 2**20  # bytes; read ahead whole by the build, not per pair
 # progress(stage, done, total): stage is "open", "pair" or "values"
 Progress = Callable[[str, int, int], Any]
 
@@ -49,8 +51,88 @@ def _read(cand: Candidate, ident: str, mtime: float, opened: _Opened) -> Checkpo
     return summary
 
 
+class _RunReadahead:
+    """Asks the kernel for the files of the small checkpoints to read, in run order, across
+    opens and pairs: each of their pairs is too short for the diff engine's own read-ahead
+    to overlap reading with comparing (larger checkpoints keep that one, which follows the
+    pass). Page cache only (no process memory); at most the :class:`Readahead` window
+    ahead of the last pair done."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self._ends: dict[str, int] = {}
+        ranges: list[tuple[Path, int, int]] = []
+        for p in paths:
+            files = []
+            for f in checkpoint_files(Path(p)):
+                try:
+                    files.append((f, 0, f.stat().st_size))
+                except OSError:
+                    continue
+            if sum(n for _, _, n in files) <= SMALL_CHECKPOINT:  # large: the engine's own
+                ranges += files
+                self._ends[p] = sum(n for _, _, n in ranges)
+        self._done = 0
+        self._ahead = Readahead(ranges)
+
+    def covers(self, path: str) -> bool:
+        """Whether ``path`` is read ahead whole here (a small checkpoint: the window holds
+        it; a larger one needs the diff engine's read-ahead, which follows its pass)."""
+        return path in self._ends
+
+    def done(self, path: str) -> None:
+        """Every byte of ``path`` (and of the checkpoints before it) has been read."""
+        end = self._ends.get(path, 0)
+        if end > self._done:
+            self._done = end
+            self._ahead.advance(end)
+
+    def close(self) -> None:
+        self._ahead.close()
+
+
 def _order_key(s: CheckpointSummary) -> tuple[int, int, float, str]:
     return (s.step is None, s.step if s.step is not None else 0, s.mtime, s.path)
+
+
+def _pairs(
+    ordered: list[CheckpointSummary],
+    readable: list[CheckpointSummary],
+    pairs: list[PairSummary],
+    cache: SummaryCache,
+    opened: _Opened,
+    fresh: set[int],
+    ahead: _RunReadahead,
+    stats: dict[str, int],
+    progress: Progress | None,
+) -> None:
+    """One pass per consecutive readable pair (or its cached figures); a checkpoint whose
+    tensor bytes do not read gets its error and drops out of ``readable``."""
+    for i, sb in enumerate(ordered[1:], start=1):
+        sa = readable[-1]
+        key = f"{sa.identity}:{sb.identity}"
+        doc = cache.get("pair", key)
+        if doc is not None and id(sb) not in fresh and id(sa) not in fresh:
+            pair = PairSummary.from_dict(doc)
+        else:
+            try:
+                va, ca = opened.get(sa.path)
+                vb, cb = opened.get(sb.path)
+                ahead_both = ahead.covers(sa.path) and ahead.covers(sb.path)
+                pair = pair_pass(va, ca, sa, vb, cb, sb, readahead=not ahead_both)
+            except (CkptExplorerError, OSError) as e:  # listed fine, tensor bytes did not read
+                sb.error = e.one_line() if isinstance(e, CkptExplorerError) else f"{sb.path}: {e}"
+                sb.tensors = {}
+                fresh.add(id(sb))
+                continue
+            finally:
+                ahead.done(sa.path)
+            stats["pair_passes"] += 1
+            cache.put("pair", key, pair.to_dict())
+        pair.step_a, pair.step_b = sa.step, sb.step
+        pairs.append(pair)
+        readable.append(sb)
+        if progress is not None:
+            progress("pair", i, len(ordered) - 1)
 
 
 def build_timeline(
@@ -84,46 +166,32 @@ def build_timeline(
     pending: list[str] = []
     cands = discover(run_dir)
     by_path = {str(c.path): c for c in cands}
-    for i, cand in enumerate(cands):
+    found = []
+    for cand in cands:
         ident, mtime = identity(cand.path)
         if settle_s and now - mtime < settle_s:
             pending.append(str(cand.path))
             continue
-        doc = cache.get("ckpt", ident)
-        if doc is not None:
-            summaries.append(CheckpointSummary.from_dict(doc))
-            stats["cached"] += 1
-        else:
-            summaries.append(_read(cand, ident, mtime, opened))
-            fresh.add(id(summaries[-1]))
-        if progress is not None:
-            progress("open", i + 1, len(cands))
-    ordered = sorted((s for s in summaries if s.error is None), key=_order_key)
-    pairs: list[PairSummary] = []
-    readable = ordered[:1]
-    for i, sb in enumerate(ordered[1:], start=1):
-        sa = readable[-1]
-        key = f"{sa.identity}:{sb.identity}"
-        doc = cache.get("pair", key)
-        if doc is not None and id(sb) not in fresh and id(sa) not in fresh:
-            pair = PairSummary.from_dict(doc)
-        else:
-            try:
-                va, ca = opened.get(sa.path)
-                vb, cb = opened.get(sb.path)
-                pair = pair_pass(va, ca, sa, vb, cb, sb)
-            except (CkptExplorerError, OSError) as e:  # listed fine, tensor bytes did not read
-                sb.error = e.one_line() if isinstance(e, CkptExplorerError) else f"{sb.path}: {e}"
-                sb.tensors = {}
-                fresh.add(id(sb))
-                continue
-            stats["pair_passes"] += 1
-            cache.put("pair", key, pair.to_dict())
-        pair.step_a, pair.step_b = sa.step, sb.step
-        pairs.append(pair)
-        readable.append(sb)
-        if progress is not None:
-            progress("pair", i, len(ordered) - 1)
+        found.append((cand, ident, mtime, cache.get("ckpt", ident)))
+    # the files to read, read ahead from now on: opening them reads scattered small
+    # records (pickles, optimizer steps) that would otherwise each wait for the disk
+    ahead = _RunReadahead([str(c.path) for c, _, _, doc in found if doc is None])
+    try:
+        for i, (cand, ident, mtime, doc) in enumerate(found):
+            if doc is not None:
+                summaries.append(CheckpointSummary.from_dict(doc))
+                stats["cached"] += 1
+            else:
+                summaries.append(_read(cand, ident, mtime, opened))
+                fresh.add(id(summaries[-1]))
+            if progress is not None:
+                progress("open", i + 1, len(found))
+        ordered = sorted((s for s in summaries if s.error is None), key=_order_key)
+        pairs: list[PairSummary] = []
+        readable = ordered[:1]
+        _pairs(ordered, readable, pairs, cache, opened, fresh, ahead, stats, progress)
+    finally:
+        ahead.close()
     for s in readable:
         if not s.complete:
             view, comps = opened.get(s.path)

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-CACHE_VERSION = "timeline-2"
+CACHE_VERSION = "timeline-3"
 HEADER_BYTES = 16 * 1024
 
 
@@ -31,7 +31,8 @@ def default_cache_dir() -> Path:
     return Path(base) / "ckpt_explorer" / "timeline"
 
 
-def _files(path: Path) -> list[Path]:
+def checkpoint_files(path: Path) -> list[Path]:
+    """The files of a checkpoint file or folder, in a stable order."""
     if path.is_file():
         return [path]
     out = []
@@ -45,7 +46,7 @@ def identity(path: Path) -> tuple[str, float]:
     """(identity hash, newest mtime in seconds) of a checkpoint file or folder."""
     digest = hashlib.sha256(f"{CACHE_VERSION}\0{path.resolve()}".encode())
     newest = 0
-    for f in _files(path):
+    for f in checkpoint_files(path):
         try:
             st = f.stat()
             with open(f, "rb") as fh:

@@ -8,6 +8,7 @@ steps come from trainer_state.json, running_states.json / meta / DeepSpeed ``glo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from ..types import TensorRecord
@@ -58,6 +59,41 @@ def extra_optimizer_views(view: CheckpointView, comps: Components) -> list[Optim
 def state_records(opt: OptimizerPart) -> list[TensorRecord]:
     """The per-parameter state tensors of an optimizer part (not DeepSpeed's flat groups)."""
     return [r for recs in opt.states.values() for r in recs.values()]
+
+
+def optimizer_states(comps: Components) -> dict[str, tuple[str | None, str, int | None]]:
+    """Tensor name in the top view -> (parameter, state name, group) for the per-parameter
+    states the parts finder found (names the diff's ``[part/]state.<id>.<x>`` rule misses:
+    an optimizer nested under a key of a torch file or a DCP checkpoint). The parameter is
+    the model tensor it resolves to (see :func:`model_tensors_by_suffix`), else the
+    optimizer's own name for it."""
+    by_suffix = model_tensors_by_suffix(m.label + r.name for m in comps.models for r in m.records)
+    out: dict[str, tuple[str | None, str, int | None]] = {}
+    for opt in comps.optimizers:
+        if opt.flat:
+            continue
+        group_of = {p: i for i, g in enumerate(opt.groups) for p in g.get("params", [])}
+        for pid, recs in opt.states.items():
+            param = opt.param_names.get(pid)
+            if param is not None:
+                found = by_suffix.get(param, [])
+                param = found[0] if len(found) == 1 else param  # ambiguous: left as named
+            for state in recs:
+                out[opt.tensor(pid, state)] = (param, state, group_of.get(pid))
+    return out
+
+
+def model_tensors_by_suffix(names: Iterable[str]) -> dict[str, list[str]]:
+    """Each model tensor under its name and every tail after a ``.`` or ``/``
+    (``model.0.weight`` under ``0.weight`` and ``weight`` too): a parameter name resolves to
+    the tensor only when one tensor has it."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        out.setdefault(name, []).append(name)
+        for i, ch in enumerate(name):
+            if ch in "./":
+                out.setdefault(name[i + 1 :], []).append(name)
+    return out
 
 
 def tensor_listing(
@@ -114,13 +150,16 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
             group_of[p] = i
     trainable: set[str] | None = set()
     tensors = {}
+    known = optimizer_states(comps)
     for name, dtype, shape, param, state in tensor_listing(view, comps):
         group = None
-        if state is not None:
+        if state is None and name in known:  # nested keys (``optimizer.state.<id>...``)
+            param, state, group = known[name]
+        elif state is not None:
             m = _STATE_ID.search(name)
             group = group_of.get(int(m.group(1))) if m else None
-            if state in MOMENTS and param is not None and trainable is not None:
-                trainable.add(param)  # ids whose parameter is unknown are not claimed
+        if state in MOMENTS and param is not None and trainable is not None:
+            trainable.add(param)  # ids whose parameter is unknown are not claimed
         tensors[name] = TensorFacts(dtype, shape, param=param, state=state, group=group)
     if not comps.optimizers:
         trainable = None

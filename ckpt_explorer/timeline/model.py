@@ -91,7 +91,10 @@ class CheckpointSummary:
         return all(t.norm is not None for t in self.tensors.values() if _is_float(t.dtype))
 
     def to_dict(self, tensors: bool = True) -> dict[str, Any]:
-        out = asdict(self)
+        # asdict deep-copies field by field: slow with thousands of tensors; _json_safe
+        # copies the containers anyway
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["tensors"] = {k: vars(t) for k, t in self.tensors.items()}
         if not tensors:
             out.pop("tensors")
         return _json_safe(out)  # type: ignore[no-any-return]

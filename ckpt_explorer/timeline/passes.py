@@ -41,26 +41,33 @@ def is_model_tensor(t: TensorFacts) -> bool:
     return t.state is None and _is_float(t.dtype)
 
 
+def _diff(
+    va: CheckpointView, vb: CheckpointView, progress: ProgressFn | None, readahead: bool
+) -> list[TensorDiff]:
+    """The tensor rows of ``diff_checkpoints(va, vb)`` (defaults: exact, CPU), without its
+    value comparison, which the timeline does not use."""
+    from ..diff.engine import Engine, plan_pairs
+
+    return Engine(va, vb, progress=progress, readahead=readahead).run(plan_pairs(va, vb))
+
+
 def _rows(
     va: CheckpointView,
     ca: Components,
     vb: CheckpointView,
     cb: Components,
     progress: ProgressFn | None,
+    readahead: bool,
 ) -> list[tuple[str, str, TensorDiff]]:
     """(name in A, name in B, row) for the top views and their separate optimizer files."""
-    from ..diff import diff_checkpoints
-
-    out = [
-        (r.name, r.name_b or r.name, r) for r in diff_checkpoints(va, vb, progress=progress).tensors
-    ]
+    out = [(r.name, r.name_b or r.name, r) for r in _diff(va, vb, progress, readahead)]
     extra_b = {o.label: o for o in extra_optimizer_views(vb, cb)}
     for oa in extra_optimizer_views(va, ca):
         ob = extra_b.get(oa.label)
         if ob is None:
             continue
         keep = {r.name for r in state_records(oa)}
-        for r in diff_checkpoints(oa.view, ob.view).tensors:
+        for r in _diff(oa.view, ob.view, None, readahead):
             if r.name not in keep:
                 continue  # flat partitions: the per-parameter slices hold the same values
             out.append((oa.label + r.name, oa.label + (r.name_b or r.name), r))
@@ -75,13 +82,15 @@ def pair_pass(
     cb: Components,
     sb: CheckpointSummary,
     progress: ProgressFn | None = None,
+    readahead: bool = True,
 ) -> PairSummary:
     """Diff two consecutive checkpoints; fill ``sb``'s tensor figures (and ``sa``'s where the
-    pair gives them and they are missing); return the pair's update ratios."""
+    pair gives them and they are missing); return the pair's update ratios. ``readahead``
+    False: the caller already reads both checkpoints' files ahead."""
     pair = PairSummary(str(sa.path), str(sb.path), sa.step, sb.step)
     layers: dict[str, list[float]] = {}
     moments: dict[str, dict[str, list[float]]] = {}
-    for name_a, name_b, r in _rows(va, ca, vb, cb, progress):
+    for name_a, name_b, r in _rows(va, ca, vb, cb, progress, readahead):
         fa, fb = sa.tensors.get(name_a), sb.tensors.get(name_b)
         if r.status == ONLY_IN_A or r.status == ONLY_IN_B:
             f = fa or fb

@@ -33,8 +33,19 @@ Whole training runs (folders of checkpoints), written by the real tools:
 - cai_no_scheduler: the same loop to step 4, then a restarted job that loads model and optimizer
   from epoch-0_step-4 with the booster but not the LR scheduler (ColossalAI #5151), steps 5-8
   (expected: lr_restart at step 6).
+- dcp_run: a plain PyTorch loop (tiny MLP, AdamW with weight-decay / no-decay groups split by
+  ndim, LambdaLR warm-up), 8 steps, saved every 2 the torchtitan way: dcp.save({"model":
+  get_model_state_dict, "optimizer": get_optimizer_state_dict (FQN-keyed), "scheduler":
+  sched.state_dict(), "step": N}) -> step-2 .. step-8 (no process group). Clean.
+- dcp_no_optimizer: the same loop to step 4, then a restarted job that dcp.loads model, scheduler
+  and step from step-4 but not the optimizer (a fresh AdamW), steps 5-8 (expected:
+  optimizer_reset at step 6).
+- pt_run: the same loop with OneCycleLR (cycle_momentum: betas change every step), saving
+  torch.save({"model", "optimizer", "scheduler", "step"}) to ckpt_{step}.pt in one folder. Clean.
+- pt_no_scheduler: the same to step 4, then a restarted job that loads model, optimizer and step
+  from ckpt_4.pt but not the scheduler, steps 5-8 (expected: lr_restart at step 6).
 Each case's "expected" lists the (step, kind) anomalies that must be found; clean runs list none.
-Runs in about 60 s.
+Runs in about 70 s.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +67,8 @@ CAI_CHILD_FLAG = "--cai-child"
 MAX_STEPS = 12
 SAVE_STEPS = 2
 RESUME_AT = 6
+LOOP_STEPS = 8  # the plain PyTorch loops (dcp_*, pt_*)
+RESUME_LOOP = 4
 
 
 def _dataset() -> Any:
@@ -282,6 +296,138 @@ def _child_run(
     return {case_id: _case(case_id, expected or [])}
 
 
+# ----------------------------------------------------------------------------------------------
+# plain PyTorch loops: torch DCP step-N folders and loose ckpt_{step}.pt files
+# ----------------------------------------------------------------------------------------------
+
+
+class _Loop:
+    """A plain PyTorch loop: a tiny MLP, AdamW with weight-decay / no-decay groups (split by
+    ``ndim``, which interleaves the model order), LambdaLR warm-up or OneCycleLR."""
+
+    def __init__(self, sched: str) -> None:
+        from torch import nn
+
+        torch.manual_seed(0)
+        self.model = nn.Sequential(
+            nn.Linear(8, 16), nn.LayerNorm(16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 4)
+        )
+        named = list(self.model.named_parameters())
+        groups = [
+            {"params": [p for _, p in named if p.ndim >= 2], "weight_decay": 0.1},
+            {"params": [p for _, p in named if p.ndim < 2], "weight_decay": 0.0},
+        ]
+        self.opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.95))
+        self.sched: Any
+        if sched == "lambda":
+            warmup = 2
+            self.sched = torch.optim.lr_scheduler.LambdaLR(
+                self.opt, lambda s: min(1.0, (s + 1) / warmup)
+            )
+        else:
+            self.sched = torch.optim.lr_scheduler.OneCycleLR(
+                self.opt, max_lr=1e-3, total_steps=LOOP_STEPS + 4
+            )
+        self.step = 0
+
+    def train_to(self, last: int, save: Any) -> None:
+        gen = torch.Generator().manual_seed(self.step)
+        while self.step < last:
+            x = torch.randn(4, 8, generator=gen)
+            self.model(x).square().mean().backward()
+            self.opt.step()
+            self.sched.step()
+            self.opt.zero_grad()
+            self.step += 1
+            if self.step % SAVE_STEPS == 0:
+                save(self)
+
+
+def _dcp_save(run: Path) -> Any:
+    def save(loop: _Loop) -> None:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import (
+            get_model_state_dict,
+            get_optimizer_state_dict,
+        )
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # no process group: DCP warns, works
+            state = {
+                "model": get_model_state_dict(loop.model),
+                "optimizer": get_optimizer_state_dict(loop.model, loop.opt),
+                "scheduler": loop.sched.state_dict(),
+                "step": loop.step,
+            }
+            dcp.save(state, checkpoint_id=str(run / f"step-{loop.step}"))
+
+    return save
+
+
+def _dcp_run(out: Path, case_id: str, fault: bool) -> dict[str, Any]:
+    """``fault``: a restarted job (torchtitan-style load) restores model, scheduler and step
+    from step-4 but not the optimizer, which starts afresh (expected: optimizer_reset at 6)."""
+    run = fresh_dir(out / case_id)
+    save = _dcp_save(run)
+    loop = _Loop("lambda")
+    loop.train_to(RESUME_LOOP if fault else LOOP_STEPS, save)
+    if not fault:
+        return {case_id: _case(case_id, [])}
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        set_model_state_dict,
+    )
+
+    loop = _Loop("lambda")  # the restarted job
+    state = {
+        "model": get_model_state_dict(loop.model),
+        "scheduler": loop.sched.state_dict(),
+        "step": 0,
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.load(state, checkpoint_id=str(run / f"step-{RESUME_LOOP}"))
+        set_model_state_dict(loop.model, state["model"])
+    loop.sched.load_state_dict(state["scheduler"])
+    loop.step = int(state["step"])
+    if loop.step != RESUME_LOOP:
+        raise AssertionError(f"DCP resume read step {loop.step}")
+    loop.train_to(LOOP_STEPS, save)
+    return {case_id: _case(case_id, [[RESUME_LOOP + SAVE_STEPS, "optimizer_reset"]])}
+
+
+def _pt_save(run: Path) -> Any:
+    def save(loop: _Loop) -> None:
+        state = {
+            "model": loop.model.state_dict(),
+            "optimizer": loop.opt.state_dict(),
+            "scheduler": loop.sched.state_dict(),
+            "step": loop.step,
+        }
+        torch.save(state, run / f"ckpt_{loop.step}.pt")
+
+    return save
+
+
+def _pt_run(out: Path, case_id: str, fault: bool) -> dict[str, Any]:
+    """``fault``: a restarted job loads model, optimizer and step from ckpt_4.pt but not the
+    scheduler, whose OneCycleLR starts over (expected: lr_restart at 6)."""
+    run = fresh_dir(out / case_id)
+    save = _pt_save(run)
+    loop = _Loop("onecycle")
+    loop.train_to(RESUME_LOOP if fault else LOOP_STEPS, save)
+    if not fault:
+        return {case_id: _case(case_id, [])}
+    loop = _Loop("onecycle")  # the restarted job
+    state = torch.load(run / f"ckpt_{RESUME_LOOP}.pt", weights_only=True)
+    loop.model.load_state_dict(state["model"])
+    loop.opt.load_state_dict(state["optimizer"])
+    loop.step = int(state["step"])
+    loop.train_to(LOOP_STEPS, save)
+    return {case_id: _case(case_id, [[RESUME_LOOP + SAVE_STEPS, "lr_restart"]])}
+
+
 CASES = {
     "hf_clean": _hf_clean,
     "hf_resumed": lambda out: _resumed(out, "hf_resumed", "", []),
@@ -305,6 +451,10 @@ CASES = {
     "cai_no_scheduler": lambda out: _child_run(
         out, "cai_no_scheduler", CAI_CHILD_FLAG, "no_scheduler", [[6, "lr_restart"]]
     ),
+    "dcp_run": lambda out: _dcp_run(out, "dcp_run", False),
+    "dcp_no_optimizer": lambda out: _dcp_run(out, "dcp_no_optimizer", True),
+    "pt_run": lambda out: _pt_run(out, "pt_run", False),
+    "pt_no_scheduler": lambda out: _pt_run(out, "pt_no_scheduler", True),
 }
 
 
