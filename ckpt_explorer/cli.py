@@ -6,7 +6,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .errors import CkptExplorerError
 
@@ -92,7 +93,6 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     from .convert import plan_conversion, run_conversion
-    from .convert.progress import ProgressBar
 
     if args.engine == "colossalai":
         return _convert_with_colossalai(args)
@@ -117,9 +117,21 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         else:
             print(plan.describe(limit=args.limit))
         return EXIT_OK
+    return _run_and_report(
+        args, plan, lambda bar: run_conversion(plan, progress=bar, nproc=args.nproc), "wrote"
+    )
+
+
+def _run_and_report(
+    args: argparse.Namespace, plan: Any, run: Callable[[Any], Any], how: str
+) -> int:
+    """Run a planned conversion (a progress bar on a terminal), then print its result: JSON,
+    or a line with ``how`` it was written, its mismatches, notes and left-out tensors."""
+    from .convert.progress import ProgressBar
+
     bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
     try:
-        result = run_conversion(plan, progress=bar, nproc=args.nproc)
+        result = run(bar)
     finally:
         if bar is not None:
             bar.close()
@@ -130,10 +142,12 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         state = "verified" if result.verified else "NOT verified (nothing installed)"
         print(
             f"{result.destination}: {len(result.files)} file(s), {result.bytes} tensor bytes, "
-            f"{state}; wrote in {result.seconds:.2f} s, verified in {result.verify_seconds:.2f} s"
+            f"{state}; {how} in {result.seconds:.2f} s, verified in {result.verify_seconds:.2f} s"
         )
         for m in result.mismatches[: args.limit]:
             print(f"  mismatch: {m}")
+        for n in result.notes:
+            print(f"  note: {n}")
         for d in result.left_out:
             print(f"  left out: {d}")
     return EXIT_OK if result.verified else EXIT_DIFFERENT
@@ -144,7 +158,6 @@ def _convert_with_colossalai(args: argparse.Namespace) -> int:
     from .convert import parse_size
     from .convert.colossal_engine import run_engine_job
     from .convert.colossal_plan import plan_engine_job
-    from .convert.progress import ProgressBar
 
     if args.dtype or args.model_only:
         raise CkptExplorerError(
@@ -161,27 +174,8 @@ def _convert_with_colossalai(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(json.dumps({"plan": plan.to_json()}, indent=2) if args.json else plan.describe())
         return EXIT_OK
-    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
-    try:
-        result = run_engine_job(plan, progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
-    if args.json:
-        json.dump({"plan": plan.to_json(), "result": result.to_json()}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        state = "verified" if result.verified else "NOT verified (nothing installed)"
-        print(
-            f"{result.destination}: {len(result.files)} file(s), {result.bytes} tensor bytes, "
-            f"{state}; {plan.plugin} tp {plan.tp} x pp {plan.pp} on {plan.nproc} process(es) "
-            f"in {result.seconds:.2f} s, verified in {result.verify_seconds:.2f} s"
-        )
-        for m in result.mismatches[: args.limit]:
-            print(f"  mismatch: {m}")
-        for n in result.notes:
-            print(f"  note: {n}")
-    return EXIT_OK if result.verified else EXIT_DIFFERENT
+    how = f"{plan.plugin} tp {plan.tp} x pp {plan.pp} on {plan.nproc} process(es)"
+    return _run_and_report(args, plan, lambda bar: run_engine_job(plan, progress=bar), how)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

@@ -88,6 +88,14 @@ def error_pane(message: str) -> pn.pane.Alert:
     return pn.pane.Alert(message, alert_type="danger", sizing_mode="stretch_width")
 
 
+def job_status(job: Any) -> str:
+    """A background job's status line (markdown): its message, and once it has finished, how
+    long it took; escaped, since messages carry file names."""
+    done = f" in {job.seconds:.1f} s" if not job.running and job.seconds else ""
+    text = job.message + done
+    return f"*{html.escape(text)}*" if text else ""
+
+
 def fmt_count(n: int) -> str:
     for unit, div in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= div:

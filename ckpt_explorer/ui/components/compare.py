@@ -16,6 +16,7 @@ from .common import (
     cards,
     error_pane,
     fmt_bytes,
+    job_status,
     not_available,
     placeholder,
     plot,
@@ -126,8 +127,7 @@ class CompareView(pn.viewable.Viewer):
         self._progress.value = int(c.progress * 1000)
         self._run.disabled = c.running
         self._cancel.disabled = not c.running
-        text = c.message + (f" in {c.seconds:.1f} s" if not c.running and c.seconds else "")
-        self._status.object = f"*{text}*" if text else ""
+        self._status.object = job_status(c)
         if c.error:
             self._results[:] = [error_pane(c.error)]
 

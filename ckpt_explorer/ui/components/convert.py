@@ -13,6 +13,7 @@ from .common import (
     cards,
     error_pane,
     fmt_bytes,
+    job_status,
     not_available,
     placeholder,
     section,
@@ -127,8 +128,7 @@ class ConvertView(pn.viewable.Viewer):
         self._plan_btn.disabled = c.running
         self._run_btn.disabled = c.running or c.plan is None or c.result is not None
         self._cancel.disabled = not c.running
-        text = c.message + (f" in {c.seconds:.1f} s" if not c.running and c.seconds else "")
-        self._status.object = f"*{text}*" if text else ""
+        self._status.object = job_status(c)
         if c.log:
             lines = html.escape("\n".join(c.log[-12:]))
             self._log.object = (

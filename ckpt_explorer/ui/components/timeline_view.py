@@ -25,6 +25,7 @@ from .common import (
     SEVERITY_COLOURS,
     cards,
     error_pane,
+    job_status,
     placeholder,
     plot,
     section,
@@ -296,8 +297,7 @@ class TimelineView(pn.viewable.Viewer):
         self._progress.value = int(st.progress * 1000)
         self._build.disabled = st.running
         self._cancel.disabled = not st.running
-        text = st.message + (f" in {st.seconds:.1f} s" if not st.running and st.seconds else "")
-        self._status.object = f"*{html.escape(text)}*" if text else ""
+        self._status.object = job_status(st)
         if st.error:
             self._results[:] = [error_pane(st.error)]
 
