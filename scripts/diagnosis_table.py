@@ -2,7 +2,8 @@
 
 Usage: ``.venv/bin/python scripts/diagnosis_table.py [--out DIAGNOSIS.md] [FOLDER ...]``
 
-Without FOLDER it runs the makers ``realworld_hf``, ``realworld_torch`` and ``realworld_dist``
+Without FOLDER it runs the makers named in ``MAKERS`` (``realworld_hf``, ``realworld_torch``,
+``realworld_dist``, ``realworld_lightning``, ``realworld_multiproc``)
 through the test suite's cache (``.fixture-cache/``, keyed by the maker's source); a FOLDER is a maker output
 holding ``manifest.json``. Each state is scored with ``tests/realworld_check.py``: per setup,
 clean states with 0 errors / 0 false warnings, optimizer ids named right / ambiguous / unknown /
@@ -21,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
-MAKERS = ("realworld_hf", "realworld_torch", "realworld_dist")
+MAKERS = (
+    "realworld_hf",
+    "realworld_torch",
+    "realworld_dist",
+    "realworld_lightning",
+    "realworld_multiproc",
+)
 COMMAND = ".venv/bin/python scripts/diagnosis_table.py --out DIAGNOSIS.md"
 
 
@@ -173,7 +180,7 @@ def build(corpora: list[tuple[Path, dict[str, Any]]]) -> str:
         "",
         "## Accuracy on the real-world corpus",
         "",
-        f"Reproduce: `{COMMAND}` (runs the makers realworld_hf, realworld_torch and realworld_dist of "
+        f"Reproduce: `{COMMAND}` (runs the makers {', '.join(MAKERS)} of "
         "tests/fixture_makers/ and scores each state with tests/realworld_check.py).",
         "",
         "Per setup: clean states with 0 errors and with 0 warnings; optimizer ids named right, "

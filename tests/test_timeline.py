@@ -276,6 +276,12 @@ def test_watch_picks_up_a_new_checkpoint(runs: Any, tmp_path: Path) -> None:
         ("step_40", True, (40, "step")),
         ("checkpoint_3", True, (3, "save_count")),  # accelerate: counts saves
         ("ckpt_1000.pt", False, (1000, "file")),
+        ("epoch=1-step=12.ckpt", False, (12, "file")),  # Lightning ModelCheckpoint
+        ("epoch=1-step=12-v1.ckpt", False, (12, "file")),  # its "name taken" suffix
+        ("epoch=3.ckpt", False, (None, "content")),  # counts epochs, not steps
+        ("epoch=3-val_loss=0.25.ckpt", False, (None, "content")),
+        ("last-v1.ckpt", False, (None, "content")),
+        ("model_step_1000.pt", False, (1000, "file")),
         ("last.pt", False, (None, "content")),
         ("model-00001-of-00002.safetensors", False, None),
         ("logs", True, None),

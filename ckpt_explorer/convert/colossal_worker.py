@@ -127,7 +127,16 @@ def main(argv: list[str]) -> int:
         doc = {"ok": False, "error": f"{type(e).__name__}: {e}"[:800]}
         doc["traceback_tail"] = traceback.format_exc()[-1500:]
     (Path(args["results"]) / f"rank{rank}.json").write_text(json.dumps(doc))
+    _end_process_groups()
     return 0 if doc["ok"] else 1
+
+
+def _end_process_groups() -> None:
+    """Destroy the process groups, so that no gloo thread is left joinable at exit (an abort)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -82,16 +82,27 @@ def classify(root: Any, nested: bool = False) -> tuple[str, str, list[str]]:
         found_parts = [] if nested else one_file.components(root, _classify_entry)
         if one_file.is_one_file_state(found_parts):
             shown = ", ".join(f"{c[0]!r} ({c[1]})" for c in found_parts)
-            return "training_state", one_file.DETAIL, [f"entries {shown} side by side"]
+            evidence = [f"entries {shown} side by side"]
+            writer = root.get("pytorch-lightning_version")
+            if isinstance(writer, str):
+                evidence.append(f"written by PyTorch Lightning {writer} (ModelCheckpoint)")
+            return "training_state", one_file.DETAIL, evidence
         if keys & RNG_KEYS:
             found = ", ".join(sorted(keys & RNG_KEYS))
             return "rng", "RNG / run metadata", [f"RNG state keys {found}"]
         values = list(root.values())
         if values and all(isinstance(v, LazyTensor) for v in values):
             return "model", "state_dict", [f"dict of {len(values)} str -> tensor"]
-        tensors = sum(1 for _, _, t in flatten(root) if t)
+        leaves = list(flatten(root))
+        tensors = [leaf for _, leaf, t in leaves if t]
+        if nested and tensors and _bookkeeping(tensors, len(leaves)):
+            return (
+                "object",
+                "bookkeeping values",
+                [f"{len(tensors)} one-element tensor(s) among {len(leaves)} plain values"],
+            )
         if tensors:
-            return "model", "nested state_dict", [f"nested dict holding {tensors} tensors"]
+            return "model", "nested state_dict", [f"nested dict holding {len(tensors)} tensors"]
         if keys & META_KEYS:
             return (
                 "running_state",
@@ -113,6 +124,13 @@ def classify(root: Any, nested: bool = False) -> tuple[str, str, list[str]]:
     if isinstance(root, OpaqueObject):
         return "object", f"pickled {root.qualified_name}", [f"object of {root.qualified_name}"]
     return "object", type(root).__name__, [f"pickled {type(root).__name__}"]
+
+
+def _bookkeeping(tensors: list[LazyTensor], leaves: int) -> bool:
+    """Only one-element tensors, beside plain values: the state of a callback or a metric
+    tracker (Lightning's ``ModelCheckpoint.kth_value``, ``EarlyStopping.best_score``), not
+    the weights of a model."""
+    return len(tensors) < leaves and all(t.numel <= 1 for t in tensors)
 
 
 def _classify_entry(entry: Any) -> tuple[str, str, list[str]]:

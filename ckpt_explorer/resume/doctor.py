@@ -7,13 +7,20 @@ evidence; the report lists the causes that have any, strongest first.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..readable import readable_pair
 from ..validate.bundle import position_claims
 from ..validate.parts import Components, OptimizerPart, collect
-from ..validate.scheduler import effective_step, optimizer_step
+from ..validate.scheduler import (
+    drives_momentum,
+    effective_step,
+    optimizer_step,
+    scheduler_steps_per_optimizer_step,
+    steps_agree,
+)
 from ..view import CheckpointView
 from .evidence import Side, compare_tensors, zero_moments
 from .report import Cause, DoctorReport
@@ -71,7 +78,7 @@ def resume_doctor(
         if cause is not None:
             causes.append(cause)
     if compare_weights:
-        causes += compare_tensors(va, vb, sa, sb)
+        causes = _merged(causes + compare_tensors(va, vb, sa, sb))
     facts = {
         "optimizer step": (sa.opt_step, sb.opt_step),
         "scheduler steps": (sa.sched_step, sb.sched_step),
@@ -79,6 +86,20 @@ def resume_doctor(
         "RNG state saved": (sa.has_rng, sb.has_rng),
     }
     return DoctorReport(str(va.path), str(vb.path), causes, facts)
+
+
+def _merged(causes: list[Cause]) -> list[Cause]:
+    """One cause per name: the highest score, the evidence of all (first seen first)."""
+    out: dict[str, Cause] = {}
+    for c in causes:
+        seen = out.get(c.cause)
+        if seen is None:
+            out[c.cause] = c
+            continue
+        evidence = seen.evidence + tuple(e for e in c.evidence if e not in seen.evidence)
+        best = c if c.score > seen.score else seen
+        out[c.cause] = replace(best, evidence=evidence)
+    return list(out.values())
 
 
 def _fmt(x: float | None) -> str:
@@ -285,8 +306,11 @@ def _hyper(a: Side, b: Side) -> Cause | None:
     ev = []
     if len(a.opt.groups) != len(b.opt.groups):
         ev.append(f"param groups: A {len(a.opt.groups)}, B {len(b.opt.groups)}")
+    keys: tuple[str, ...] = (*HYPER, "initial_lr")
+    if drives_momentum(a.sched_values) or drives_momentum(b.sched_values):
+        keys = tuple(k for k in keys if k not in ("betas", "momentum"))  # OneCycleLR sets them
     for i, (ga, gb) in enumerate(zip(a.opt.groups, b.opt.groups, strict=False)):
-        for key in (*HYPER, "initial_lr"):
+        for key in keys:
             va, vb = _plain(ga.get(key)), _plain(gb.get(key))
             if va != vb:
                 ra, rb = readable_pair(va, vb)
@@ -323,7 +347,9 @@ def _part_steps(a: Side, b: Side) -> Cause | None:
         if (
             side.sched_step is not None
             and side.opt_step is not None
-            and abs(side.sched_step - side.opt_step) > 1
+            and not steps_agree(
+                side.sched_step, side.opt_step, scheduler_steps_per_optimizer_step(side.parts)
+            )
         ):
             ev.append(
                 f"{name}: scheduler steps {side.sched_step} vs optimizer step {side.opt_step:g}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +12,7 @@ from ..validate.parts import Components, OptimizerPart
 from ..view import CheckpointView
 
 if TYPE_CHECKING:
+    from ..diff.rows import TensorDiff
     from .report import Cause
 
 
@@ -77,8 +80,11 @@ def compare_tensors(va: CheckpointView, vb: CheckpointView, a: Side, b: Side) ->
             a.opt_step is not None and a.opt_step == b.opt_step and a.sched_step == b.sched_step
         )
     moved = [r for r in result.tensors if r.status == "changed"]
-    weights = [r for r in moved if r.state is None]
-    if steps_equal and weights:
+    weights = [r for r in moved if _state(r) is None]
+    restarted = _counters_restarted(result.tensors, a) if steps_equal and weights else None
+    if restarted is not None:
+        causes.append(restarted)
+    elif steps_equal and weights:
         weights.sort(key=lambda r: -(r.rel_l2 or 0.0))
         ev = [f"{r.name}: rel_l2 {r.rel_l2:.3g}, max |Δ| {r.max_abs:.3g}" for r in weights[:8]]
         ev.insert(
@@ -112,6 +118,56 @@ def compare_tensors(va: CheckpointView, vb: CheckpointView, a: Side, b: Side) ->
             )
         )
     return causes
+
+
+MOMENT_STATES = ("exp_avg", "exp_avg_sq", "momentum_buffer")
+# Model weights this close to A's (relative L2 over all of them) descend from A's; two
+# independent initialisations sit near sqrt(2).
+DESCENDS_FROM = 0.5
+
+
+_NESTED_STATE = re.compile(r"(?:^|[./])state\.\d+\.([^./]+)$")
+
+
+def _state(row: TensorDiff) -> str | None:
+    """The optimizer state a row holds (``exp_avg``...), also under a key of a one-file
+    training state (``optimizer_states.0.state.3.exp_avg``); None for weights."""
+    if row.state is not None:
+        return row.state
+    m = _NESTED_STATE.search(row.name)
+    return m.group(1) if m else None
+
+
+def _counters_restarted(rows: list[TensorDiff], a: Side) -> Cause | None:
+    """B's step counters equal A's, yet its weights moved on from A's (a little: B descends
+    from A) and its optimizer moments differ: B loaded A's weights alone and counted its steps
+    from 0 again (Lightning's ``load_from_checkpoint`` then ``fit`` without ``ckpt_path``, a
+    ``model.load_state_dict`` before a fresh loop). None when that is not what the rows show."""
+    from .report import Cause
+
+    model = [r for r in rows if _state(r) is None and r.norm_a and r.diff_l2 is not None]
+    moments = [r for r in rows if _state(r) in MOMENT_STATES and r.status == "changed"]
+    if not model or not moments or not a.opt_step:
+        return None
+    diff = math.sqrt(sum((r.diff_l2 or 0.0) ** 2 for r in model))
+    norm = math.sqrt(sum((r.norm_a or 0.0) ** 2 for r in model))
+    if not 0.0 < diff / norm < DESCENDS_FROM:
+        return None
+    return Cause(
+        "optimizer_moments_reset",
+        "optimizer moments reset (optimizer state not restored)",
+        0.88,
+        (
+            f"both states are at optimizer step {a.opt_step:g}, yet B's weights moved on from "
+            f"A's (relative L2 {diff / norm:.3g} over the model) and {len(moments)} moment "
+            "tensors differ",
+            "B's counters started again from 0 after loading A's weights alone: optimizer, "
+            "LR scheduler and step counter were not restored",
+        ),
+        "Resume the whole training state (Lightning: trainer.fit(model, ckpt_path=...); "
+        "optimizer.load_state_dict and scheduler.load_state_dict in a plain loop), not the "
+        "weights alone.",
+    )
 
 
 def _run_state_parts(view: CheckpointView) -> set[str]:

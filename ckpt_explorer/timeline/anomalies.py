@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from ..resume.doctor import moments_cause, scheduler_cause
 from ..resume.evidence import Side
+from ..validate.scheduler import drives_momentum
 from .model import Anomaly, CheckpointSummary, PairSummary
 from .passes import is_model_tensor
 from .spikes import update_outliers
@@ -270,7 +271,9 @@ def _hyper(a: CheckpointSummary, b: CheckpointSummary) -> list[Anomaly]:
     out = []
     lr_ev, other = [], []
     keys = ["betas", "eps", "weight_decay", "momentum", "amsgrad"]
-    if _cycles_momentum(a) or _cycles_momentum(b):  # OneCycleLR / CyclicLR set them each step
+    if drives_momentum(a.scheduler) or drives_momentum(
+        b.scheduler
+    ):  # OneCycleLR / CyclicLR set them each step
         keys = [k for k in keys if k not in ("betas", "momentum")]
     for i, (ga, gb) in enumerate(zip(a.groups, b.groups, strict=False)):
         for key in ("initial_lr",):
@@ -298,12 +301,6 @@ def _hyper(a: CheckpointSummary, b: CheckpointSummary) -> list[Anomaly]:
             _a(b, "hyperparameters_changed", "warning", "optimizer hyperparameters changed", other)
         )
     return out
-
-
-def _cycles_momentum(s: CheckpointSummary) -> bool:
-    """The checkpoint's scheduler drives the momentum (``cycle_momentum`` of OneCycleLR and
-    CyclicLR): its betas / momentum are the schedule's, not settings."""
-    return bool((s.scheduler or {}).get("cycle_momentum"))
 
 
 def _same(x: Any, y: Any) -> bool:
@@ -439,6 +436,11 @@ def find_anomalies(
     out += _frozen(readable, pairs) + update_outliers(readable, pairs)
     for found in out:
         if found.kind == "duplicate_step" and _unnumbered_copy(found.step, readable, pairs, naming):
+            copies = ", ".join(
+                s.path.rsplit("/", 1)[-1]
+                for s in readable
+                if s.step == found.step and naming.get(s.path) == "content"
+            )
             found.severity = "info"
-            found.message += ": a copy under a name without a step (last.pt), identical weights"
+            found.message += f": a copy under a name without a step ({copies}), identical weights"
     return sorted(out, key=lambda x: (x.step is None, x.step or 0, ORDER[x.severity], x.kind))

@@ -4,7 +4,8 @@ Names recognised (N = a step; ``epoch-E_step-S`` gives S):
 ``checkpoint-N`` (HF Trainer), ``epoch-E_step-S`` (ColossalAI / ColossalChat), ``step-N`` /
 ``step_N`` / ``stepN`` (plain loops, DCP), ``global_stepN`` (DeepSpeed tags, beside ``latest``),
 ``iter_N`` / ``iter-N`` (Megatron-style), ``ckpt-N`` / ``ckpt_N`` and torch/safetensors files
-with a number in their name (``model_1000.pt``). accelerate's ``checkpoint_N`` counts saves, not
+with a number in their name (``model_1000.pt``, Lightning's ``epoch=E-step=S[-vN].ckpt``; a
+name that numbers only epochs gives no step). accelerate's ``checkpoint_N`` counts saves, not
 steps: its number is kept as ``name_step`` but marked ``save_count``. Files without a number
 (``last.pt``) are candidates too; their step must come from their content.
 """
@@ -26,7 +27,13 @@ _DIR_PATTERNS = (
     ("step", re.compile(r"^(?:step|iter|ckpt|iteration)[-_]?(\d+)$")),
 )
 FILE_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".pkl")
-_FILE_NUMBER = re.compile(r"(?:^|[-_.a-z])(\d+)(?:\.[a-z]+)+$")
+_FILE_NUMBER = re.compile(r"(?:^|[-_a-z]|(?<!\d)\.)(\d+)(?:\.[a-z]+)+$")  # not 0.25.pt
+# ``step=120`` / ``global_step_120`` / ``iter-5`` anywhere in a file name (Lightning's
+# ``epoch=3-step=120.ckpt``, ``model_step_1000.pt``)
+_FILE_STEP = re.compile(r"(?:^|[-_.=])(?:global_)?(?:step|iter|iteration)[-_=]?(\d+)(?=$|[-_.=])")
+_FILE_EPOCH = re.compile(r"(?:^|[-_.=])epoch[-_=]?\d+(?=$|[-_.=])")
+# Lightning's ModelCheckpoint appends ``-v1``, ``-v2`` when the name is already taken
+_VERSION_SUFFIX = re.compile(r"-v\d+(?=(?:\.[a-z]+)+$)")
 _NOT_CHECKPOINTS = ("training_args.bin", "rng_state.pth", "scheduler.pt", "optimizer.pt")
 
 
@@ -56,8 +63,13 @@ def name_step(name: str, is_dir: bool) -> tuple[int | None, str] | None:
         return None
     if not name.endswith(FILE_SUFFIXES) or name in _NOT_CHECKPOINTS:
         return None
-    m = _FILE_NUMBER.search(name.lower())
-    if m and "-of-" not in name:  # model-00001-of-00002.safetensors is a shard
+    plain = _VERSION_SUFFIX.sub("", name.lower())
+    m = _FILE_STEP.search(plain)
+    if m:
+        return int(m.group(1)), "file"
+    m = _FILE_NUMBER.search(plain)
+    if m and "-of-" not in name and not _FILE_EPOCH.search(plain):
+        # model-00001-of-00002.safetensors is a shard; epoch=3.ckpt counts epochs
         return int(m.group(1)), "file"
     if name.endswith((".pt", ".pth", ".ckpt")):
         return None, "content"  # last.pt: a torch file whose step must be read from it

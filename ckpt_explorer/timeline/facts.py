@@ -13,7 +13,7 @@ from typing import Any
 
 from ..types import TensorRecord
 from ..validate.bundle import position_claims
-from ..validate.parts import Components, OptimizerPart, collect
+from ..validate.parts import Components, OptimizerPart, bookkeeping_names, collect
 from ..validate.scheduler import effective_step, optimizer_step
 from ..view import CheckpointView
 from .discover import Candidate
@@ -151,7 +151,10 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
     trainable: set[str] | None = set()
     tensors = {}
     known = optimizer_states(comps)
+    bookkeeping = bookkeeping_names(comps)  # run state (a callback's best_score): not followed
     for name, dtype, shape, param, state in tensor_listing(view, comps):
+        if name in bookkeeping:
+            continue
         group = None
         if state is None and name in known:  # nested keys (``optimizer.state.<id>...``)
             param, state, group = known[name]

@@ -144,11 +144,31 @@ def _flat_partition(name: str) -> bool:
 
 
 def findings_for(
-    name: str, record: TensorRecord, stats: TensorStats, extreme: float = EXTREME
+    name: str,
+    record: TensorRecord,
+    stats: TensorStats,
+    extreme: float = EXTREME,
+    bookkeeping: bool = False,
 ) -> list[Finding]:
-    """The numeric findings of one tensor (none for DeepSpeed's raw flat partitions)."""
+    """The numeric findings of one tensor (none for DeepSpeed's raw flat partitions).
+    ``bookkeeping``: the tensor is run state (a callback's ``best_score``, a metric tracker),
+    where ±Inf is the usual 'nothing seen yet' start and magnitudes mean nothing."""
     out: list[Finding] = []
     if _flat_partition(name):
+        return out
+    if bookkeeping:
+        if stats.nan or stats.inf:
+            out.append(
+                Finding(
+                    "numeric.nonfinite_run_state",
+                    "info",
+                    f"{name} holds {stats.nan} NaN and {stats.inf} Inf of {stats.numel} values "
+                    "(run state, not a weight: a best-so-far value starts at ±Inf)",
+                    "Nothing to do unless this value should hold a metric by now.",
+                    tensor=name,
+                    file=record.file,
+                )
+            )
         return out
     if stats.nan or stats.inf:
         out.append(

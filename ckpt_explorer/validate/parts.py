@@ -123,6 +123,22 @@ class Components:
     leaves: list[tuple[str, CheckpointView]] = field(default_factory=list)
 
 
+# Parts that record where the run is (RNG states, counters, callback and metric-tracker state):
+# their tensors are bookkeeping, not weights or optimizer states.
+BOOKKEEPING_KINDS = ("rng", "running_state")
+
+
+def bookkeeping_names(comps: Components) -> set[str]:
+    """Shown names of the tensors of RNG / run-state parts (``best_score = inf`` there is a
+    'nothing seen yet' sentinel, not a diverged weight)."""
+    return {
+        label + r.name
+        for label, view in comps.leaves
+        if view.kind in BOOKKEEPING_KINDS
+        for r in view.tensors
+    }
+
+
 def is_float(dtype: str) -> bool:
     return dtype.startswith(FLOAT_PREFIXES)
 

@@ -13,7 +13,7 @@ from . import bundle, config, integrity, optimizer, scheduler
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .findings import Finding, ValidationReport
-from .parts import Components, ModelPart, OptimizerPart, collect
+from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
 from .security_severity import weigh_refusals
 
 ProgressFn = Callable[[int, int], Any]
@@ -151,9 +151,12 @@ def validate_checkpoint(
     if numeric:
         checked.append("numeric")
         stats = {}
+        bookkeeping = bookkeeping_names(parts)
         for name, record, st in numeric_scan(parts, progress):
             stats[name] = st
-            findings += numeric_rules.findings_for(name, record, st)
+            findings += numeric_rules.findings_for(
+                name, record, st, bookkeeping=name in bookkeeping
+            )
     the_model = _pick_model(parts)
     run_epoch = next(
         (rs.values.get("epoch") for rs in parts.run_states if "epoch" in rs.values), None
@@ -163,7 +166,12 @@ def validate_checkpoint(
     for opt in parts.optimizers:
         findings += optimizer.check_optimizer(opt, the_model, sets_initial_lr, stats)
     for sched in parts.schedulers:
-        findings += scheduler.check_scheduler(sched, _pair(parts.optimizers), run_epoch)
+        findings += scheduler.check_scheduler(
+            sched,
+            _pair(parts.optimizers),
+            run_epoch,
+            scheduler.scheduler_steps_per_optimizer_step(parts),
+        )
     if view.kind == "training_state":
         checked.append("bundle")
         findings += bundle.check_bundle(view.path, parts)

@@ -10,8 +10,9 @@ import math
 from collections import Counter
 from typing import Any
 
+from ..readers.roles import DETAIL_ACCELERATE_RNG
 from .findings import Finding
-from .parts import OptimizerPart, ValuesPart
+from .parts import Components, OptimizerPart, ValuesPart
 
 
 def _int(v: Any) -> int | None:
@@ -34,6 +35,27 @@ def effective_step(values: dict[str, Any]) -> int | None:
     return last
 
 
+def drives_momentum(values: dict[str, Any] | None) -> bool:
+    """The scheduler sets the groups' momentum each step (``cycle_momentum`` of OneCycleLR and
+    CyclicLR): their betas / momentum are the schedule's position, not settings."""
+    return bool((values or {}).get("cycle_momentum"))
+
+
+def scheduler_steps_per_optimizer_step(parts: Components) -> int:
+    """Scheduler steps one optimizer step makes, where the files show it: accelerate steps a
+    prepared scheduler once per process (unless ``split_batches``), and its ``save_state``
+    writes one ``random_states_<i>.pkl`` per process. 1 otherwise."""
+    return max(1, sum(1 for rs in parts.run_states if rs.detail == DETAIL_ACCELERATE_RNG))
+
+
+def steps_agree(sched_step: int, opt_step: float, per_step: int = 1) -> bool:
+    """A scheduler count that fits the optimizer step: equal (within one), or ``per_step``
+    times it (accelerate's per-process stepping)."""
+    if abs(sched_step - opt_step) <= 1:
+        return True
+    return per_step > 1 and abs(sched_step - per_step * opt_step) <= per_step
+
+
 def _counter(values: dict[str, Any]) -> str:
     """The field the scheduler counts its steps in, as its state names it."""
     if "last_epoch" not in values and "last_batch_iteration" in values:
@@ -54,8 +76,12 @@ def _close(a: float, b: float) -> bool:
 
 
 def check_scheduler(
-    sched: ValuesPart, opt: OptimizerPart | None, run_epoch: int | None = None
+    sched: ValuesPart,
+    opt: OptimizerPart | None,
+    run_epoch: int | None = None,
+    per_step: int = 1,
 ) -> list[Finding]:
+    """Findings of one scheduler; ``per_step``: see :func:`scheduler_steps_per_optimizer_step`."""
     v = sched.values
     where = sched.label.rstrip("/") or sched.file or None
     out: list[Finding] = []
@@ -76,6 +102,25 @@ def check_scheduler(
     groups = opt.groups
     eff = effective_step(v)
     step = optimizer_step(opt)
+    if (
+        eff is not None
+        and step is not None
+        and abs(eff - step) > 1
+        and steps_agree(eff, step, per_step)  # a multiple: one per process
+    ):
+        out.append(
+            Finding(
+                "scheduler.per_process_steps",
+                "info",
+                f"the scheduler has taken {eff} steps ({_counter(v)}), the optimizer "
+                f"{step:g}: {per_step} × {step:g}, one per process ({per_step} "
+                "random_states files)",
+                "accelerate steps a prepared scheduler once per process unless "
+                "split_batches=True: size its total steps for that.",
+                file=where,
+            )
+        )
+        eff = None  # explained
     if (
         eff is not None
         and step is not None

@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _manifest import leave_worker
 
 SEED = 0
 SHARD_MB = 0.05  # MiB per shard: the tiny models below give 3-6 shards
@@ -977,6 +978,7 @@ def _validate(out: Path, cases: dict[str, Any]) -> None:
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[1] == "--worker":
         _worker_main(argv[2], Path(argv[3]), Path(argv[4]))
+        leave_worker()
         return 0
     if len(argv) != 2:
         print(__doc__.splitlines()[2], file=sys.stderr)

@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import fresh_dir, main_out_dir, run_maker, tensor_entry
+from _manifest import fresh_dir, leave_worker, main_out_dir, run_maker, tensor_entry
 
 CHILD_FLAG = "--ds-child"
 
@@ -429,7 +429,7 @@ CASES = {cid: (lambda out, cid=cid: _run_case(out, cid)) for cid in SPECS}
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == CHILD_FLAG:
         _child(int(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]))
-        sys.exit(0)
+        leave_worker()
     out_dir = main_out_dir(sys.argv)
     import importlib.metadata
 

@@ -208,7 +208,10 @@ def _transformers4_dir() -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) == 4 and argv[1] == "--worker":
+        from _manifest import leave_worker
+
         worker(Path(argv[2]), Path(argv[3]))
+        leave_worker()
         return 0
     if len(argv) != 2:
         print(__doc__.splitlines()[2], file=sys.stderr)
