@@ -133,6 +133,8 @@ def _optimizer(view: CheckpointView) -> SourceContent:
 
 def _bundle(view: CheckpointView) -> SourceContent:
     models = [(n, p) for n, p in view.parts.items() if p.kind in ("model", "adapter")]
+    if not models:  # HF Trainer + ZeRO-3 without gathered weights: the ZeRO states hold them
+        models = [(n, p) for n, p in view.parts.items() if p.family == "deepspeed"]
     if len(models) != 1:
         raise CkptExplorerError(
             view.path,
@@ -142,6 +144,10 @@ def _bundle(view: CheckpointView) -> SourceContent:
         )
     name, part = models[0]
     content = read_source(part)
+    if not content.side_files and view.path.is_dir():  # config.json beside the ZeRO states
+        content.side_files = [
+            (str(view.path / n), n) for n in SIDE_FILES if (view.path / n).is_file()
+        ]
     content.parts_left_out += [
         f"part {n} ({p.kind}, {len(p.tensors)} tensor(s), {format_bytes(p.total_bytes)})"
         for n, p in view.parts.items()

@@ -4,7 +4,8 @@ Recognised by what the children *are* (each detected by content), not by their n
 ColossalChat's ``epoch-E_step-S/{modeling, optimizer, lr_scheduler, running_states.json}``,
 ``model/ optim/ lr_scheduler meta.pt``, an HF Trainer ``checkpoint-N`` folder whose own
 weights (or PEFT adapter) sit beside ``optimizer.pt``, ``scheduler.pt``, ``rng_state.pth``,
-``trainer_state.json`` and ``training_args.bin``, or accelerate's ``save_state`` folder.
+``trainer_state.json`` and ``training_args.bin`` (with DeepSpeed, its ``global_stepN/`` tag
+folder beside ``latest`` instead of ``optimizer.pt``), or accelerate's ``save_state`` folder.
 Each part's role is its Detection.kind (model, adapter, optimizer, scheduler, rng,
 running_state, args; see readers/roles.py); other children are listed as "other" in the
 evidence and are no part.
@@ -19,7 +20,7 @@ from ..errors import CkptExplorerError
 from ..formats.registry import FormatSpec, spec_for, specs
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
-from . import peft_adapter
+from . import deepspeed, peft_adapter
 from .hf_folder import WEIGHT_FILES
 from .sharded_index import TMP_DIR, find_index, load_index
 
@@ -36,6 +37,7 @@ IGNORED = {
     "latest",
 }
 MODEL_SIDE_FILES = ("config.json", "generation_config.json")
+DEEPSPEED = "deepspeed"  # a tag folder is a part: the one ``latest`` names (older tags are not)
 
 
 def _own_model_files(path: Path) -> set[str]:
@@ -70,7 +72,7 @@ def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
     children = [c for c in sorted(path.iterdir()) if not c.name.startswith(".")]
     if len(children) > MAX_CHILDREN:
         return {}
-    own = _detect_child(path, "dir", ("training-state", "peft-adapter"))
+    own = _detect_child(path, "dir", ("training-state", "peft-adapter", DEEPSPEED))
     owned: set[str] = set()
     if own is not None and own[0].family in OWN_MODEL_FAMILIES:
         parts["model"] = (path, *own)
@@ -84,9 +86,15 @@ def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
         if child.name in owned or child.name in IGNORED or child.name == TMP_DIR:
             continue
         found = _detect_child(child, "dir" if child.is_dir() else "file")
-        if found is not None and found[0].kind in STATE_KINDS:
-            name = child.name if child.name not in parts else f"{child.name}#2"
-            parts[name] = (child, *found)
+        if found is None:
+            continue
+        if found[0].family == DEEPSPEED:
+            if child.name != deepspeed.latest_tag(path):
+                continue
+        elif found[0].kind not in STATE_KINDS:
+            continue
+        name = child.name if child.name not in parts else f"{child.name}#2"
+        parts[name] = (child, *found)
     return parts
 
 
@@ -96,6 +104,8 @@ def other_files(path: Path, parts: dict[str, tuple[Path, Detection, FormatSpec]]
     if "model" in parts or "adapter" in parts:
         taken |= _own_model_files(path) | set(MODEL_SIDE_FILES)
         taken |= {"adapter_config.json", *peft_adapter.ADAPTER_FILES}
+    if any(d.family == DEEPSPEED for _, d, _ in parts.values()):
+        taken |= deepspeed.SAVE_DIR_FILES
     return [
         c.name for c in sorted(path.iterdir()) if not c.name.startswith(".") and c.name not in taken
     ]
@@ -104,7 +114,10 @@ def other_files(path: Path, parts: dict[str, tuple[Path, Detection, FormatSpec]]
 def probe(path: Path) -> Detection | None:
     parts = find_parts(path)
     kinds = {d.kind for _, d, _ in parts.values()} - {"args"}  # args alone make no state
-    if len(parts) < 2 or len(kinds) < 2 or not kinds & {"model", "adapter", "optimizer"}:
+    weights = kinds & {"model", "adapter", "optimizer"} or any(
+        d.family == DEEPSPEED for _, d, _ in parts.values()
+    )
+    if len(parts) < 2 or len(kinds) < 2 or not weights:
         return None
     evidence = [
         f"{name} → {d.kind}: " + (d.detail or d.family) + " (" + "; ".join(d.evidence[:2]) + ")"
@@ -113,6 +126,9 @@ def probe(path: Path) -> Detection | None:
     if "model" in parts or "adapter" in parts:
         side = [n for n in MODEL_SIDE_FILES if (path / n).is_file()]
         evidence += [f"{n} → model (the model's config beside its weights)" for n in side]
+    if any(d.family == DEEPSPEED for _, d, _ in parts.values()):
+        own = sorted(n for n in deepspeed.SAVE_DIR_FILES if (path / n).is_file())
+        evidence.append(f"{', '.join(own)} → deepspeed (written by save_checkpoint beside its tag)")
     evidence += [f"{name} → other" for name in other_files(path, parts)[:8]]
     return Detection(
         str(path),

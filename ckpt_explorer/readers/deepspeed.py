@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptCheckpointError
+from ..errors import CkptExplorerError, CorruptCheckpointError
 from ..io.paths import resolve_inside
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
@@ -31,6 +31,12 @@ from .zero_layout import enum_value
 MODEL_FILE = re.compile(r"(?:zero_pp_rank_\d+_)?mp_rank_\d+_model_states\.pt$")
 OPTIM_FILE = re.compile(r"(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
 LAYER_FILE = re.compile(r"layer_\d+-model_\d+-model_states\.pt$")
+# What save_checkpoint writes beside the tag folders (the scripts are copied there by rank 0)
+SAVE_DIR_FILES = frozenset({"latest", "latest_universal", "zero_to_fp32.py", "zero_to_torch.py"})
+
+
+def _holds_states(folder: Path) -> bool:
+    return any(MODEL_FILE.search(p.name) for p in folder.iterdir() if p.is_file())
 
 
 def _tag_dir(path: Path) -> tuple[Path, str | None] | None:
@@ -42,9 +48,36 @@ def _tag_dir(path: Path) -> tuple[Path, str | None] | None:
             tag_dir = resolve_inside(path, tag, latest)
             if tag_dir.is_dir():
                 return tag_dir, tag
-    if any(MODEL_FILE.search(p.name) for p in path.iterdir() if p.is_file()):
+    if _holds_states(path):
         return path, None
     return None
+
+
+def latest_tag(path: Path) -> str | None:
+    """The tag that ``latest`` in ``path`` names, when that tag folder exists."""
+    try:
+        found = _tag_dir(path)
+    except (CkptExplorerError, OSError):
+        return None
+    return found[1] if found is not None else None
+
+
+def _inside_training_state(path: Path) -> bool:
+    """Whether the save folder also holds another tool's training state around the tags (HF
+    Trainer's ``checkpoint-N``: weights, ``scheduler.pt``, ``rng_state.pth`` ...): then it is
+    that training state, the tag folder one of its parts (readers/bundle.py)."""
+    others = [
+        c
+        for c in path.iterdir()
+        if not c.name.startswith(".")
+        and c.name not in SAVE_DIR_FILES
+        and not (c.is_dir() and _holds_states(c))
+    ]
+    if not others:
+        return False
+    from . import bundle  # bundle imports the registry, which imports this module
+
+    return bundle.probe(path) is not None
 
 
 def probe(path: Path) -> Detection | None:
@@ -52,6 +85,8 @@ def probe(path: Path) -> Detection | None:
     if found is None:
         return None
     tag_dir, tag = found
+    if tag is not None and _inside_training_state(path):
+        return None
     names = sorted(p.name for p in tag_dir.iterdir())
     models = [n for n in names if MODEL_FILE.search(n) or LAYER_FILE.search(n)]
     optims = [n for n in names if OPTIM_FILE.search(n)]

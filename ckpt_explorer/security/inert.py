@@ -103,7 +103,12 @@ _INERT: dict[str, frozenset[str]] = {
     "transformers.trainer_pt_utils": frozenset({"AcceleratorConfig"}),
     "transformers.debug_utils": frozenset({"DebugOption"}),
     "accelerate.state": frozenset({"PartialState"}),
-    "accelerate.utils.dataclasses": frozenset({"DistributedType"}),
+    "accelerate.utils.dataclasses": frozenset({"DistributedType", "DeepSpeedPlugin"}),
+    # Trainer's args with a DeepSpeed config: plain classes (no __new__, __setstate__,
+    # __reduce__, __setattr__ or __getattr__ of their own; __init__ is not run on unpickling)
+    "transformers.integrations.deepspeed": frozenset(
+        {"HfTrainerDeepSpeedConfig", "HfDeepSpeedConfig"}
+    ),
 }
 
 # Words for what a name would do, by module or builtin (first match on the dotted path).

@@ -19,6 +19,16 @@ from .findings import Finding
 
 REFUSED = "security.weights_only_refused"
 STATE_KINDS = frozenset({"rng", "running_state", "args", "optimizer", "scheduler", "object"})
+# Roles told by content alone (readers/roles.py, torch_pickle.classify) for a file the view
+# does not own: the training_args.bin that Trainer.save_model writes beside the model it saves,
+# an older DeepSpeed tag's optimizer file beside the one ``latest`` names.
+CONTENT_KINDS = {
+    "rng": "RNG states",
+    "running_state": "a run position",
+    "args": "training arguments",
+    "optimizer": "optimizer states",
+    "scheduler": "an LR scheduler state",
+}
 
 
 def file_kinds(view: CheckpointView) -> dict[str, set[str]]:
@@ -45,21 +55,44 @@ def file_kinds(view: CheckpointView) -> dict[str, set[str]]:
     return out
 
 
+def content_kind(path: Path) -> str | None:
+    """The role of a torch file told by its content (RNG states, run position, arguments)."""
+    from ..errors import CkptExplorerError
+    from ..readers import torch_pickle
+
+    try:
+        detection = torch_pickle.probe(path)
+    except (CkptExplorerError, OSError, ValueError):
+        return None
+    kind = detection.kind if detection is not None else None
+    return kind if kind in CONTENT_KINDS else None
+
+
 def weigh_refusals(findings: list[Finding], view: CheckpointView) -> list[Finding]:
-    """``findings`` with weights_only refusals of non-model training-state files made info."""
+    """``findings`` with weights_only refusals of non-model training-state files made info
+    (a file the view does not own is weighed by the role its content shows)."""
     kinds = file_kinds(view)
+    root = view.path if view.path.is_dir() else view.path.parent
     out = []
     for f in findings:
-        found = kinds.get(f.file or "")
-        if f.rule == REFUSED and f.severity == "error" and found and found <= STATE_KINDS:
-            role = ", ".join(sorted(found))
+        if f.rule != REFUSED or f.severity != "error" or not f.file:
+            out.append(f)
+            continue
+        found = kinds.get(f.file)
+        what = f"is the {', '.join(sorted(found or ()))} part of a training state"
+        if not found:
+            kind = content_kind(root / f.file)
+            found = {kind} if kind else set()
+            what = f"holds {CONTENT_KINDS.get(kind or '')} (told by its content), no weights"
+        if found and found <= STATE_KINDS:
             f = replace(
                 f,
                 severity="info",
                 hint=(
-                    f"This file is the {role} part of a training state: the training code that "
-                    "wrote it reads it back itself (with safe globals or weights_only=False); "
-                    "only a plain torch.load with defaults refuses it. " + (f.hint or "")
+                    f"This file {what}: the training code "
+                    "that wrote it reads it back itself (with safe globals or "
+                    "weights_only=False); only a plain torch.load with defaults refuses it. "
+                    + (f.hint or "")
                 ).strip(),
             )
         out.append(f)
