@@ -4,7 +4,9 @@ Order of attempts, each only over names still unpaired:
 
 0. optimizer states by parameter name, when both sides know the id -> name mapping
    (``state.3.exp_avg`` in A meets ``state.5.exp_avg`` in B when both ids name
-   ``layers.0.w``: an optimizer rebuilt with another parameter order is compared correctly);
+   ``layers.0.w``: an optimizer rebuilt with another parameter order is compared correctly;
+   ``state.<fqn>.exp_avg`` of a name-keyed optimizer meets the id whose name is ``<fqn>``),
+   within one part first, then across parts (a sharded vs a full save) where unique;
 1. exact names;
 2. the user's rename map (``OLD=NEW``: every occurrence of ``OLD`` in an A name becomes ``NEW``);
 3. names with common wrapper prefixes removed (``module.``, ``_orig_mod.``, ``model.``) on
@@ -97,6 +99,14 @@ def _part_key(name: str) -> str:
     return strip_wrappers(split_part(name)[1])
 
 
+def _same(key: str) -> str:
+    return key
+
+
+def _no_part(key: str) -> str:
+    return key[key.find("state[") :]
+
+
 def align_names(
     names_a: Sequence[str],
     names_b: Sequence[str],
@@ -112,9 +122,11 @@ def align_names(
     set_b = set(names_b)
     matched: dict[str, tuple[str, str]] = {}
     used_b: set[str] = set()
-    if param_keys_a and param_keys_b:
-        index_a = _unique_index(param_keys_a, param_keys_a.__getitem__)
-        index_b = _unique_index(param_keys_b, param_keys_b.__getitem__)
+    for param_key in (_same, _no_part):  # then across parts (a sharded vs a full optimizer save)
+        keys_a = {n: param_key(k) for n, k in (param_keys_a or {}).items() if n not in matched}
+        keys_b = {n: param_key(k) for n, k in (param_keys_b or {}).items() if n not in used_b}
+        index_a = _unique_index(keys_a, keys_a.__getitem__)
+        index_b = _unique_index(keys_b, keys_b.__getitem__)
         for k, na in index_a.items():
             nb = index_b.get(k)
             if nb is not None and nb in set_b:
@@ -165,6 +177,6 @@ def param_name_keys(
         if pname is None:
             continue
         part, rest = split_part(n)
-        state = rest.split(".", 2)[2] if rest.count(".") >= 2 else ""
+        state = rest.rsplit(".", 1)[1] if rest.count(".") >= 2 else ""  # state names: no dot
         keys[n] = f"{part}/state[{pname}].{state}" if part else f"state[{pname}].{state}"
     return keys

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
 from ..io.readahead import Readahead
+from ..readers.optimizer_info import recorded_param_of
 from ..types import TensorRecord
 from ..view import CheckpointView
 from . import kernel
@@ -161,16 +162,17 @@ def resolve_device(device: str) -> torch.device:
 
 
 def param_name(view: CheckpointView, name: str) -> str | None:
-    """The parameter name of an optimizer state row (``[part/]state.<id>.<x>``), if known."""
+    """The parameter name of an optimizer state row (``[part/]state.<id>.<x>``, or
+    ``[part/][<prefix>.]state.<fqn>.<x>`` keyed by a recorded name), if known."""
     part, sep, rest = name.partition("/")
     owner = view.parts.get(part) if sep else view
     if not sep:
         rest = name
-    if owner is None or owner.optimizer is None or not rest.startswith("state."):
+    if owner is None or owner.optimizer is None:
         return None
-    pid = rest.split(".", 2)[1]
-    if not pid.lstrip("-").isdigit():
-        return None
+    pid = rest.split(".", 2)[1] if rest.startswith("state.") else ""
+    if not pid.lstrip("-").isdigit():  # keyed by parameter name (get_state_dict, FSDP)
+        return recorded_param_of(rest, owner.optimizer)
     return owner.optimizer.param_names.get(int(pid))
 
 

@@ -26,6 +26,7 @@ from ..types import OptimizerInfo, ParamName, TensorRecord
 
 GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.([^.]+)$")
 SOURCE = "FQN keys of the DCP optimizer state"
+ORPHAN = "names no parameter of the groups"  # an inconsistency that is an orphan state
 
 
 def _groups_by_prefix(values: Mapping[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
@@ -81,6 +82,41 @@ def _keys_under(
     return [n[len(start) :] for n in names if n.startswith(start)]
 
 
+def fqn_optimizer_info(
+    prefix: str,
+    groups: list[dict[str, Any]],
+    records: Iterable[TensorRecord],
+    values: Mapping[str, Any],
+    source: str = SOURCE,
+) -> OptimizerInfo | None:
+    """Structure of an optimizer keyed by FQN (``<prefix>state.<fqn>.<name>``, groups listing
+    FQNs), numbered as torch numbers it; None when the groups do not list FQNs."""
+    groups = [dict(g) for g in groups]
+    ids = _fqn_ids(groups)
+    if ids is None:
+        return None
+    state_names: dict[int, list[str]] = {}
+    problems: list[str] = []
+    for rest in _keys_under(prefix, records, values):
+        parsed = _split_state(rest, ids)
+        if parsed is None:
+            problems.append(f"state {prefix}state.{rest} {ORPHAN}")
+            continue
+        state_names.setdefault(parsed[0], []).append(parsed[1])
+    fqns = [str(p) for g in groups for p in g["params"]]
+    for g in groups:
+        g["params"] = [ids[p] for p in g["params"]]
+    return OptimizerInfo(
+        param_groups=tuple(groups),
+        state_ids=tuple(sorted(state_names)),
+        state_names={k: tuple(v) for k, v in sorted(state_names.items())},
+        param_names=dict(enumerate(fqns)),
+        name_source=source,
+        names={i: ParamName(f, "recorded") for i, f in enumerate(fqns)},
+        inconsistencies=tuple(problems[:20]),
+    )
+
+
 def dcp_optimizer_info(
     records: Iterable[TensorRecord], values: Mapping[str, Any]
 ) -> tuple[str, OptimizerInfo] | None:
@@ -89,31 +125,11 @@ def dcp_optimizer_info(
     by_prefix = _groups_by_prefix(values)
     for prefix in optimizer_prefixes(values):
         groups = [dict(by_prefix[prefix][i]) for i in sorted(by_prefix[prefix])]
-        ids = _fqn_ids(groups)
-        state_names: dict[int, list[str]] = {}
-        problems: list[str] = []
-        if ids is not None:
-            for rest in _keys_under(prefix, records, values):
-                parsed = _split_state(rest, ids)
-                if parsed is None:
-                    problems.append(f"state {prefix}state.{rest} names no parameter of the groups")
-                    continue
-                state_names.setdefault(parsed[0], []).append(parsed[1])
-            fqns = [str(p) for g in groups for p in g["params"]]
-            for g in groups:
-                g["params"] = [ids[p] for p in g["params"]]
-            names = {i: ParamName(f, "recorded") for i, f in enumerate(fqns)}
-            info = OptimizerInfo(
-                param_groups=tuple(groups),
-                state_ids=tuple(sorted(state_names)),
-                state_names={k: tuple(v) for k, v in sorted(state_names.items())},
-                param_names=dict(enumerate(fqns)),
-                name_source=SOURCE,
-                names=names,
-                inconsistencies=tuple(problems[:20]),
-            )
-            return prefix, info
+        named = fqn_optimizer_info(prefix, groups, records, values)
+        if named is not None:
+            return prefix, named
         if all(_is_int(p) for g in groups for p in g.get("params", ())):
+            state_names: dict[int, list[str]] = {}
             for rest in _keys_under(prefix, records, values):
                 pid, _, state = rest.partition(".")
                 if pid.isdigit() and state:

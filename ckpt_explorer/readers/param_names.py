@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..types import OptimizerInfo, ParamName, TensorRecord
 from ..view import CheckpointView
+from . import diffusers_config
 from .optimizer_info import keeps_parameter_order, split_state_name
 from .param_alignment import ParamOrder, Shape, align
 
@@ -102,6 +103,8 @@ def _meta_parameters(config_text: str) -> tuple[tuple[str, Shape], ...] | None:
     on the meta device (no weights, no download); None when it cannot be built."""
     try:
         config = json.loads(config_text)
+        if "_diffusers_version" in config:  # a diffusers model: built by diffusers
+            return diffusers_config.meta_parameters(config)
         archs = config.get("architectures") or []
         layers = max(
             (v for k, v in config.items() if "layers" in k and isinstance(v, int)), default=0
@@ -148,9 +151,14 @@ def order_from_config(config_path: Path, model_records: list[TensorRecord]) -> P
         tuple(n for n, _ in params),
         tuple(s for _, s in params),
         True,
-        f"parameter order of {json.loads(text)['architectures'][0]} built from "
+        f"parameter order of {_class_name(json.loads(text))} built from "
         f"{config_path.name} on the meta device",
     )
+
+
+def _class_name(config: dict[str, object]) -> object:
+    archs = config.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs else config.get("_class_name")
 
 
 def model_order(
@@ -177,7 +185,7 @@ def name_ids(
     info: OptimizerInfo, records: Iterable[TensorRecord], order: ParamOrder | None, prefix: str = ""
 ) -> OptimizerInfo:
     """``info`` with every id named: recorded names kept, the rest aligned under ``order``."""
-    if info.names and all(n.how == "recorded" for n in info.names.values()):
+    if _all_recorded(info):
         return info
     groups = [
         [p for p in g.get("params", ()) if isinstance(p, int) and not isinstance(p, bool)]
@@ -207,6 +215,12 @@ def _named_by_parameter(view: CheckpointView) -> bool:
     return view.detection.detail != DEEPSPEED_FLAT
 
 
+def _all_recorded(info: OptimizerInfo) -> bool:
+    """Every id named by the files (DCP / name-keyed optimizers): no model order is needed,
+    so none is built (no torch import for listing)."""
+    return bool(info.names) and all(n.how == "recorded" for n in info.names.values())
+
+
 def _model_parts(parts: Mapping[str, CheckpointView]) -> list[CheckpointView]:
     return [p for p in parts.values() if p.kind in ("model", "adapter") and p.tensors]
 
@@ -220,7 +234,7 @@ def attach_names(view: CheckpointView, model: CheckpointView | None = None) -> C
     """
     folder = view.path if view.path.is_dir() else view.path.parent
     if view.optimizer is not None and not view.parts:
-        if not _named_by_parameter(view):
+        if not _named_by_parameter(view) or _all_recorded(view.optimizer):
             return view
         order = model_order(model, [folder])
         return view.with_optimizer(name_ids(view.optimizer, view.tensors, order))
@@ -232,7 +246,10 @@ def attach_names(view: CheckpointView, model: CheckpointView | None = None) -> C
     named = [
         (name, part)
         for name, part in view.parts.items()
-        if part.optimizer is not None and not part.parts and _named_by_parameter(part)
+        if part.optimizer is not None
+        and not part.parts
+        and _named_by_parameter(part)
+        and not _all_recorded(part.optimizer)
     ]
     if named:
         order = model_order(_best_model(models), [folder])  # one order for every optimizer part

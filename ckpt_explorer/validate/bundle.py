@@ -80,13 +80,18 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
                 "Save the model beside the optimizer; a resume needs both.",
             )
         )
+    only_model = parts.args.get("save_only_model") is True  # HF TrainingArguments
     if not parts.optimizers:
         out.append(
             Finding(
                 "bundle.missing_optimizer",
-                "warning",
-                "the training state holds no optimizer state",
-                "Resuming rebuilds the optimizer with zero moments and step 0 (a loss jump "
+                "info" if only_model else "warning",
+                "the training state holds no optimizer state"
+                + (" (the run was asked for save_only_model=True)" if only_model else ""),
+                "A weights-only save by design: the Trainer cannot resume from it (set "
+                "save_only_model=False for checkpoints to resume from)."
+                if only_model
+                else "Resuming rebuilds the optimizer with zero moments and step 0 (a loss jump "
                 "after resume); save the optimizer too.",
             )
         )
@@ -95,7 +100,7 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
         out.append(
             Finding(
                 "bundle.missing_scheduler",
-                "warning" if used_scheduler else "info",
+                "warning" if used_scheduler and not only_model else "info",
                 "no LR scheduler state is saved"
                 + (" although the optimizer groups carry initial_lr" if used_scheduler else ""),
                 "A rebuilt scheduler restarts its warm-up/decay; save lr_scheduler with the "

@@ -1,4 +1,5 @@
-"""Optimizer states keyed by parameter FQN (DCP saved from ``get_state_dict``, torchtitan).
+"""Optimizer states keyed by parameter FQN (DCP saved from ``get_state_dict``, torchtitan;
+``torch.save`` of ``get_state_dict``'s optimizer, FSDP full-state optimizers).
 
 ``torch.distributed.checkpoint.state_dict.get_state_dict`` keys the optimizer by parameter
 name: ``<prefix>state.<fqn>.<state>`` and ``<prefix>param_groups.<i>.params`` = list of FQNs.
@@ -31,16 +32,35 @@ class FqnStates:
         return {fqn: pid for pid, fqn in self.fqn_of.items()}
 
 
+def _fqn_list(value: Any) -> list[str] | None:
+    names = list(value) if isinstance(value, list | tuple) else []
+    if names and all(isinstance(p, str) for p in names) and not all(p.isdigit() for p in names):
+        return names
+    return None
+
+
 def _group_fqns(view: CheckpointView) -> dict[str, list[list[str]]]:
-    """prefix -> per group, the FQN list (only groups whose params are names, not ids)."""
+    """prefix -> per group, the FQN list (only groups whose params are names, not ids), from
+    flattened ``<prefix>param_groups.<i>.params`` keys (DCP) or a ``<prefix>param_groups``
+    list of dicts (a torch.save'd optimizer keyed by name)."""
     found: dict[str, dict[int, list[str]]] = {}
     for key, value in view.values.items():
         m = GROUP_PARAMS.match(key)
-        if m is None or (m.group(1) and not m.group(1).endswith(".")):
+        if m is not None and (not m.group(1) or m.group(1).endswith(".")):
+            if (names := _fqn_list(value)) is not None:
+                found.setdefault(m.group(1), {})[int(m.group(2))] = names
             continue
-        names = list(value) if isinstance(value, list | tuple) else []
-        if names and all(isinstance(p, str) for p in names) and not all(p.isdigit() for p in names):
-            found.setdefault(m.group(1), {})[int(m.group(2))] = names
+        prefix = key[: -len("param_groups")] if key.endswith("param_groups") else None
+        if prefix is None or (prefix and not prefix.endswith(".")):
+            continue
+        if not isinstance(value, list | tuple) or not value:
+            continue
+        lists = [
+            _fqn_list(g.get("params")) if isinstance(g, dict) and g.get("params") else []
+            for g in value
+        ]  # an empty group lists nothing; any other group must list names
+        if any(lists) and all(names is not None for names in lists):
+            found[prefix] = {i: names for i, names in enumerate(lists) if names is not None}
     return {prefix: [groups[i] for i in sorted(groups)] for prefix, groups in found.items()}
 
 
@@ -61,9 +81,10 @@ def fqn_optimizers(view: CheckpointView) -> dict[str, FqnStates]:
     for prefix, groups in _group_fqns(view).items():
         order = [fqn for group in groups for fqn in group]
         fqn_of = _recorded_ids(view, set(order)) or dict(enumerate(order))
+        head = prefix + "state."
+        _add_orphans(fqn_of, view, head)
         found = FqnStates(fqn_of)
         ids = found.id_of()
-        head = prefix + "state."
         for r in view.tensors:
             if r.name.startswith(head) and "." in r.name[len(head) :]:
                 fqn, state = r.name[len(head) :].rsplit(".", 1)
@@ -77,6 +98,25 @@ def fqn_optimizers(view: CheckpointView) -> dict[str, FqnStates]:
         if found.states or found.scalars:
             out[prefix] = found
     return out
+
+
+def _add_orphans(fqn_of: dict[int, str], view: CheckpointView, head: str) -> None:
+    """Give ids after the groups' to states whose FQN no group lists (so the group rules call
+    them orphans); a key under a listed FQN (a nested state) is not one."""
+    known = set(fqn_of.values())
+    keys = [r.name for r in view.tensors] + list(view.values)
+    orphans: list[str] = []
+    for key in keys:
+        if not key.startswith(head) or "." not in key[len(head) :]:
+            continue
+        fqn = key[len(head) :].rsplit(".", 1)[0]
+        parts = fqn.split(".")
+        if any(".".join(parts[:i]) in known for i in range(1, len(parts) + 1)):
+            continue
+        if fqn not in orphans:
+            orphans.append(fqn)
+    start = max(fqn_of, default=-1) + 1
+    fqn_of.update({start + i: fqn for i, fqn in enumerate(orphans)})
 
 
 def ids_for_groups(groups: list[dict[str, Any]], ids: dict[str, int]) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from ..readers.dcp_optim import ORPHAN
 from .findings import Finding
 from .numeric import TensorStats
 from .parts import ModelPart, OptimizerPart, parameter_records
@@ -59,13 +60,14 @@ def _groups(opt: OptimizerPart) -> list[Finding]:
             member.setdefault(p, []).append(gi)
     if opt.flat:
         return out
-    for pid, groups in sorted(member.items()):
+    for pid, groups in sorted(member.items(), key=_id_order):
         if len(groups) > 1:
             out.append(
                 Finding(
                     "optimizer.duplicate_id",
                     "error",
-                    f"param id {pid} is listed {len(groups)} times (groups {groups})",
+                    f"param id {pid}{_named(opt, pid) if isinstance(pid, int) else ''} is "
+                    f"listed {len(groups)} times (groups {groups})",
                     "Each parameter must belong to exactly one group; rebuild the optimizer.",
                     tensor=opt.tensor(pid, "*"),
                     param_id=pid,
@@ -77,13 +79,13 @@ def _groups(opt: OptimizerPart) -> list[Finding]:
                 Finding(
                     "optimizer.orphan_state",
                     "error",
-                    f"state {pid} belongs to no param group",
+                    f"state {pid}{_named(opt, pid)} belongs to no param group",
                     "The state and the group file come from different saves.",
-                    tensor=opt.tensor(pid, "*"),
+                    tensor=opt.tensor(pid, next(iter(opt.states.get(pid, {})), "*")),
                     param_id=pid,
                 )
             )
-    ids = sorted(member)
+    ids = sorted(p for p in member if isinstance(p, int) and not isinstance(p, bool))
     if ids and ids != list(range(len(ids))):
         gaps = sorted(set(range(max(ids) + 1)) - set(ids))[:10]
         out.append(
@@ -107,6 +109,17 @@ def _groups(opt: OptimizerPart) -> list[Finding]:
             )
         )
     return out
+
+
+def _named(opt: OptimizerPart, pid: int) -> str:
+    name = opt.param_names.get(pid)
+    return f" ({name})" if name else ""
+
+
+def _id_order(item: tuple[Any, Any]) -> tuple[int, int, str]:
+    """Integer ids in order, then anything else (a name no state resolved) by its text."""
+    pid = item[0]
+    return (0, pid, "") if isinstance(pid, int) else (1, 0, str(pid))
 
 
 def _hyper(opt: OptimizerPart, has_scheduler: bool) -> list[Finding]:
@@ -224,7 +237,7 @@ def _against_model(opt: OptimizerPart, model: ModelPart) -> list[Finding]:
         return []
     out: list[Finding] = []
     ids = opt.group_ids() or opt.all_ids()
-    if info.inconsistencies:
+    if any(ORPHAN not in msg for msg in info.inconsistencies):  # orphans: see _groups
         out += _positional(opt, model, ids) or [
             Finding(
                 "optimizer.state_shape",
@@ -234,6 +247,7 @@ def _against_model(opt: OptimizerPart, model: ModelPart) -> list[Finding]:
                 file=opt.label.rstrip("/") or None,
             )
             for msg in info.inconsistencies
+            if ORPHAN not in msg
         ]
         return out
     shapes = {r.name: tuple(r.shape) for r in model.records}
@@ -241,7 +255,7 @@ def _against_model(opt: OptimizerPart, model: ModelPart) -> list[Finding]:
         want = opt.state_shape(pid)
         if pn.how != "recorded" or pn.name not in shapes or want is None:
             continue
-        if shapes[pn.name] != want and _numel(want) > 1:
+        if shapes[pn.name] != want and _numel(want) > 1 and len(out) < MAX_PER_RULE:
             out.append(
                 Finding(
                     "optimizer.state_shape",

@@ -121,6 +121,7 @@ class Components:
     schedulers: list[ValuesPart] = field(default_factory=list)
     run_states: list[ValuesPart] = field(default_factory=list)
     leaves: list[tuple[str, CheckpointView]] = field(default_factory=list)
+    args: dict[str, Any] = field(default_factory=dict)  # training arguments' plain values
 
 
 # Parts that record where the run is (RNG states, counters, callback and metric-tracker state):
@@ -299,7 +300,8 @@ def _walk(view: CheckpointView, label: str, out: Components) -> None:
                 out.run_states.append(ValuesPart(label, "run_state", run, False, str(view.path)))
         return
     if view.kind == "args":
-        return  # training arguments: no tensors, no state to check
+        out.args.update(view.values)  # no tensors, no state to check: what the run asked for
+        return
     out.leaves.append((label, view))
     if view.kind == "scheduler":
         out.schedulers.append(ValuesPart(label, "scheduler", dict(view.values), file=label))

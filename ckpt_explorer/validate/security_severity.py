@@ -18,6 +18,7 @@ from ..view import CheckpointView
 from .findings import Finding
 
 REFUSED = "security.weights_only_refused"
+CODE = "security.code_execution"
 STATE_KINDS = frozenset({"rng", "running_state", "args", "optimizer", "scheduler", "object"})
 # Roles told by content alone (readers/roles.py, torch_pickle.classify) for a file the view
 # does not own: the training_args.bin that Trainer.save_model writes beside the model it saves,
@@ -73,6 +74,7 @@ def weigh_refusals(findings: list[Finding], view: CheckpointView) -> list[Findin
     (a file the view does not own is weighed by the role its content shows)."""
     kinds = file_kinds(view)
     root = view.path if view.path.is_dir() else view.path.parent
+    with_code = {f.file for f in findings if f.rule == CODE}
     out = []
     for f in findings:
         if f.rule != REFUSED or f.severity != "error" or not f.file:
@@ -80,7 +82,18 @@ def weigh_refusals(findings: list[Finding], view: CheckpointView) -> list[Findin
             continue
         found = kinds.get(f.file)
         what = f"is the {', '.join(sorted(found or ()))} part of a training state"
-        if not found:
+        extra = ""
+        if found and "model" in found and found - {"model"} and f.file not in with_code:
+            # one file holding the whole training state (MAE / timm / fairseq save their
+            # argparse.Namespace beside the weights); its objects are all inert, or a
+            # code-execution finding would name them
+            found = found - {"model"}
+            what = "is a whole training state (weights beside its optimizer and run state)"
+            extra = (
+                "For the weights alone under a plain torch.load: ckpt-explorer convert "
+                f"{f.file} OUT.safetensors --to safetensors --model-only. "
+            )
+        elif not found:
             kind = content_kind(root / f.file)
             found = {kind} if kind else set()
             what = f"holds {CONTENT_KINDS.get(kind or '')} (told by its content), no weights"
@@ -92,6 +105,7 @@ def weigh_refusals(findings: list[Finding], view: CheckpointView) -> list[Findin
                     f"This file {what}: the training code "
                     "that wrote it reads it back itself (with safe globals or "
                     "weights_only=False); only a plain torch.load with defaults refuses it. "
+                    + extra
                     + (f.hint or "")
                 ).strip(),
             )
