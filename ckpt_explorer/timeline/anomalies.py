@@ -17,6 +17,7 @@ from typing import Any, cast
 from ..resume.doctor import moments_cause, scheduler_cause
 from ..resume.evidence import Side
 from ..validate.scheduler import drives_momentum
+from .facts import MOMENTS
 from .model import Anomaly, CheckpointSummary, PairSummary
 from .passes import is_model_tensor
 from .spikes import update_outliers
@@ -24,7 +25,9 @@ from .spikes import update_outliers
 ROLES = ("model", "optimizer", "scheduler", "rng", "run_state")
 ORDER = {"error": 0, "warning": 1, "info": 2}
 # A step name that should equal the recorded step (accelerate's checkpoint_N counts saves).
-NAMED_STEPS = ("hf", "colossalai", "deepspeed", "step", "file")
+NAMED_STEPS = ("hf", "colossalai", "deepspeed", "step", "file", "parts")
+# Where a step comes from when no run state records one (a timm file records only ``epoch``).
+_UNRECORDED = ("optimizer step", "name")
 MTIME_SLACK_S = 2.0
 
 
@@ -63,14 +66,18 @@ def _discovery(cks: list[CheckpointSummary], naming: dict[str, str]) -> list[Ano
                     s,
                     "step_from_name",
                     "info",
-                    f"no step recorded in the files; step {s.step} taken from the name",
+                    f"no step recorded in the files; step {s.step} taken from the name"
+                    + (" (it numbers the epoch the file records)" if _named_by_epoch(s) else ""),
                     [f"{s.path}: no trainer_state.json, run state, meta or optimizer step"],
                 )
             )
         elif s.step is None:
             out.append(_a(s, "step_from_name", "info", "step unknown (none recorded)", []))
         elif (
-            s.name_step is not None and naming.get(s.path) in NAMED_STEPS and s.name_step != s.step
+            s.name_step is not None
+            and naming.get(s.path) in NAMED_STEPS
+            and s.name_step != s.step
+            and not _named_by_epoch(s)
         ):
             out.append(
                 _a(
@@ -79,7 +86,9 @@ def _discovery(cks: list[CheckpointSummary], naming: dict[str, str]) -> list[Ano
                     "warning",
                     f"{s.path.rsplit('/', 1)[-1]} records step {s.step}: written by another run "
                     "or renamed",
-                    [f"{k}: {v}" for k, v in s.claims.items()],
+                    [f"{k}: {v}" for k, v in s.claims.items()]
+                    + [f"{s.step_source}: {s.step}"] * (s.step_source in _UNRECORDED)
+                    + [f"epoch: {s.epoch}"] * (s.epoch is not None),
                 )
             )
     steps = Counter(s.step for s in readable if s.step is not None)
@@ -112,6 +121,12 @@ def _discovery(cks: list[CheckpointSummary], naming: dict[str, str]) -> list[Ano
                 )
     out += _mtime_order(known)
     return out
+
+
+def _named_by_epoch(s: CheckpointSummary) -> bool:
+    """The name numbers the epoch the file records, and no run state records a step
+    (timm's ``checkpoint-<epoch>.pth.tar``): the name is no step to check."""
+    return s.epoch is not None and s.name_step == s.epoch and s.step_source in _UNRECORDED
 
 
 def _mtime_order(known: list[CheckpointSummary]) -> list[Anomaly]:
@@ -239,6 +254,17 @@ def _counters(
         out.append(
             _a(b, "lr_restart", "error", "LR scheduler restarted (not restored on resume)", ev)
         )
+    if opt_a is not None and _fresh_optimizer(opt_a, b):
+        ev = [
+            f"A = {_label(opt_a)} ({opt_a.path}), B = {_label(b)}",
+            f"A's optimizer is at step {opt_a.opt_step:g} with moments; B's holds param groups "
+            "but no state (no step, no exp_avg): a freshly built optimizer's save",
+        ]
+        ev += [f"{f} = {what}" for f, what in b.files.items() if "optimizer" in what]
+        out.append(
+            _a(b, "optimizer_reset", "error", "optimizer state reset (moments restarted)", ev)
+        )
+        return out
     cause = moments_cause(_side(opt_a), sb) if opt_a is not None else None
     if cause is not None and opt_a is not None:
         a = opt_a
@@ -255,6 +281,13 @@ def _counters(
         else:
             out.append(_a(b, "step_back", "error", "optimizer step counter went back", ev))
     return out
+
+
+def _fresh_optimizer(a: CheckpointSummary, b: CheckpointSummary) -> bool:
+    """``b`` saved an optimizer that holds no state at all while ``a``'s held moments."""
+    had = any(t.state in MOMENTS for t in a.tensors.values())
+    state = any(t.state is not None for t in b.tensors.values())
+    return had and "optimizer" in b.parts and b.opt_step is None and not state
 
 
 def _moment_evidence(a: CheckpointSummary, b: CheckpointSummary) -> list[str]:

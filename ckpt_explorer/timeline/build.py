@@ -13,9 +13,10 @@ from ..validate.parts import Components, collect
 from ..view import CheckpointView
 from .cache import SummaryCache, checkpoint_files, identity
 from .discover import Candidate, discover
-from .facts import moment_norms, summarize_view
+from .facts import Part, moment_norms, summarize_view
 from .model import CheckpointSummary, PairSummary, Timeline
-from .passes import pair_pass, value_pass
+from .parts import summarize_parts
+from .passes import pair_pass_parts, value_pass_parts
 
 SMALL_CHECKPOINT = 64 * 2**20  # bytes; read ahead whole by the build, not per pair
 # progress(stage, done, total): stage is "open", "pair" or "values"
@@ -38,11 +39,21 @@ class _Opened:
             self._views[path] = (view, collect(view))
         return self._views[path]
 
+    def parts(self, cand: Candidate) -> list[Part]:
+        """The checkpoint's labelled parts: one part labelled ``""`` unless it is saved as
+        one file per part."""
+        if not cand.parts:
+            return [("", *self.get(str(cand.path)))]
+        return [(label, *self.get(str(f))) for label, f in cand.parts]
+
 
 def _read(cand: Candidate, ident: str, mtime: float, opened: _Opened) -> CheckpointSummary:
     try:
-        view, _ = opened.get(str(cand.path))
-        summary = summarize_view(cand, view, mtime)
+        if cand.parts:
+            summary = summarize_parts(cand, opened.parts(cand), mtime)
+        else:
+            view, _ = opened.get(str(cand.path))
+            summary = summarize_view(cand, view, mtime)
     except (CkptExplorerError, OSError) as e:
         msg = e.one_line() if isinstance(e, CkptExplorerError) else f"{cand.path}: {e}"
         summary = CheckpointSummary(str(cand.path), name_step=cand.name_step, error=msg)
@@ -58,12 +69,13 @@ class _RunReadahead:
     pass). Page cache only (no process memory); at most the :class:`Readahead` window
     ahead of the last pair done."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, cands: list[Candidate]) -> None:
         self._ends: dict[str, int] = {}
         ranges: list[tuple[Path, int, int]] = []
-        for p in paths:
+        for cand in cands:
+            p = str(cand.path)
             files = []
-            for f in checkpoint_files(Path(p)):
+            for f in cand.files if cand.parts else checkpoint_files(cand.path):
                 try:
                     files.append((f, 0, f.stat().st_size))
                 except OSError:
@@ -100,6 +112,7 @@ def _pairs(
     pairs: list[PairSummary],
     cache: SummaryCache,
     opened: _Opened,
+    cands: dict[str, Candidate],
     fresh: set[int],
     ahead: _RunReadahead,
     stats: dict[str, int],
@@ -115,10 +128,9 @@ def _pairs(
             pair = PairSummary.from_dict(doc)
         else:
             try:
-                va, ca = opened.get(sa.path)
-                vb, cb = opened.get(sb.path)
+                pa, pb = opened.parts(cands[sa.path]), opened.parts(cands[sb.path])
                 ahead_both = ahead.covers(sa.path) and ahead.covers(sb.path)
-                pair = pair_pass(va, ca, sa, vb, cb, sb, readahead=not ahead_both)
+                pair = pair_pass_parts(pa, sa, pb, sb, readahead=not ahead_both)
             except (CkptExplorerError, OSError) as e:  # listed fine, tensor bytes did not read
                 sb.error = e.one_line() if isinstance(e, CkptExplorerError) else f"{sb.path}: {e}"
                 sb.tensors = {}
@@ -168,14 +180,14 @@ def build_timeline(
     by_path = {str(c.path): c for c in cands}
     found = []
     for cand in cands:
-        ident, mtime = identity(cand.path)
+        ident, mtime = identity(cand.path, cand.files if cand.parts else None)
         if settle_s and now - mtime < settle_s:
             pending.append(str(cand.path))
             continue
         found.append((cand, ident, mtime, cache.get("ckpt", ident)))
     # the files to read, read ahead from now on: opening them reads scattered small
     # records (pickles, optimizer steps) that would otherwise each wait for the disk
-    ahead = _RunReadahead([str(c.path) for c, _, _, doc in found if doc is None])
+    ahead = _RunReadahead([c for c, _, _, doc in found if doc is None])
     try:
         for i, (cand, ident, mtime, doc) in enumerate(found):
             if doc is not None:
@@ -189,13 +201,12 @@ def build_timeline(
         ordered = sorted((s for s in summaries if s.error is None), key=_order_key)
         pairs: list[PairSummary] = []
         readable = ordered[:1]
-        _pairs(ordered, readable, pairs, cache, opened, fresh, ahead, stats, progress)
+        _pairs(ordered, readable, pairs, cache, opened, by_path, fresh, ahead, stats, progress)
     finally:
         ahead.close()
     for s in readable:
         if not s.complete:
-            view, comps = opened.get(s.path)
-            value_pass(view, comps, s)
+            value_pass_parts(opened.parts(by_path[s.path]), s)
             stats["value_passes"] += 1
             fresh.add(id(s))
         if id(s) in fresh:

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-CACHE_VERSION = "timeline-4"
+CACHE_VERSION = "timeline-6"
 HEADER_BYTES = 16 * 1024
 
 
@@ -42,18 +42,21 @@ def checkpoint_files(path: Path) -> list[Path]:
     return out
 
 
-def identity(path: Path) -> tuple[str, float]:
-    """(identity hash, newest mtime in seconds) of a checkpoint file or folder."""
+def identity(path: Path, files: list[Path] | None = None) -> tuple[str, float]:
+    """(identity hash, newest mtime in seconds) of a checkpoint file or folder, or of a
+    checkpoint saved as one file per part (``files``; ``path`` is then its name)."""
     digest = hashlib.sha256(f"{CACHE_VERSION}\0{path.resolve()}".encode())
+    if files is not None:
+        digest.update(b"\0parts")  # model_35.pt alone as a part names its tensors model/...
     newest = 0
-    for f in checkpoint_files(path):
+    for f in files if files is not None else checkpoint_files(path):
         try:
             st = f.stat()
             with open(f, "rb") as fh:
                 head = fh.read(HEADER_BYTES)
         except OSError:
             continue  # vanished while listing (a save in progress): the identity changes
-        rel = f.relative_to(path) if f != path else Path(f.name)
+        rel = f.relative_to(path) if files is None and f != path else Path(f.name)
         digest.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
         digest.update(hashlib.sha256(head).digest())
         newest = max(newest, st.st_mtime_ns)

@@ -34,7 +34,7 @@ def _plain(v: Any) -> Any:
     return None
 
 
-def _recorded(claims: dict[str, int]) -> tuple[int | None, str]:
+def recorded_step(claims: dict[str, int]) -> tuple[int | None, str]:
     recorded = {k: v for k, v in claims.items() if not k.startswith("folder name")}
     for source in _SOURCES:
         for k, v in recorded.items():
@@ -44,6 +44,43 @@ def _recorded(claims: dict[str, int]) -> tuple[int | None, str]:
         k = next(iter(recorded))
         return recorded[k], k
     return None, ""
+
+
+# A checkpoint's part: (label prefixing its tensor names, view, parts found in it)
+Part = tuple[str, CheckpointView, Components]
+_EMA_NAME = re.compile(r"(?:^|[-_.])(?:ema|swa|avg|average|averaged)(?=$|[-_.\d])")
+
+
+def is_ema_copy(label: str, view: CheckpointView | None = None) -> bool:
+    """An averaged copy of the model: AveragedModel's ``n_averaged`` or an EMA name
+    (``ema_N.pt``, ``ema_0.9999_N.pt``, timm's ``state_dict_ema``)."""
+    if view is not None and "n_averaged" in view:
+        return True
+    return _EMA_NAME.search(label.rstrip("/.").lower()) is not None
+
+
+def main_part(parts: list[Part]) -> Part | None:
+    """The part holding the model (not an EMA copy); None when no part does."""
+    for part in parts:
+        if part[2].models and not is_ema_copy(part[0], part[1]):
+            return part
+    return None
+
+
+def ema_labels(comps: Components) -> tuple[str, ...]:
+    """Labels of the EMA copies saved beside the model in one checkpoint (timm's
+    ``state_dict_ema.`` beside ``state_dict.``); none when no other model part is there."""
+    ema = tuple(m.label for m in comps.models if m.label and is_ema_copy(m.label))
+    return ema if len(ema) < len(comps.models) else ()
+
+
+def recorded_epoch(comps: Components) -> int | None:
+    """The ``epoch`` a run state of the checkpoint records (timm's ``epoch``, meta.pt's)."""
+    for rs in comps.run_states:
+        v = rs.values.get("epoch")
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
 
 
 def extra_optimizer_views(view: CheckpointView, comps: Components) -> list[OptimizerPart]:
@@ -120,7 +157,7 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
     """Everything but the tensor figures (norms, NaN counts), which the passes add."""
     comps = collect(view)
     claims = position_claims(view.path, comps)
-    step, source = _recorded(claims)
+    step, source = recorded_step(claims)
     opt = next((o for o in comps.optimizers if o.groups), None)
     opt_step = optimizer_step(opt) if opt is not None else None
     if step is None and opt_step is not None:
@@ -151,6 +188,7 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
     trainable: set[str] | None = set()
     tensors = {}
     known = optimizer_states(comps)
+    ema = ema_labels(comps)
     bookkeeping = bookkeeping_names(comps)  # run state (a callback's best_score): not followed
     for name, dtype, shape, param, state in tensor_listing(view, comps):
         if name in bookkeeping:
@@ -163,7 +201,10 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
             group = group_of.get(int(m.group(1))) if m else None
         if state in MOMENTS and param is not None and trainable is not None:
             trainable.add(param)  # ids whose parameter is unknown are not claimed
-        tensors[name] = TensorFacts(dtype, shape, param=param, state=state, group=group)
+        role = "ema" if state is None and name.startswith(ema) else None
+        tensors[name] = TensorFacts(dtype, shape, param=param, state=state, group=group, role=role)
+    if ema:
+        parts.append("ema")
     if not comps.optimizers:
         trainable = None
     return CheckpointSummary(
@@ -185,6 +226,7 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
         trainable=sorted(trainable) if trainable is not None else None,
         tensors=tensors,
         has_rng=has_rng,
+        epoch=recorded_epoch(comps),
         unrecognised=[
             e[: -len(" → other")] for e in view.detection.evidence if e.endswith(" → other")
         ],

@@ -24,6 +24,8 @@ class TensorFacts:
         param: the model parameter this tensor is or belongs to (optimizer states).
         state: the optimizer state name (``exp_avg``...) for optimizer tensors, else None.
         group: the optimizer param group of an optimizer state, when known.
+        role: ``ema`` for the tensors of an averaged copy of the model saved as its own part
+            (``ema_N.pt``): followed for NaN/Inf, never as the model's weights.
     """
 
     dtype: str
@@ -34,6 +36,7 @@ class TensorFacts:
     param: str | None = None
     state: str | None = None
     group: int | None = None
+    role: str | None = None
 
 
 @dataclass
@@ -59,6 +62,9 @@ class CheckpointSummary:
             name is ambiguous or unknown are not listed); None without an optimizer.
         moments: group -> ``{"exp_avg": norm, "exp_avg_sq": norm}``.
         tensors: name -> :class:`TensorFacts`.
+        epoch: the epoch the files record (``epoch`` of a run state), when one does.
+        files: for a checkpoint saved as one file per part, file name -> what it holds
+            (``model``, ``EMA of the model``, ``optimizer``...), read from its content.
         unrecognised: files of the folder that are no known part (an unreadable
             ``optimizer.pt`` lands here: evidence for ``part_missing``).
         error: set (one line) when the checkpoint could not be read; nothing else is then.
@@ -82,6 +88,8 @@ class CheckpointSummary:
     moments: dict[str, dict[str, float]] = field(default_factory=dict)
     tensors: dict[str, TensorFacts] = field(default_factory=dict)
     has_rng: bool = False
+    epoch: int | None = None
+    files: dict[str, str] = field(default_factory=dict)
     unrecognised: list[str] = field(default_factory=list)
     error: str | None = None
 

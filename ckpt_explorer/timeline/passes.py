@@ -20,7 +20,7 @@ from ..diff.rows import (
 )
 from ..validate.parts import Components
 from ..view import CheckpointView
-from .facts import MOMENTS, extra_optimizer_views, state_records
+from .facts import MOMENTS, Part, extra_optimizer_views, main_part, state_records
 from .model import CheckpointSummary, PairSummary, TensorFacts, _is_float
 
 ProgressFn = Callable[[int, int], Any]
@@ -38,7 +38,8 @@ def layer_of(name: str) -> str:
 
 
 def is_model_tensor(t: TensorFacts) -> bool:
-    return t.state is None and _is_float(t.dtype)
+    """A float tensor of the model (not an optimizer state, not an EMA copy's)."""
+    return t.state is None and t.role is None and _is_float(t.dtype)
 
 
 def _diff(
@@ -52,26 +53,41 @@ def _diff(
 
 
 def _rows(
-    va: CheckpointView,
-    ca: Components,
-    vb: CheckpointView,
-    cb: Components,
-    progress: ProgressFn | None,
-    readahead: bool,
+    pa: list[Part], pb: list[Part], progress: ProgressFn | None, readahead: bool
 ) -> list[tuple[str, str, TensorDiff]]:
-    """(name in A, name in B, row) for the top views and their separate optimizer files."""
-    out = [(r.name, r.name_b or r.name, r) for r in _diff(va, vb, progress, readahead)]
-    extra_b = {o.label: o for o in extra_optimizer_views(vb, cb)}
-    for oa in extra_optimizer_views(va, ca):
-        ob = extra_b.get(oa.label)
-        if ob is None:
-            continue
-        keep = {r.name for r in state_records(oa)}
-        for r in _diff(oa.view, ob.view, None, readahead):
-            if r.name not in keep:
-                continue  # flat partitions: the per-parameter slices hold the same values
-            out.append((oa.label + r.name, oa.label + (r.name_b or r.name), r))
+    """(name in A, name in B, row) for the top views and their separate optimizer files, part
+    by part (a part is diffed with the part of the same label: model with model, EMA with
+    EMA, optimizer with optimizer; a part on one side only gives no row)."""
+    out = []
+    for (label, va, ca), (label_b, vb, cb) in _matched(pa, pb):
+        rows = _diff(va, vb, progress, readahead)
+        out += [(label + r.name, label_b + (r.name_b or r.name), r) for r in rows]
+        extra_b = {o.label: o for o in extra_optimizer_views(vb, cb)}
+        for oa in extra_optimizer_views(va, ca):
+            ob = extra_b.get(oa.label)
+            if ob is None:
+                continue
+            keep = {r.name for r in state_records(oa)}
+            for r in _diff(oa.view, ob.view, None, readahead):
+                if r.name not in keep:
+                    continue  # flat partitions: the per-parameter slices hold the same values
+                out.append(
+                    (label + oa.label + r.name, label_b + ob.label + (r.name_b or r.name), r)
+                )
     return out
+
+
+def _matched(pa: list[Part], pb: list[Part]) -> list[tuple[Part, Part]]:
+    """Parts of A and B to diff: same label; a whole checkpoint (one part labelled ``""``)
+    beside one saved per part is diffed with the part that holds the model."""
+    if len(pa) == 1 and pa[0][0] == "" and (len(pb) > 1 or pb[0][0] != ""):
+        b = main_part(pb)
+        return [(pa[0], b)] if b is not None else []
+    if len(pb) == 1 and pb[0][0] == "" and (len(pa) > 1 or pa[0][0] != ""):
+        a = main_part(pa)
+        return [(a, pb[0])] if a is not None else []
+    by_label = {part[0]: part for part in pb}
+    return [(a, by_label[a[0]]) for a in pa if a[0] in by_label]
 
 
 def pair_pass(
@@ -87,15 +103,31 @@ def pair_pass(
     """Diff two consecutive checkpoints; fill ``sb``'s tensor figures (and ``sa``'s where the
     pair gives them and they are missing); return the pair's update ratios. ``readahead``
     False: the caller already reads both checkpoints' files ahead."""
+    return pair_pass_parts([("", va, ca)], sa, [("", vb, cb)], sb, progress, readahead)
+
+
+def pair_pass_parts(
+    pa: list[Part],
+    sa: CheckpointSummary,
+    pb: list[Part],
+    sb: CheckpointSummary,
+    progress: ProgressFn | None = None,
+    readahead: bool = True,
+) -> PairSummary:
+    """:func:`pair_pass` for checkpoints given as labelled parts (one part labelled ``""``
+    for a checkpoint file or folder)."""
     pair = PairSummary(str(sa.path), str(sb.path), sa.step, sb.step)
     layers: dict[str, list[float]] = {}
     moments: dict[str, dict[str, list[float]]] = {}
-    for name_a, name_b, r in _rows(va, ca, vb, cb, progress, readahead):
+    for name_a, name_b, r in _rows(pa, pb, progress, readahead):
         fa, fb = sa.tensors.get(name_a), sb.tensors.get(name_b)
         if r.status == ONLY_IN_A or r.status == ONLY_IN_B:
             f = fa or fb
             if f is not None and is_model_tensor(f):
-                (pair.only_a if r.status == ONLY_IN_A else pair.only_b).append(name_a)
+                if r.status == ONLY_IN_A:
+                    pair.only_a.append(name_a)
+                else:
+                    pair.only_b.append(name_b)
             continue
         if fa is None or fb is None:
             continue
@@ -140,15 +172,26 @@ def value_pass(view: CheckpointView, comps: Components, summary: CheckpointSumma
     """Norm and NaN/Inf counts of the float tensors of ``summary`` still without them (the
     first checkpoint's tensors that did not change, or a one-checkpoint run); returns how many
     tensors were read."""
-    extra = {o.label: o.view for o in extra_optimizer_views(view, comps)}
+    return value_pass_parts([("", view, comps)], summary)
+
+
+def value_pass_parts(parts: list[Part], summary: CheckpointSummary) -> int:
+    """:func:`value_pass` for a checkpoint given as labelled parts."""
+    sources: list[tuple[str, CheckpointView]] = []  # (name prefix, view), longest first
+    for label, view, comps in parts:
+        sources += [(label + o.label, o.view) for o in extra_optimizer_views(view, comps)]
+        sources.append((label, view))
+    sources.sort(key=lambda lv: -len(lv[0]))
     done = 0
     for name, f in summary.tensors.items():
         if f.norm is not None or not _is_float(f.dtype):
             continue
-        source, local = view, name
-        for label, v in extra.items():
-            if name.startswith(label) and name not in view:
-                source, local = v, name[len(label) :]
+        for prefix, source in sources:
+            local = name[len(prefix) :]
+            if name.startswith(prefix) and local in source:
+                break
+        else:
+            continue  # listed, but in no part now (cannot happen for a fresh summary)
         f.norm, f.nan, f.inf = _figures(source.load(local))
         done += 1
     return done

@@ -19,6 +19,15 @@ def _name(path: str) -> str:
     return Path(path).name
 
 
+def _shown(c: CheckpointSummary) -> str:
+    """The checkpoint's name; one saved per part shows its model file and a part count."""
+    if len(c.files) < 2:
+        return _name(c.path)
+    main = next((f for f, what in c.files.items() if what.startswith("model")), None)
+    main = main or next(iter(c.files))
+    return f"{main} +{len(c.files) - 1} files"
+
+
 def checkpoint_line(c: CheckpointSummary, pair: PairSummary | None) -> str:
     if c.error is not None:
         return f"{'?':>8}  {_name(c.path):24}  unreadable: {c.error}"
@@ -29,9 +38,24 @@ def checkpoint_line(c: CheckpointSummary, pair: PairSummary | None) -> str:
         top = f"{ratio:.3g} ({layer})"
     src = "name!" if c.step_source == "name" else ""
     return (
-        f"{_num(c.step):>8}{src:5}  {_name(c.path):24}  {_num(c.opt_step):>8}  "
+        f"{_num(c.step):>8}{src:5}  {_shown(c):24}  {_num(c.opt_step):>8}  "
         f"{_num(c.sched_step):>6}  {_num(lr):>10}  {top:28}  {','.join(c.parts)}"
     )
+
+
+def files_lines(cks: list[CheckpointSummary]) -> list[str]:
+    """Which file is which, for checkpoints saved one file per part: the first one's, then
+    each one whose roles differ from the one before."""
+    out, shown = [], None
+    for c in cks:
+        roles = sorted(c.files.values())
+        if c.files and roles != shown:
+            where = f"step {c.step}" if c.step is not None else _name(c.path)
+            out.append(f"  {where} files: " + ", ".join(f"{f} = {w}" for f, w in c.files.items()))
+            shown = roles
+    if out:
+        out.insert(0, "one file per part (roles read from their content; same at later steps):")
+    return out
 
 
 def anomaly_lines(a: Anomaly, evidence: int = 4) -> list[str]:
@@ -55,6 +79,7 @@ def format_timeline(t: Timeline) -> str:
     pairs: list[PairSummary | None] = [None, *t.pairs]
     for i, c in enumerate(t.checkpoints):
         lines.append(checkpoint_line(c, pairs[i] if i < len(pairs) else None))
+    lines += files_lines(t.checkpoints)
     if t.pending:
         lines.append(f"still being written (not read yet): {', '.join(map(_name, t.pending))}")
     lines.append("")

@@ -139,7 +139,18 @@ class TimelineState(JobState):
                 self.run_dir or None, f"a pair index in 0..{n - 1}", str(index), "Build first."
             )
         p = t.pairs[index]
-        return self.relative(p.path_a), self.relative(p.path_b)
+        return self.relative(_openable(t, p.path_a)), self.relative(_openable(t, p.path_b))
+
+
+def _openable(t: Any, path: str) -> str:
+    """A path Compare can open: a checkpoint saved as one file per part is compared by its
+    model file (its path joins the part files' names with ``+``)."""
+    summary = next((c for c in t.checkpoints if c.path == path), None)
+    if summary is None or not summary.files:
+        return path
+    model = next((f for f, role in summary.files.items() if role.startswith("model")), None)
+    chosen = model or next(iter(summary.files))
+    return str(Path(path).parent / chosen)
 
 
 def summary_line(t: Any) -> str:
