@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CkptExplorerError
+from ..readers.diffusers_config import WEIGHT_STEM, model_config
 from .plan import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
 from .renames import unwrap_names
 from .sources import SourceContent, read_source
@@ -217,6 +218,8 @@ def _plan_model(
         shard = shard or HF_DEFAULT_SHARD
     writer = "torch" if to == "bin" else "safetensors"
     stem, ext = ("pytorch_model", "bin") if writer == "torch" else ("model", "safetensors")
+    if any(n == "config.json" and model_config(Path(src).parent) for src, n in plan.copies):
+        stem = WEIGHT_STEM  # diffusers from_pretrained reads diffusion_pytorch_model.*
     shards = split(tensors, shard)
     n = len(shards)
     if n == 1:

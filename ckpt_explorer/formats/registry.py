@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CkptExplorerError, FormatDetectionError
+from ..readers.diffusers_config import pipeline_summary
 from ..types import Detection
 from ..view import CheckpointView
 
@@ -82,10 +83,22 @@ def detect(path: str | Path) -> tuple[Detection, FormatSpec]:
             raise FormatDetectionError(path, "a readable checkpoint", f"{e}") from e
         if detection is not None:
             return detection, spec
+    expected = (
+        "a checkpoint (safetensors, torch.save, HF/ColossalAI index, DCP, DeepSpeed, PEFT, "
+        "or a training-state folder)"
+    )
+    pipeline = pipeline_summary(path) if target == "dir" else None
+    if pipeline is not None:
+        found, first = pipeline
+        raise FormatDetectionError(
+            path,
+            expected,
+            found,
+            f"Open one model folder, e.g. `ckpt-explorer inspect {path / first}`.",
+        )
     raise FormatDetectionError(
         path,
-        "a checkpoint (safetensors, torch.save, HF/ColossalAI index, DCP, DeepSpeed, PEFT, "
-        "or a training-state folder)",
+        expected,
         _describe(path),
         "Point at the checkpoint file or its folder; `ckpt-explorer formats` lists what is known.",
     )

@@ -5,7 +5,9 @@ ColossalChat's ``epoch-E_step-S/{modeling, optimizer, lr_scheduler, running_stat
 ``model/ optim/ lr_scheduler meta.pt``, an HF Trainer ``checkpoint-N`` folder whose own
 weights (or PEFT adapter) sit beside ``optimizer.pt``, ``scheduler.pt``, ``rng_state.pth``,
 ``trainer_state.json`` and ``training_args.bin`` (with DeepSpeed, its ``global_stepN/`` tag
-folder beside ``latest`` instead of ``optimizer.pt``), or accelerate's ``save_state`` folder.
+folder beside ``latest`` instead of ``optimizer.pt``), or accelerate's ``save_state`` folder
+(diffusers' training scripts save ``unet/`` and ``unet_ema/`` there with ``save_pretrained``:
+an EMAModel copy, told by its config, is listed after the trained model).
 Each part's role is its Detection.kind (model, adapter, optimizer, scheduler, rng,
 running_state, args; see readers/roles.py); other children are listed as "other" in the
 evidence and are no part.
@@ -20,7 +22,7 @@ from ..errors import CkptExplorerError
 from ..formats.registry import FormatSpec, spec_for, specs
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
-from . import deepspeed, peft_adapter
+from . import deepspeed, diffusers_config, peft_adapter
 from .hf_folder import WEIGHT_FILES
 from .sharded_index import TMP_DIR, find_index, load_index
 
@@ -95,7 +97,17 @@ def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
             continue
         name = child.name if child.name not in parts else f"{child.name}#2"
         parts[name] = (child, *found)
-    return parts
+    # EMA copies last: the trained model comes first where one model is picked (names, checks)
+    return dict(sorted(parts.items(), key=lambda kv: _ema_config(kv[1]) is not None))
+
+
+def _ema_config(part: tuple[Path, Detection, FormatSpec]) -> dict[str, Any] | None:
+    """The config of a model part saved by diffusers' EMAModel (None for any other part)."""
+    child, detection, _ = part
+    if detection.kind != "model" or not child.is_dir():
+        return None
+    config = diffusers_config.model_config(child)
+    return config if diffusers_config.is_ema(config) else None
 
 
 def other_files(path: Path, parts: dict[str, tuple[Path, Detection, FormatSpec]]) -> list[str]:
@@ -123,6 +135,10 @@ def probe(path: Path) -> Detection | None:
         f"{name} → {d.kind}: " + (d.detail or d.family) + " (" + "; ".join(d.evidence[:2]) + ")"
         for name, (_, d, _) in parts.items()
     ]
+    for name, part in parts.items():
+        ema = _ema_config(part)
+        if ema is not None:
+            evidence.append(f"{name} → {diffusers_config.ema_note(ema)}")
     if "model" in parts or "adapter" in parts:
         side = [n for n in MODEL_SIDE_FILES if (path / n).is_file()]
         evidence += [f"{n} → model (the model's config beside its weights)" for n in side]

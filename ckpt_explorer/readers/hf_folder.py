@@ -1,4 +1,5 @@
-"""Folders holding one unsharded weights file (HF ``save_pretrained`` or ColossalAI unsharded)."""
+"""Folders holding one unsharded weights file (HF ``save_pretrained``, diffusers
+``ModelMixin.save_pretrained`` or ColossalAI unsharded)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,24 @@ from pathlib import Path
 
 from ..types import Detection, FileInfo
 from ..view import CheckpointView
+from . import diffusers_config
 from .json_files import optional_json
 from .single_file import open_file_records
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", *diffusers_config.WEIGHT_FILES)
 
 
 def probe(path: Path) -> Detection | None:
     for name in WEIGHT_FILES:
         if (path / name).is_file():
             evidence = [f"{name} without an index → one unsharded weights file"]
-            if (path / "config.json").is_file():
+            config = diffusers_config.model_config(path)
+            if config is not None:
+                evidence += diffusers_config.evidence(config)
+            elif (path / "config.json").is_file():
                 evidence.append("config.json beside it (HF save_pretrained layout)")
-            return Detection(str(path), "hf-single", "model", tuple(evidence))
+            detail = "EMA copy" if diffusers_config.is_ema(config) else ""
+            return Detection(str(path), "hf-single", "model", tuple(evidence), detail)
     return None
 
 

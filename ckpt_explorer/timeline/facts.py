@@ -52,9 +52,10 @@ _EMA_NAME = re.compile(r"(?:^|[-_.])(?:ema|swa|avg|average|averaged)(?=$|[-_.\d]
 
 
 def is_ema_copy(label: str, view: CheckpointView | None = None) -> bool:
-    """An averaged copy of the model: AveragedModel's ``n_averaged`` or an EMA name
-    (``ema_N.pt``, ``ema_0.9999_N.pt``, timm's ``state_dict_ema``)."""
-    if view is not None and "n_averaged" in view:
+    """An averaged copy of the model: AveragedModel's ``n_averaged``, a folder the reader
+    calls an EMA copy (diffusers' ``EMAModel.save_pretrained``) or an EMA name (``ema_N.pt``,
+    ``ema_0.9999_N.pt``, timm's ``state_dict_ema``)."""
+    if view is not None and ("n_averaged" in view or view.detection.detail == "EMA copy"):
         return True
     return _EMA_NAME.search(label.rstrip("/.").lower()) is not None
 
