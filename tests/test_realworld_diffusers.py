@@ -228,3 +228,21 @@ def test_convert_unet_loads_in_diffusers(
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "loaded UNet2DModel" in proc.stdout
+
+
+def test_model_only_conversion_of_the_checkpoint_takes_the_trained_unet(
+    corpus: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """``convert checkpoint-N --to hf --model-only`` takes ``unet/`` (the EMA copy beside it is
+    listed as left out): diffusers loads the output with the unet's own values."""
+    root, manifest = corpus
+    ckpt = root / manifest["cases"]["diffusers_step4"]["path"]
+    dst = tmp_path / "model"
+    assert main(["convert", str(ckpt), str(dst), "--to", "hf", "--model-only"]) == 0
+    proc = subprocess.run(
+        [sys.executable, "-c", LOAD_UNET, str(dst), str(ckpt / "unet" / WEIGHTS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]

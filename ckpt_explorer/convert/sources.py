@@ -135,6 +135,9 @@ def _bundle(view: CheckpointView) -> SourceContent:
     models = [(n, p) for n, p in view.parts.items() if p.kind in ("model", "adapter")]
     if not models:  # HF Trainer + ZeRO-3 without gathered weights: the ZeRO states hold them
         models = [(n, p) for n, p in view.parts.items() if p.family == "deepspeed"]
+    trained = [(n, p) for n, p in models if p.detection.detail != "EMA copy"]
+    if len(models) > 1 and len(trained) == 1:  # the model beside its EMA copy (diffusers)
+        models = trained
     if len(models) != 1:
         raise CkptExplorerError(
             view.path,
