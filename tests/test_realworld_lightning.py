@@ -25,6 +25,7 @@ STATES = [
     "lightning_step8",
     "lightning_resume_clean",
     "lightning_restart_weights_only",
+    "lightning_hydra_cfg_step4",
 ]
 RESUMES = ["lightning_resume_clean", "lightning_restart_weights_only"]
 
@@ -146,3 +147,24 @@ def test_model_only_conversion_loads_into_the_module(
         timeout=300,
     )
     assert check.returncode == 0 and check.stdout.strip() == "ok", check.stderr[-3000:]
+
+
+def test_hydra_config_checkpoint_opens_and_is_not_unsafe(
+    corpus: tuple[Path, dict[str, Any]],
+) -> None:
+    """An OmegaConf config in the hyperparameters (its nodes point back at their parents):
+    the file opens (the back references are cut), the config's classes are known inert (scan: not unsafe) and plain torch.load's refusal is info."""
+    from ckpt_explorer.security.scan import scan_paths
+
+    root, manifest = corpus
+    path = root / manifest["cases"]["lightning_hydra_cfg_step4"]["path"]
+    view = open_checkpoint(path)
+    assert view.kind == "training_state"
+    assert "hyper_parameters" in view.values
+    result = scan_paths([path])
+    assert result.exit_code == 0, [f.message for v in result.verdicts for f in v.findings]
+    report = validate_checkpoint(view)
+    assert [f.severity for f in report.findings if f.rule == "security.weights_only_refused"] == [
+        "info"
+    ]
+    assert not [f for f in report.findings if f.rule == "security.code_execution"]

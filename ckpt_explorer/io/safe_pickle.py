@@ -22,10 +22,12 @@ import io
 import pickle
 import struct
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..types import shape_numel
+from .pickle_cycles import cut_back_references
 from .pickle_limits import (
     TEXT_ENCODINGS,
     GuardedConstructor,
@@ -232,6 +234,7 @@ class PickleReport:
     opaque_globals: set[str] = field(default_factory=set)
     dangerous_globals: set[str] = field(default_factory=set)
     storages: dict[str, StorageRef] = field(default_factory=dict)
+    back_references: int = 0  # references to an enclosing object, cut (see .pickle_cycles)
 
 
 @dataclass(frozen=True)
@@ -404,6 +407,9 @@ class SafeUnpickler(pickle._Unpickler):
     def load(self) -> Any:
         try:
             root = super().load()
+            cut = cut_back_references(root, _slots)
+            if cut:
+                self.report.back_references += cut
             charge_walk(self.budget, root, _children)
         except (
             EOFError,
@@ -630,6 +636,41 @@ def _children(obj: Any) -> list[Any]:
             *obj.list_items,
         ]
     return []
+
+
+def _set_item(holder: Any, key: Any) -> Any:
+    def replace(value: Any) -> None:
+        holder[key] = value
+
+    return replace
+
+
+def _set_state(obj: OpaqueObject) -> Any:
+    def replace(value: Any) -> None:
+        obj.state = value
+
+    return replace
+
+
+def _slots(obj: Any) -> Iterator[tuple[Any, Any]]:
+    """(value, replace) for each reference ``obj`` holds (see :mod:`.pickle_cycles`)."""
+    if isinstance(obj, dict):
+        for key in list(obj):
+            yield key, None
+            yield obj[key], _set_item(obj, key)
+    elif isinstance(obj, list):
+        for i, value in enumerate(list(obj)):
+            yield value, _set_item(obj, i)
+    elif isinstance(obj, tuple | set | frozenset):
+        for value in obj:
+            yield value, None
+    elif isinstance(obj, OpaqueObject):
+        for value in obj.args:
+            yield value, None
+        yield from _slots(obj.kwargs)
+        yield obj.state, _set_state(obj)
+        yield from _slots(obj.items)
+        yield from _slots(obj.list_items)
 
 
 def _input_size(file: Any) -> int:

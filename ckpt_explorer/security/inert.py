@@ -109,6 +109,18 @@ _INERT: dict[str, frozenset[str]] = {
     "transformers.integrations.deepspeed": frozenset(
         {"HfTrainerDeepSpeedConfig", "HfDeepSpeedConfig"}
     ),
+    # OmegaConf configs (Hydra; Lightning's save_hyperparameters(cfg), NeMo): no __new__ or
+    # __reduce__; their __setstate__ (omegaconf.base.Node, basecontainer.BaseContainer, 2.x)
+    # only reads the pickled metadata's type annotations and updates __dict__; the Metadata
+    # records are dataclasses. Their __getattr__/__setattr__ are not used by unpickling.
+    "omegaconf.dictconfig": frozenset({"DictConfig"}),
+    "omegaconf.listconfig": frozenset({"ListConfig"}),
+    "omegaconf.base": frozenset({"Metadata", "ContainerMetadata"}),
+    "omegaconf.nodes": frozenset(
+        {"AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode", "BytesNode"}
+    ),
+    # type annotations a config's metadata names (referenced, never called by the pickle)
+    "typing": frozenset({"Any", "Dict", "List", "Tuple", "Optional", "Union"}),
 }
 
 # Words for what a name would do, by module or builtin (first match on the dotted path).

@@ -16,6 +16,9 @@ tests/realworld_check.py):
 * ``fit``: steps 4 and 8 of one fit (``run_clean/``, later resumed from ``last.ckpt`` to step 16
   into the same folder: a clean run folder for the timeline).
 * ``resume``: ``trainer.fit(model, ckpt_path=<step 4>)``, saved at step 8: clean.
+* ``hydra``: a fit whose hyperparameters are an OmegaConf config
+  (``save_hyperparameters(cfg)``, as Hydra users write it): every config node points back at its
+  parent in the pickle.
 * ``restart``: the common mistake ``Model.load_from_checkpoint(<step 4>)`` then ``fit(model)``
   without ``ckpt_path``: weights kept, optimizer, scheduler and step counter start afresh
   (saved at step 4 again). Its file alone is a plausible fresh run (``shape_visible`` false);
@@ -43,14 +46,17 @@ STEPS_PER_SAVE = 4
 SETUP = "PyTorch Lightning Trainer (ModelCheckpoint .ckpt)"
 
 
-def _module_class() -> type:
+def _module_class(with_cfg: bool = False) -> type:
     import lightning as L
     from torch import nn
 
     class Regressor(L.LightningModule):
-        def __init__(self, lr: float = 1e-3) -> None:
+        def __init__(self, lr: Any = 1e-3) -> None:
             super().__init__()
-            self.save_hyperparameters()
+            if with_cfg:
+                self.save_hyperparameters(lr)  # an OmegaConf config
+            else:
+                self.save_hyperparameters()
             self.net = nn.Sequential(
                 nn.Linear(8, 16), nn.LayerNorm(16), nn.Dropout(0.1), nn.ReLU(), nn.Linear(16, 1)
             )
@@ -69,7 +75,7 @@ def _module_class() -> type:
                     {"params": decay, "weight_decay": 0.1},
                     {"params": no_decay, "weight_decay": 0.0},
                 ],
-                lr=self.hparams.lr,
+                lr=self.hparams.optim.lr if with_cfg else self.hparams.lr,
             )
             sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=64)
             return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
@@ -212,6 +218,16 @@ def lightning_cases(out: Path) -> dict[str, Any]:
         also=["scheduler_not_restored"],
         shape_visible=False,
         resume_of="lightning_step4",
+    )
+    # Hydra users: the hyperparameters are an OmegaConf config (nodes point back at parents)
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"optim": {"lr": 1e-3}, "data": {"batch_size": 8}})
+    model = _module_class(with_cfg=True)(cfg)
+    trainer = _trainer(out / "run_hydra", 4)
+    trainer.fit(model, _data())
+    cases["lightning_hydra_cfg_step4"] = _case(
+        out, _saved(out / "run_hydra", 4), SETUP, id_names(model, trainer.optimizers[0])
     )
     for case in cases.values():
         case["run_folders"] = {"clean": "run_clean", "restart": "run_restart"}
