@@ -20,6 +20,7 @@ from ..view import CheckpointView
 from . import diffusers_config
 from .optimizer_info import keeps_parameter_order, split_state_name
 from .param_alignment import ParamOrder, Shape, align
+from .part_pairing import paired
 
 # Optimizer states shaped like their parameter (Adam(W), SGD, RMSprop, Adagrad, Adadelta,
 # Adamax, ASGD, Rprop, Lion, LAMB, ColossalAI HybridAdam/CPUAdam). Others (Adafactor's
@@ -251,11 +252,16 @@ def attach_names(view: CheckpointView, model: CheckpointView | None = None) -> C
         and _named_by_parameter(part)
         and not _all_recorded(part.optimizer)
     ]
-    if named:
-        order = model_order(_best_model(models), [folder])  # one order for every optimizer part
-        for name, part in named:
-            assert part.optimizer is not None
-            view.parts[name] = part.with_optimizer(name_ids(part.optimizer, part.tensors, order))
+    by_name = {n: p for n, p in view.parts.items() if any(p is m for m in models)}
+    orders: dict[int, ParamOrder | None] = {}
+    for name, part in named:
+        assert part.optimizer is not None
+        own = paired(name, by_name) if model is None else None  # optimizer_1.bin -> model_1
+        chosen = by_name[own] if own is not None else _best_model(models)
+        if id(chosen) not in orders:
+            orders[id(chosen)] = model_order(chosen, [folder])
+        order = orders[id(chosen)]
+        view.parts[name] = part.with_optimizer(name_ids(part.optimizer, part.tensors, order))
     return view
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..readers.part_pairing import paired
 from ..security import security_findings
 from ..view import CheckpointView
 from . import bundle, config, integrity, optimizer, scheduler
@@ -164,11 +165,13 @@ def validate_checkpoint(
     # torch schedulers (base_lrs) put initial_lr in the groups; DeepSpeed's WarmupLR & co. do not
     sets_initial_lr = any("base_lrs" in s.values for s in parts.schedulers)
     for opt in parts.optimizers:
-        findings += optimizer.check_optimizer(opt, the_model, sets_initial_lr, stats)
+        findings += optimizer.check_optimizer(
+            opt, _model_of(opt, parts, the_model), sets_initial_lr, stats
+        )
     for sched in parts.schedulers:
         findings += scheduler.check_scheduler(
             sched,
-            _pair(parts.optimizers),
+            _pair(parts.optimizers, sched.label),
             run_epoch,
             scheduler.scheduler_steps_per_optimizer_step(parts),
         )
@@ -189,6 +192,15 @@ def numeric_scan(parts: Components, progress: ProgressFn | None) -> Any:
     return numeric_rules.scan(parts.leaves, progress)
 
 
-def _pair(optimizers: list[OptimizerPart]) -> OptimizerPart | None:
-    """The optimizer a scheduler belongs to (the first with param groups)."""
-    return next((o for o in optimizers if o.groups and not o.flat), None)
+def _model_of(opt: OptimizerPart, parts: Components, default: ModelPart | None) -> ModelPart | None:
+    """The model ``opt`` trains: accelerate's optimizer_k.bin pairs with model_k."""
+    own = paired(opt.label, [m.label for m in parts.models])
+    return next((m for m in parts.models if m.label == own), default)
+
+
+def _pair(optimizers: list[OptimizerPart], scheduler_label: str = "") -> OptimizerPart | None:
+    """The optimizer a scheduler belongs to: accelerate's scheduler_k.bin pairs with
+    optimizer_k.bin; otherwise the first with param groups."""
+    usable = [o for o in optimizers if o.groups and not o.flat]
+    own = paired(scheduler_label, [o.label for o in usable])
+    return next((o for o in usable if o.label == own), usable[0] if usable else None)
