@@ -11,9 +11,11 @@ order (group by group, each group's list order), with the FQNs as ``recorded`` n
 A plain ``optimizer.state_dict()`` saved through DCP (``optim.state.<id>.<name>``, integer
 ``params`` lists) gets an :class:`OptimizerInfo` with its own ids and no names.
 
-With ``flatten_optimizer_state_dict=True`` the groups are written per FQN
-(``optim.param_groups.<fqn>.<key>``) and their membership is lost; such a state is not named
-here (no :class:`OptimizerInfo`).
+With ``flatten_optimizer_state_dict=True`` (torchtitan's default) the groups are written per
+FQN (``optim.param_groups.<fqn>.<key>``) and the lists are gone: :func:`flattened_groups`
+rebuilds them from the parameters' settings (parameters with equal settings form one group, in
+order of first appearance; two groups saved with identical settings become one, which changes
+no rule's verdict), then the state is read as above.
 """
 
 from __future__ import annotations
@@ -117,11 +119,46 @@ def fqn_optimizer_info(
     )
 
 
+FLAT_GROUP_KEY = re.compile(r"^(.*?)param_groups\.(.+)\.([^.]+)$")
+FLAT_SOURCE = "FQN keys of the DCP optimizer state (flattened; groups rebuilt from settings)"
+
+
+def flattened_groups(
+    values: Mapping[str, Any], records: Iterable[TensorRecord] = ()
+) -> dict[str, list[dict[str, Any]]]:
+    """prefix -> param groups (``params`` = FQN lists) rebuilt from a flattened optimizer
+    (``<prefix>param_groups.<fqn>.<key>`` per parameter), for prefixes whose states are keyed
+    by those FQNs; empty when there is none."""
+    settings: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, value in values.items():
+        m = FLAT_GROUP_KEY.match(key)
+        if m is None or m.group(2).isdigit() or (m.group(1) and not m.group(1).endswith(".")):
+            continue
+        settings.setdefault(m.group(1), {}).setdefault(m.group(2), {})[m.group(3)] = value
+    names = [r.name for r in records] + list(values)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for prefix, per_fqn in settings.items():
+        head = prefix + "state."
+        stated = {n[len(head) :].rsplit(".", 1)[0] for n in names if n.startswith(head)}
+        if not stated or not stated <= set(per_fqn) or any("lr" not in s for s in per_fqn.values()):
+            continue
+        groups: dict[str, dict[str, Any]] = {}
+        for fqn, setting in per_fqn.items():
+            key = repr(sorted(setting.items()))
+            groups.setdefault(key, {**setting, "params": []})["params"].append(fqn)
+        out[prefix] = list(groups.values())
+    return out
+
+
 def dcp_optimizer_info(
     records: Iterable[TensorRecord], values: Mapping[str, Any]
 ) -> tuple[str, OptimizerInfo] | None:
     """(prefix, structure) of the first optimizer saved in a DCP state, or None."""
     records = list(records)
+    for prefix, groups in sorted(flattened_groups(values, records).items()):
+        named = fqn_optimizer_info(prefix, groups, records, values, FLAT_SOURCE)
+        if named is not None:
+            return prefix, named
     by_prefix = _groups_by_prefix(values)
     for prefix in optimizer_prefixes(values):
         groups = [dict(by_prefix[prefix][i]) for i in sorted(by_prefix[prefix])]

@@ -6,13 +6,19 @@ the parameter-name keying of ``torch.distributed.checkpoint.state_dict.get_state
 (accelerate's ``optimizer.bin``, Trainer FSDP): ``state.<fqn>.<name>`` with FQN ``params``
 lists. The latter is read the way DCP folders are (:func:`.dcp_optim.fqn_optimizer_info`):
 ids numbered as torch numbers them, the FQNs kept as ``recorded`` names.
+
+Groups that hold a tensor (LAMB implementations keep ``step`` as a tensor in each group) are
+flattened to ``param_groups.<i>.<key>`` leaves; they are put back together here, a one-element
+tensor as its value where the file's bytes give it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..io.raw_values import record_scalar
 from ..types import OptimizerInfo, TensorRecord
 from .dcp_optim import fqn_optimizer_info
 
@@ -41,6 +47,48 @@ def _plain_groups(groups: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+GROUP_LEAF = re.compile(r"^param_groups\.(\d+)\.(.+)$")
+
+
+def flattened_groups(
+    records: Iterable[TensorRecord], values: Mapping[str, Any]
+) -> list[dict[str, Any]] | None:
+    """The groups from ``param_groups.<i>.<key>`` leaves (None when there are none); a tensor
+    member is its value when it has one element readable from the file, else its record."""
+    leaves: dict[int, dict[str, Any]] = {}
+    for name, value in values.items():
+        if m := GROUP_LEAF.match(name):
+            leaves.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    for r in records:
+        if m := GROUP_LEAF.match(r.name):
+            value = record_scalar(r) if r.numel == 1 else None
+            leaves.setdefault(int(m.group(1)), {})[m.group(2)] = r if value is None else value
+    if not leaves:
+        return None
+    return [_nest(leaves[i]) for i in sorted(leaves)]
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"betas.0": a, "betas.1": b}`` -> ``{"betas": [a, b]}`` (a container holding a tensor
+    was flattened one level deeper)."""
+    out: dict[str, Any] = {}
+    deep: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        head, dot, rest = key.partition(".")
+        if dot:
+            deep.setdefault(head, {})[rest] = value
+        else:
+            out[key] = value
+    for head, sub in deep.items():
+        nested = _nest(sub)
+        seq = sorted(nested, key=lambda k: int(k) if k.isdigit() else -1)
+        if seq and all(k.isdigit() for k in seq) and [int(k) for k in seq] == list(range(len(seq))):
+            out[head] = [nested[k] for k in seq]
+        else:
+            out[head] = nested
+    return out
+
+
 def optimizer_info_from_tree(
     records: Iterable[TensorRecord], values: Mapping[str, Any], groups: Any = None
 ) -> OptimizerInfo:
@@ -49,6 +97,8 @@ def optimizer_info_from_tree(
     records = list(records)
     if groups is None:
         groups = values.get("param_groups")
+    if groups is None:
+        groups = flattened_groups(records, values)
     plain = _plain_groups(groups)
     if _lists_names(plain):
         named = fqn_optimizer_info("", list(plain), records, values, NAME_SOURCE)

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-CACHE_VERSION = "timeline-6"
+CACHE_VERSION = "timeline-7"
 HEADER_BYTES = 16 * 1024
 
 

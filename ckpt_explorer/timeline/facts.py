@@ -21,6 +21,7 @@ from .model import CheckpointSummary, TensorFacts
 
 HYPER_KEYS = ("lr", "initial_lr", "betas", "eps", "weight_decay", "momentum", "amsgrad")
 MOMENTS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
+_GROUP_VALUE = re.compile(r"(?:^|[/.])param_groups\.")
 _STATE_ID = re.compile(r"(?:^|[/.])state\.(\d+)\.[^./]+$")
 # Positions recorded by the run, strongest first (the folder name is not a record).
 _SOURCES = ("trainer_state.json", "running_states", "meta", "run_state", "global_steps")
@@ -192,7 +193,7 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
     ema = ema_labels(comps)
     bookkeeping = bookkeeping_names(comps)  # run state (a callback's best_score): not followed
     for name, dtype, shape, param, state in tensor_listing(view, comps):
-        if name in bookkeeping:
+        if name in bookkeeping or _GROUP_VALUE.search(name):  # a LAMB group's step tensor
             continue
         group = None
         if state is None and name in known:  # nested keys (``optimizer.state.<id>...``)

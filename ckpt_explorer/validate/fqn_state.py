@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..readers.dcp_optim import flattened_groups
 from ..types import TensorRecord
 from ..view import CheckpointView
 
@@ -61,7 +62,10 @@ def _group_fqns(view: CheckpointView) -> dict[str, list[list[str]]]:
         ]  # an empty group lists nothing; any other group must list names
         if any(lists) and all(names is not None for names in lists):
             found[prefix] = {i: names for i, names in enumerate(lists) if names is not None}
-    return {prefix: [groups[i] for i in sorted(groups)] for prefix, groups in found.items()}
+    out = {prefix: [groups[i] for i in sorted(groups)] for prefix, groups in found.items()}
+    for prefix, rebuilt in flattened_groups(view.values, view.tensors).items():
+        out.setdefault(prefix, [list(g["params"]) for g in rebuilt])
+    return out
 
 
 def _recorded_ids(view: CheckpointView, fqns: set[str]) -> dict[int, str] | None:

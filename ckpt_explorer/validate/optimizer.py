@@ -17,6 +17,7 @@ from .numeric import TensorStats
 from .parts import ModelPart, OptimizerPart, parameter_records
 
 ADAM_KEYS = ("lr", "betas", "eps", "weight_decay")
+NOT_ADAM_GROUP_KEYS = ("decay_rate", "clip_threshold", "clipping_threshold")
 SHARED_KEYS = ("betas", "eps", "amsgrad", "maximize", "capturable", "differentiable")
 MAX_PER_RULE = 20
 
@@ -122,9 +123,20 @@ def _id_order(item: tuple[Any, Any]) -> tuple[int, int, str]:
     return (0, pid, "") if isinstance(pid, int) else (1, 0, str(pid))
 
 
+def adam_family(opt: OptimizerPart) -> bool:
+    """Adam's states (``exp_avg`` and ``exp_avg_sq`` of one param), and nothing of an optimizer
+    that keeps a second moment its own way: a factored one (``exp_avg_sq_row``/``_col``,
+    ``_r``/``_c``) or a decay schedule / update clipping in its groups (Adafactor)."""
+    if any(name.startswith("exp_avg_sq_") for s in opt.states.values() for name in s):
+        return False
+    if any(k in g for g in opt.groups for k in NOT_ADAM_GROUP_KEYS):
+        return False
+    return any("exp_avg" in s and "exp_avg_sq" in s for s in opt.states.values())
+
+
 def _hyper(opt: OptimizerPart, has_scheduler: bool) -> list[Finding]:
     out: list[Finding] = []
-    adam = any("exp_avg_sq" in s for s in opt.states.values())
+    adam = adam_family(opt)
     for gi, g in enumerate(opt.groups):
         needed = ADAM_KEYS if adam else ("lr",)
         missing = [k for k in needed if k not in g]
@@ -233,8 +245,10 @@ def _against_model(opt: OptimizerPart, model: ModelPart) -> list[Finding]:
     """Findings only where no assignment of parameters to ids fits (see
     readers/param_alignment.py); recorded names are checked against the model's shapes."""
     info = opt.view.optimizer
-    if opt.prefix or info is None or not info.names:
+    if info is None or not info.names:
         return []
+    if opt.prefix and not all(pn.how == "recorded" for pn in info.names.values()):
+        return []  # ids under a key of a bigger state: only recorded names say whose they are
     out: list[Finding] = []
     ids = opt.group_ids() or opt.all_ids()
     if any(ORPHAN not in msg for msg in info.inconsistencies):  # orphans: see _groups
@@ -250,7 +264,7 @@ def _against_model(opt: OptimizerPart, model: ModelPart) -> list[Finding]:
             if ORPHAN not in msg
         ]
         return out
-    shapes = {r.name: tuple(r.shape) for r in model.records}
+    shapes = _shapes_by_name(model)
     for pid, pn in info.names.items():
         want = opt.state_shape(pid)
         if pn.how != "recorded" or pn.name not in shapes or want is None:
@@ -278,6 +292,22 @@ def _against_model(opt: OptimizerPart, model: ModelPart) -> list[Finding]:
             )
         )
     return out
+
+
+def _shapes_by_name(model: ModelPart) -> dict[str, tuple[int, ...]]:
+    """Model tensor shapes by name, also under the name without the state's own prefix
+    (``model.layers.0.wq.weight`` as ``layers.0.wq.weight``: a DCP state keys its model
+    ``model.<fqn>`` and its optimizer by ``<fqn>``) when that tail names one tensor only."""
+    shapes = {r.name: tuple(r.shape) for r in model.records}
+    tails: dict[str, list[str]] = {}
+    for name in shapes:
+        for i, ch in enumerate(name):
+            if ch in "./":
+                tails.setdefault(name[i + 1 :], []).append(name)
+    for tail, names in tails.items():
+        if tail not in shapes and len(names) == 1:
+            shapes[tail] = shapes[names[0]]
+    return shapes
 
 
 def _hint(message: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io.raw_values import record_scalar
+from ..readers.dcp_optim import flattened_groups
 from ..readers.json_files import optional_json
 from ..readers.one_file import part_prefix
 from ..readers.optimizer_info import keeps_parameter_order
@@ -226,6 +227,9 @@ def _groups(view: CheckpointView, prefix: str) -> list[dict[str, Any]]:
     raw = view.values.get(prefix + "param_groups")
     if isinstance(raw, list | tuple):
         return [dict(g) for g in raw if isinstance(g, dict)]
+    rebuilt = flattened_groups(view.values, view.tensors).get(prefix)
+    if rebuilt is not None:  # flatten_optimizer_state_dict: FQN lists, made ids by the caller
+        return [dict(g) for g in rebuilt]
     flat: dict[int, dict[str, Any]] = {}
     for key, value in view.values.items():
         m = GROUP_KEY.match(key)
@@ -334,6 +338,9 @@ def _walk(view: CheckpointView, label: str, out: Components) -> None:
                 )
 
 
+OPTIM_ENTRY = re.compile(r"(?:^|\.)(?:state|param_groups)\.")  # not torchtitan's train_state.step
+
+
 def _run_values(view: CheckpointView, taken: set[str]) -> dict[str, dict[str, Any]]:
     """prefix -> run position entries (``step``, ``train_state.step`` ...) of a one-view
     training state (DCP), from plain values or 0-dim integer tensors; optimizer and
@@ -343,7 +350,7 @@ def _run_values(view: CheckpointView, taken: set[str]) -> dict[str, dict[str, An
 
     def keep(name: str) -> tuple[str, str] | None:
         prefix, _, key = name.rpartition(".")
-        if key not in RUN_KEYS or name in taken or "state." in name or "param_groups" in name:
+        if key not in RUN_KEYS or name in taken or OPTIM_ENTRY.search(name):
             return None
         if prefix and name.startswith(schedulers):
             return None

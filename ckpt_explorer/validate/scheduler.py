@@ -10,7 +10,9 @@ import math
 from collections import Counter
 from typing import Any
 
+from ..io.raw_values import record_scalar
 from ..readers.roles import DETAIL_ACCELERATE_RNG
+from ..types import TensorRecord
 from .findings import Finding
 from .parts import Components, OptimizerPart, ValuesPart
 
@@ -64,11 +66,35 @@ def _counter(values: dict[str, Any]) -> str:
 
 
 def optimizer_step(opt: OptimizerPart) -> float | None:
-    """The step most params of ``opt`` have."""
-    steps = opt.steps()
+    """The step most params of ``opt`` have; where no param state holds one, the step most
+    param groups hold (LAMB implementations, Adan: one ``step`` per group)."""
+    steps = list(opt.steps().values()) or _group_steps(opt)
     if not steps:
         return None
-    return Counter(steps.values()).most_common(1)[0][0]
+    return Counter(steps).most_common(1)[0][0]
+
+
+def _group_steps(opt: OptimizerPart) -> list[float]:
+    tensors = {r.name: r for r in opt.view.tensors}
+    out = []
+    for i, g in enumerate(opt.groups):
+        value = g.get("step", tensors.get(f"{opt.prefix}param_groups.{i}.step"))
+        if isinstance(value, TensorRecord):
+            value = _scalar(opt, value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out.append(float(value))
+    return out
+
+
+def _scalar(opt: OptimizerPart, record: TensorRecord) -> float | None:
+    """A one-element tensor's value: from the file's bytes, else loaded through torch."""
+    if record.numel != 1:
+        return None
+    try:
+        value = record_scalar(record)
+        return value if value is not None else float(opt.view.load(record.name).reshape(-1)[0])
+    except Exception:
+        return None
 
 
 def _close(a: float, b: float) -> bool:
