@@ -12,7 +12,7 @@ A plain ``optimizer.state_dict()`` saved through DCP (``optim.state.<id>.<name>`
 ``params`` lists) gets an :class:`OptimizerInfo` with its own ids and no names.
 
 With ``flatten_optimizer_state_dict=True`` (torchtitan's default) the groups are written per
-FQN (``optim.param_groups.<fqn>.<key>``) and the lists are gone: :func:`flattened_groups`
+FQN (``optim.param_groups.<fqn>.<key>``) and the lists are gone: :func:`groups_from_settings`
 rebuilds them from the parameters' settings (parameters with equal settings form one group, in
 order of first appearance; two groups saved with identical settings become one, which changes
 no rule's verdict), then the state is read as above.
@@ -123,7 +123,7 @@ FLAT_GROUP_KEY = re.compile(r"^(.*?)param_groups\.(.+)\.([^.]+)$")
 FLAT_SOURCE = "FQN keys of the DCP optimizer state (flattened; groups rebuilt from settings)"
 
 
-def flattened_groups(
+def groups_from_settings(
     values: Mapping[str, Any], records: Iterable[TensorRecord] = ()
 ) -> dict[str, list[dict[str, Any]]]:
     """prefix -> param groups (``params`` = FQN lists) rebuilt from a flattened optimizer
@@ -155,7 +155,7 @@ def dcp_optimizer_info(
 ) -> tuple[str, OptimizerInfo] | None:
     """(prefix, structure) of the first optimizer saved in a DCP state, or None."""
     records = list(records)
-    for prefix, groups in sorted(flattened_groups(values, records).items()):
+    for prefix, groups in sorted(groups_from_settings(values, records).items()):
         named = fqn_optimizer_info(prefix, groups, records, values, FLAT_SOURCE)
         if named is not None:
             return prefix, named

@@ -50,7 +50,7 @@ def _plain_groups(groups: Any) -> tuple[dict[str, Any], ...]:
 GROUP_LEAF = re.compile(r"^param_groups\.(\d+)\.(.+)$")
 
 
-def flattened_groups(
+def groups_from_tree(
     records: Iterable[TensorRecord], values: Mapping[str, Any]
 ) -> list[dict[str, Any]] | None:
     """The groups from ``param_groups.<i>.<key>`` leaves (None when there are none); a tensor
@@ -98,7 +98,7 @@ def optimizer_info_from_tree(
     if groups is None:
         groups = values.get("param_groups")
     if groups is None:
-        groups = flattened_groups(records, values)
+        groups = groups_from_tree(records, values)
     plain = _plain_groups(groups)
     if _lists_names(plain):
         named = fqn_optimizer_info("", list(plain), records, values, NAME_SOURCE)

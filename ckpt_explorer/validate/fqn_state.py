@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..readers.dcp_optim import flattened_groups
+from ..readers.dcp_optim import groups_from_settings
 from ..types import TensorRecord
 from ..view import CheckpointView
 
@@ -63,7 +63,7 @@ def _group_fqns(view: CheckpointView) -> dict[str, list[list[str]]]:
         if any(lists) and all(names is not None for names in lists):
             found[prefix] = {i: names for i, names in enumerate(lists) if names is not None}
     out = {prefix: [groups[i] for i in sorted(groups)] for prefix, groups in found.items()}
-    for prefix, rebuilt in flattened_groups(view.values, view.tensors).items():
+    for prefix, rebuilt in groups_from_settings(view.values, view.tensors).items():
         out.setdefault(prefix, [list(g["params"]) for g in rebuilt])
     return out
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io.raw_values import record_scalar
-from ..readers.dcp_optim import flattened_groups
+from ..readers.dcp_optim import groups_from_settings
 from ..readers.json_files import optional_json
 from ..readers.one_file import part_prefix
 from ..readers.optimizer_info import keeps_parameter_order
@@ -227,7 +227,7 @@ def _groups(view: CheckpointView, prefix: str) -> list[dict[str, Any]]:
     raw = view.values.get(prefix + "param_groups")
     if isinstance(raw, list | tuple):
         return [dict(g) for g in raw if isinstance(g, dict)]
-    rebuilt = flattened_groups(view.values, view.tensors).get(prefix)
+    rebuilt = groups_from_settings(view.values, view.tensors).get(prefix)
     if rebuilt is not None:  # flatten_optimizer_state_dict: FQN lists, made ids by the caller
         return [dict(g) for g in rebuilt]
     flat: dict[int, dict[str, Any]] = {}
