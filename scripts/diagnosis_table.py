@@ -3,7 +3,8 @@
 Usage: ``.venv/bin/python scripts/diagnosis_table.py [--out DIAGNOSIS.md] [FOLDER ...]``
 
 Without FOLDER it runs the makers named in ``MAKERS`` (``realworld_hf``, ``realworld_torch``,
-``realworld_dist``, ``realworld_lightning``, ``realworld_multiproc``, ``realworld_trainer_ds``)
+``realworld_dist``, ``realworld_lightning``, ``realworld_multiproc``, ``realworld_trainer_ds``,
+``realworld_diffusers``)
 through the test suite's cache (``.fixture-cache/``, keyed by the maker's source); a FOLDER is a maker output
 holding ``manifest.json``. Each state is scored with ``tests/realworld_check.py``: per setup,
 clean states with 0 errors / 0 false warnings, optimizer ids named right / ambiguous / unknown /
@@ -29,6 +30,7 @@ MAKERS = (
     "realworld_lightning",
     "realworld_multiproc",
     "realworld_trainer_ds",
+    "realworld_diffusers",
 )
 COMMAND = ".venv/bin/python scripts/diagnosis_table.py --out DIAGNOSIS.md"
 
