@@ -236,3 +236,19 @@ def test_dashboard_compares_a_per_part_pair_by_its_model_files(part_run: Path) -
     assert (a, b) == (f"{part_run.name}/model_3.pt", f"{part_run.name}/model_6.pt")
     for rel in (a, b):
         assert open_checkpoint(part_run.parent / rel).kind == "model"
+
+
+def test_watch_waits_for_the_rest_of_a_per_part_save(part_run: Path, tmp_path: Path) -> None:
+    """A live run has written model_12.pt and ema_12.pt but not yet optim_12.pt: a watching
+    build lists step 12 as pending (no part_missing), and reads it once the file lands."""
+    run = shutil.copytree(part_run, tmp_path / "live")
+    late = (run / "optim_12.pt").read_bytes()
+    (run / "optim_12.pt").unlink()
+    t = build_timeline(run, settle_s=1e-6)
+    assert [c.step for c in t.checkpoints] == [3, 6, 9]
+    assert len(t.pending) == 1 and "model_12.pt" in t.pending[0], t.pending
+    assert not [a for a in t.anomalies if a.kind == "part_missing"]
+    (run / "optim_12.pt").write_bytes(late)
+    t = build_timeline(run, settle_s=1e-6)
+    assert [c.step for c in t.checkpoints] == [3, 6, 9, 12] and not t.pending
+    assert _loud(t) == []

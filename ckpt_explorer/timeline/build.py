@@ -147,6 +147,17 @@ def _pairs(
             progress("pair", i, len(ordered) - 1)
 
 
+def _partial_last_save(cands: list[Candidate]) -> Candidate | None:
+    """The newest checkpoint saved one file per part when it has fewer parts than the run's
+    other saves: its other files are still to come (``model_N.pt`` written, ``optim_N.pt``
+    not yet), so a live run waits for them rather than reporting a part missing."""
+    saves = sorted((c for c in cands if c.parts), key=lambda c: c.name_step or 0)
+    if len(saves) < 2:
+        return None
+    last = saves[-1]
+    return last if len(last.parts) < max(len(c.parts) for c in saves[:-1]) else None
+
+
 def build_timeline(
     run_dir: str | Path,
     cache_dir: str | Path | SummaryCache | None = None,
@@ -162,7 +173,8 @@ def build_timeline(
             checkpoint and reads no tensor (``timeline.stats`` counts the work done).
         progress: called as ``progress(stage, done, total)``.
         settle_s: leave out checkpoints modified less than this many seconds ago (a save
-            in progress); they are listed in ``timeline.pending``.
+            in progress), and a newest per-part save with fewer files than the others; they
+            are listed in ``timeline.pending``.
 
     Raises:
         CkptExplorerError: ``run_dir`` is not a folder of checkpoints.
@@ -178,10 +190,11 @@ def build_timeline(
     pending: list[str] = []
     cands = discover(run_dir)
     by_path = {str(c.path): c for c in cands}
+    partial = _partial_last_save(cands) if settle_s else None
     found = []
     for cand in cands:
         ident, mtime = identity(cand.path, cand.files if cand.parts else None)
-        if settle_s and now - mtime < settle_s:
+        if (settle_s and now - mtime < settle_s) or cand is partial:
             pending.append(str(cand.path))
             continue
         found.append((cand, ident, mtime, cache.get("ckpt", ident)))
