@@ -100,3 +100,44 @@ def test_args_namespace_in_a_model_file_stays_an_error(tmp_path: Path) -> None:
     assert open_checkpoint(path).kind != "training_state"
     refused = [f for f in validate_checkpoint(path).findings if f.rule == REFUSED]
     assert [f.severity for f in refused] == ["error"]
+
+
+def _accumulating_loop(path: Path, record_k: bool) -> None:
+    """A plain AMP loop with gradient accumulation over 4 micro-steps whose saved ``step``
+    counts micro-steps (as many loops do), with or without the k it used."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.LinearLR(opt, 0.1, 1.0, 10)
+    scaler = torch.amp.GradScaler("cpu")
+    k, micro = 4, 0
+    for _ in range(12):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(torch.randn(4, 8)).float().pow(2).mean() / k
+        scaler.scale(loss).backward()
+        micro += 1
+        if micro % k == 0:
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            sched.step()
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict()}
+    state.update(lr_scheduler=sched.state_dict(), scaler=scaler.state_dict(), step=micro)
+    if record_k:
+        state["grad_accum_steps"] = k
+    torch.save(state, path)
+
+
+def test_recorded_gradient_accumulation_explains_the_steps(tmp_path: Path) -> None:
+    """Run position 12 micro-steps, optimizer step 3, grad_accum_steps = 4 saved: info; the
+    same file without the recorded k stays a warning (the files cannot tell it then)."""
+    with_k, without_k = tmp_path / "with.pt", tmp_path / "without.pt"
+    _accumulating_loop(with_k, record_k=True)
+    _accumulating_loop(without_k, record_k=False)
+    found = [f for f in validate_checkpoint(with_k).findings if f.rule == "bundle.optimizer_step"]
+    assert [f.severity for f in found] == ["info"] and "grad_accum_steps = 4" in found[0].message
+    assert not _loud(validate_checkpoint(with_k).findings)
+    found = [
+        f for f in validate_checkpoint(without_k).findings if f.rule == "bundle.optimizer_step"
+    ]
+    assert [f.severity for f in found] == ["warning"]

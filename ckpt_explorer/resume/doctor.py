@@ -342,7 +342,7 @@ def _part_steps(a: Side, b: Side) -> Cause | None:
             if f.rule in ("bundle.step_mismatch", "bundle.epoch_mismatch"):
                 ev.append(f"{name}: {f.message}")
                 strong = True
-            elif f.rule == "bundle.optimizer_step":
+            elif f.rule == "bundle.optimizer_step" and f.severity != "info":
                 ev.append(f"{name}: {f.message}")
         if (
             side.sched_step is not None

@@ -151,12 +151,13 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
     for opt in parts.optimizers:
         step = optimizer_step(opt)
         if position is not None and step is not None and int(step) != position and not opt.flat:
+            accumulation = _accumulation(position, step, parts)
             out.append(
                 Finding(
                     "bundle.optimizer_step",
-                    "warning",
+                    "info" if accumulation else "warning",
                     f"the optimizer step is {step:g} but the run position is {position} "
-                    f"({', '.join(claims)})",
+                    f"({', '.join(claims)})" + (f": {accumulation}" if accumulation else ""),
                     "Expected with gradient accumulation (position counts micro-steps) or "
                     "skipped fp16 steps; otherwise the optimizer is from another checkpoint.",
                     file=opt.label.rstrip("/") or None,
@@ -176,6 +177,29 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
                     )
                 )
     return out
+
+
+ACCUMULATION_KEYS = (
+    "gradient_accumulation_steps",
+    "grad_accum_steps",
+    "grad_accum",
+    "accum_iter",
+    "accumulate_grad_batches",
+)
+
+
+def _accumulation(position: int, step: float, parts: Components) -> str:
+    """Why a run position that is k × the optimizer step is gradient accumulation over k
+    micro-steps, when the files record that k; "" when they do not (an optimizer and a
+    scheduler both restarted on resume can look the same: that stays a warning)."""
+    if step < 1 or position % int(step) or position // int(step) < 2 or step != int(step):
+        return ""
+    k = position // int(step)
+    values = [v for rs in parts.run_states for v in rs.values.items()] + list(parts.args.items())
+    recorded = [key for key, v in values if key.rsplit(".", 1)[-1] in ACCUMULATION_KEYS and v == k]
+    if recorded:
+        return f"{k} × the optimizer step, gradient accumulation ({recorded[0]} = {k})"
+    return ""
 
 
 def _epoch(path: Path, parts: Components) -> list[Finding]:
