@@ -29,8 +29,8 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
 class Pair:
     """One aligned name: ``a`` or ``b`` is None for a name present on one side only.
 
-    ``how`` is ``"param_name"``, ``"exact"``, ``"rename"``, ``"prefix"``, ``"part"`` or
-    ``"unpaired"``.
+    ``how`` is ``"param_name"``, ``"exact"``, ``"rename"``, ``"prefix"``, ``"part"``,
+    ``"tied"`` (a tied alias recorded by safetensors' ``save_model``) or ``"unpaired"``.
     """
 
     a: str | None

@@ -124,6 +124,7 @@ def plan_pairs(
         param_name_keys(names_a, lambda n: param_name(view_a, n)),
         param_name_keys(names_b, lambda n: param_name(view_b, n)),
     )
+    pairs = _pair_tied(pairs, view_a, view_b)
     pos_a = {r.name: i for i, r in enumerate(view_a.disk_order())}
     pos_b = {r.name: i for i, r in enumerate(view_b.disk_order())}
 
@@ -139,6 +140,34 @@ def plan_pairs(
         rec_b = view_b.record(p.b) if p.b is not None else None
         plans.append(PairPlan(i, p, rec_a, rec_b))
     return plans
+
+
+def tied_aliases(view: CheckpointView) -> dict[str, str]:
+    """Dropped name -> kept name of the tied tensors safetensors' ``save_model`` left out
+    (it records them in ``__metadata__``: ``{"head.weight": "emb.weight"}``)."""
+    names = set(view.names())
+    out = {}
+    for key, value in view.values.items():
+        if key.startswith("__metadata__.") and isinstance(value, str):
+            dropped = key[len("__metadata__.") :]
+            if value in names and dropped not in names:
+                out[dropped] = value
+    return out
+
+
+def _pair_tied(pairs: list[Pair], view_a: CheckpointView, view_b: CheckpointView) -> list[Pair]:
+    """A name one side holds and the other saved as a tied alias pairs with the kept tensor."""
+    tied_a, tied_b = tied_aliases(view_a), tied_aliases(view_b)
+    if not tied_a and not tied_b:
+        return pairs
+    out = []
+    for p in pairs:
+        if p.b is None and p.a in tied_b:
+            p = Pair(p.a, tied_b[p.a], "tied")
+        elif p.a is None and p.b in tied_a:
+            p = Pair(tied_a[p.b], p.b, "tied")
+        out.append(p)
+    return out
 
 
 def resolve_device(device: str) -> torch.device:
