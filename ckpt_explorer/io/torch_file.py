@@ -16,13 +16,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptCheckpointError, TruncatedFileError, UnsafeCheckpointError
+from ..errors import (
+    CorruptCheckpointError,
+    FormatDetectionError,
+    TruncatedFileError,
+    UnsafeCheckpointError,
+)
 from .safe_pickle import LazyTensor, PickleReport, SafeUnpickler, StorageRef, safe_loads
 
 ZIP_MAGIC = b"PK\x03\x04"
 # pickle protocol 2 header + LONG1 of torch's legacy magic number 0x1950a86a20f9469cfc6c
 LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 MAX_PICKLE_BYTES = 512 * 2**20
+
+
+class ExportArchiveError(FormatDetectionError):
+    """A torch.export ``.pt2`` archive opened as a checkpoint (said once, by the opener)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,16 @@ def _unpickle(path: Path, data: bytes | io.BufferedReader, report: PickleReport)
         ) from e
 
 
+def _is_pt2_marker(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    """``<top>/archive_format`` reading ``pt2``: how torch.export marks its archives."""
+    if info.filename.count("/") != 1 or not info.filename.endswith("/archive_format"):
+        return False
+    try:
+        return info.file_size < 64 and zf.read(info).strip() == b"pt2"
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return False
+
+
 def _read_zip(path: Path) -> TorchFileStructure:
     size = path.stat().st_size
     try:
@@ -118,6 +137,14 @@ def _read_zip(path: Path) -> TorchFileStructure:
     with zf, open(path, "rb") as raw:
         infos = zf.infolist()
         pkl = [i for i in infos if i.filename.endswith("data.pkl") and i.filename.count("/") == 1]
+        if len(pkl) != 1 and any(_is_pt2_marker(zf, i) for i in infos):
+            raise ExportArchiveError(
+                path,
+                "a torch.save checkpoint",
+                "a torch.export ExportedProgram archive (.pt2), a program and not a state_dict",
+                "Load it with torch.export.load if you trust it; `ckpt-explorer scan` judges "
+                "its pickles.",
+            )
         if len(pkl) != 1:
             raise CorruptCheckpointError(
                 path,

@@ -7,11 +7,19 @@ from collections import Counter
 from pathlib import Path
 
 from ..validate.findings import Finding
-from .zip_layout import crc_ok, members, read_member
+from .zip_layout import crc_ok, is_pt2, members, read_member
 
 RULE = "security.container"
 _HINT = "Re-save the checkpoint with torch.save (or as safetensors) from a trusted copy."
-_SMALL = 1 << 20  # records outside data/ up to this size are CRC-checked (header-only)
+_SMALL = 1 << 20
+PT2_MESSAGE = (
+    "torch.export ExportedProgram archive (.pt2): torch.export.load unpickles its nested "
+    "sample inputs / pickled constants with a weights_only=False fallback"
+)
+PT2_HINT = (
+    "Load it with torch.export.load only if you trust its source; each nested pickle is "
+    "judged above."
+)  # records outside data/ up to this size are CRC-checked (header-only)
 
 
 def zip_findings(path: Path, label: str) -> list[Finding]:
@@ -64,6 +72,8 @@ def zip_findings(path: Path, label: str) -> list[Finding]:
                     "Load it with torch.jit.load only if you trust its source; weights alone "
                     "travel safer as safetensors.",
                 )
+            if is_pt2(zf, raw):
+                add(PT2_MESSAGE, "info", PT2_HINT)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         pass  # the caller reports the file as unreadable
     return out

@@ -15,7 +15,7 @@ from ..validate.findings import Finding
 from . import container
 from .inert import inert_reason, what_it_does
 from .opcodes import MAX_NESTED, Buffer, PickleRecord, record_pickle
-from .sources import LEGACY_PICKLES, PickleSource, pickle_sources, sniff
+from .sources import LEGACY_PICKLES, PT2_NESTED, PickleSource, pickle_sources, sniff
 from .weights_only import refusals
 
 CODE = "security.code_execution"
@@ -94,7 +94,7 @@ def _judge_source(source: PickleSource, label: str) -> list[Finding]:
 def _pickle_name(source: PickleSource, i: int) -> str:
     if source.count == len(LEGACY_PICKLES):
         return f"the {LEGACY_PICKLES[i]} pickle"
-    return "its pickle"
+    return f"its pickle, which {source.what}" if source.what == PT2_NESTED else "its pickle"
 
 
 def _judge_record(

@@ -62,3 +62,15 @@ def read_member(raw: BinaryIO, member: Member) -> bytes:
 
 def crc_ok(member: Member, data: bytes) -> bool:
     return zlib.crc32(data) & 0xFFFFFFFF == member.info.CRC
+
+
+def is_pt2(zf: zipfile.ZipFile, raw: BinaryIO) -> bool:
+    """True for a torch.export archive: a ``<top>/archive_format`` member reading ``pt2``."""
+    for m in members(zf, raw):
+        name = m.info.filename
+        if name.count("/") == 1 and name.endswith("/archive_format") and m.info.file_size < 64:
+            try:
+                return read_member(raw, m).strip() == b"pt2"
+            except ValueError:
+                return False
+    return False

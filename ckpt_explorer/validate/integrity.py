@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import CkptExplorerError, TruncatedFileError, UnsafeCheckpointError
 from ..io.paths import resolve_inside
+from ..io.torch_file import ExportArchiveError
 from ..readers.sharded_index import INDEX_NAME, STAGE_SHARD, TMP_DIR, find_index
 from ..readers.single_file import open_file_records
 from ..types import TensorRecord
@@ -90,6 +91,8 @@ def _file_records(
                 file=label + rel,
             )
         ]
+    except ExportArchiveError:
+        return None, []  # not a checkpoint: the opener says what it is, in one line
     except (CkptExplorerError, OSError) as e:
         return None, [
             Finding(
