@@ -72,6 +72,12 @@ def classify(root: Any, nested: bool = False) -> tuple[str, str, list[str]]:
         if len(keys & SCHEDULER_KEYS) >= 2:
             found = ", ".join(sorted(keys & SCHEDULER_KEYS))
             return "scheduler", "LR scheduler state", [f"scheduler fields {found}"]
+        if _is_composite_scheduler(root):
+            return (
+                "scheduler",
+                "LR scheduler state (chained)",
+                [f"'_last_lr' beside '_schedulers', {len(root['_schedulers'])} scheduler states"],
+            )
         is_rng, rng_evidence = roles.is_rng_file(root)
         if is_rng:
             if roles.is_accelerate_rng(root):
@@ -131,6 +137,17 @@ def _bookkeeping(tensors: list[LazyTensor], leaves: int) -> bool:
     tracker (Lightning's ``ModelCheckpoint.kth_value``, ``EarlyStopping.best_score``), not
     the weights of a model."""
     return len(tensors) < leaves and all(t.numel <= 1 for t in tensors)
+
+
+def _is_composite_scheduler(root: dict[Any, Any]) -> bool:
+    """ChainedScheduler / SequentialLR state: ``_last_lr`` and a list of child schedulers."""
+    children = root.get("_schedulers")
+    return (
+        "_last_lr" in root
+        and isinstance(children, list)
+        and bool(children)
+        and all(isinstance(c, dict) and classify(c, True)[0] == "scheduler" for c in children)
+    )
 
 
 def _classify_entry(entry: Any) -> tuple[str, str, list[str]]:

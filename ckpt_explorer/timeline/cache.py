@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-CACHE_VERSION = "timeline-7"
+CACHE_VERSION = "timeline-8"
 HEADER_BYTES = 16 * 1024
 
 

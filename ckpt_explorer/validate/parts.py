@@ -28,6 +28,7 @@ GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.(.+)$")
 RUN_KEYS = ("global_step", "global_steps", "step", "iter_num", "epoch", "sample_start_index")
 MODEL_KINDS = ("model", "adapter", "training_state")
 SCHEDULER_MARKERS = ("last_epoch", "base_lrs")
+CHILD_SCHEDULER = re.compile(r"^(.*)_schedulers\.\d+\.$")  # a child of a chained scheduler
 EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
 # Beyond the model families that keep parameter order: one-view states stored in order.
 ORDERED_STATE_FAMILIES = ("torch-dcp", "deepspeed")
@@ -243,6 +244,9 @@ def _groups(view: CheckpointView, prefix: str) -> list[dict[str, Any]]:
 
 
 def _scheduler_prefixes(values: dict[str, Any]) -> list[str]:
+    """Key prefixes of the schedulers among flat values (``<p>last_epoch`` + ``<p>base_lrs``);
+    a ChainedScheduler / SequentialLR (``<p>_last_lr`` + ``<p>_schedulers.<i>.``) is one
+    scheduler at ``<p>``, its children not listed apart."""
     out = []
     for key in values:
         if key.endswith("last_epoch"):
@@ -253,7 +257,15 @@ def _scheduler_prefixes(values: dict[str, Any]) -> list[str]:
                 and ".after_scheduler_dict." not in "." + prefix
             ):
                 out.append(prefix)
-    return out
+    composite: list[str] = []
+    pending = list(out)
+    while pending:
+        m = CHILD_SCHEDULER.match(pending.pop())
+        if m and m.group(1) + "_last_lr" in values and m.group(1) not in composite:
+            composite.append(m.group(1))
+            pending.append(m.group(1))
+    nested = tuple(c + "_schedulers." for c in composite)
+    return [p for p in dict.fromkeys(out + composite) if not p.startswith(nested)]
 
 
 def _strip(values: dict[str, Any], prefix: str) -> dict[str, Any]:

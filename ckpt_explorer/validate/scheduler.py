@@ -2,11 +2,14 @@
 
 ColossalAI's warm-up schedulers (``delayed.py``) stop counting their own ``last_epoch`` when
 the warm-up ends and hand over to ``after_scheduler_dict``; their effective step is the sum.
+torch's SequentialLR counts its own ``last_epoch``; ChainedScheduler has none: its children
+(``_schedulers``, a list or flat ``_schedulers.<i>.`` keys) step together.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -16,14 +19,47 @@ from ..types import TensorRecord
 from .findings import Finding
 from .parts import Components, OptimizerPart, ValuesPart
 
+CHILD_KEY = re.compile(r"^_schedulers\.(\d+)\.(.+)$")
+
 
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def children(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The child scheduler states of a ChainedScheduler / SequentialLR (none otherwise)."""
+    nested = values.get("_schedulers")
+    if isinstance(nested, list | tuple):
+        return [c for c in nested if isinstance(c, dict)]
+    flat: dict[int, dict[str, Any]] = {}
+    for key, value in values.items():
+        m = CHILD_KEY.match(key)
+        if m:
+            flat.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    return [flat[i] for i in sorted(flat)]
+
+
+def _chained_step(values: dict[str, Any]) -> int | None:
+    """ChainedScheduler's steps: its children's (all step together); None if they differ."""
+    steps = {effective_step(c) for c in children(values)}
+    return steps.pop() if len(steps) == 1 else None
+
+
+def _epoch_stepped(values: dict[str, Any]) -> bool:
+    """CosineAnnealingWarmRestarts stepped with fractional epochs (``step(epoch + i / n)``):
+    its ``last_epoch`` counts epochs, not optimizer steps."""
+    t_cur = values.get("T_cur")
+    return isinstance(t_cur, float) and not t_cur.is_integer()
+
+
 def effective_step(values: dict[str, Any]) -> int | None:
-    """Scheduler steps taken: ``last_epoch`` (plus the after-scheduler's after a warm-up)."""
+    """Scheduler steps taken: ``last_epoch`` (plus the after-scheduler's after a warm-up),
+    a ChainedScheduler's children's; None where unknown."""
+    if _epoch_stepped(values):
+        return None
     last = _int(values.get("last_epoch"))
+    if last is None and "_last_lr" in values and children(values):
+        return _chained_step(values)
     if last is None:
         # DeepSpeed's own schedulers (WarmupLR, ...) count from last_batch_iteration = -1
         batch = _int(values.get("last_batch_iteration"))
@@ -62,6 +98,8 @@ def _counter(values: dict[str, Any]) -> str:
     """The field the scheduler counts its steps in, as its state names it."""
     if "last_epoch" not in values and "last_batch_iteration" in values:
         return "last_batch_iteration + 1"
+    if "last_epoch" not in values and children(values):
+        return "its schedulers' last_epoch"
     return "last_epoch"
 
 
@@ -112,7 +150,8 @@ def check_scheduler(
     where = sched.label.rstrip("/") or sched.file or None
     out: list[Finding] = []
     last, count = _int(v.get("last_epoch")), _int(v.get("_step_count"))
-    if last is not None and count is not None and count != last + 1:
+    # count 0: a step() that does not count (CosineAnnealingWarmRestarts overrides it)
+    if last is not None and count and count != last + 1:
         out.append(
             Finding(
                 "scheduler.step_count",
