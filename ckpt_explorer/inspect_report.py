@@ -32,7 +32,7 @@ def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str
         "files": [{"path": f.path, "bytes": f.nbytes} for f in view.files],
         "total_bytes": view.total_bytes,
         "tensor_count": len(view.tensors),
-        "parameter_count": sum(r.numel for r in view.tensors),
+        "parameter_count": view.element_count,  # tied aliases of one storage counted once
         "dtypes": dict(Counter(r.dtype for r in view.tensors)),
         "tensors": [tensor_entry(r) for r in view.tensors],
         "values": {k: to_plain(v) for k, v in view.values.items()},
@@ -133,8 +133,8 @@ def format_inspect(view: CheckpointView, limit: int | None = 40) -> str:
         + (f" — {view.detection.detail}" if view.detection.detail else ""),
         f"kind     {view.kind}",
         f"files    {len(view.files)} ({human_bytes(view.total_bytes)})",
-        f"tensors  {len(view.tensors)} ({sum(r.numel for r in view.tensors):,} elements, "
-        f"{human_bytes(view.tensor_bytes)})",
+        f"tensors  {len(view.tensors)} ({view.element_count:,} elements, "
+        f"{human_bytes(view.unique_tensor_bytes)})",
         "evidence",
     ]
     lines += [f"  - {e}" for e in view.detection.evidence]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +70,18 @@ class CheckpointView:
     @property
     def tensor_bytes(self) -> int:
         return sum(r.nbytes for r in self.tensors)
+
+    @property
+    def element_count(self) -> int:
+        """Elements of the tensors, each storage view counted once: tied names sharing one
+        storage at the same place (a ``.bin`` of T5's ``shared`` / ``embed_tokens`` /
+        ``lm_head``) are one parameter."""
+        return unique_numel(self.tensors)
+
+    @property
+    def unique_tensor_bytes(self) -> int:
+        """Tensor bytes with tied aliases counted once (what the files hold)."""
+        return sum(r.nbytes for r in unique_records(self.tensors))
 
     def disk_order(self) -> list[TensorRecord]:
         """Records sorted by (file, offset): the order that reads each file front to back."""
@@ -147,3 +159,23 @@ def prefixed(
 ) -> list[TensorRecord]:
     """Records of a part, renamed ``<prefix>/<name>`` with files relative to the bundle."""
     return [replace(r, name=f"{prefix}/{r.name}", file=f"{file_prefix}{r.file}") for r in records]
+
+
+def unique_records(records: Iterable[TensorRecord]) -> list[TensorRecord]:
+    """``records`` without the aliases of one storage view (same file, storage, offset, shape
+    and dtype): the first name of each tied set stays."""
+    seen: set[tuple[object, ...]] = set()
+    out = []
+    for r in records:
+        if r.storage_key is not None:
+            key = (r.file, r.storage_key, r.offset, r.shape, r.dtype)
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(r)
+    return out
+
+
+def unique_numel(records: Iterable[TensorRecord]) -> int:
+    """Elements of ``records``, aliases of one storage view counted once."""
+    return sum(r.numel for r in unique_records(records))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..inspect_report import human_bytes
 from ..plain import to_plain
-from ..view import CheckpointView
+from ..view import CheckpointView, unique_numel
 from .numbers import fmt_value
 
 if TYPE_CHECKING:
@@ -83,14 +83,14 @@ def model_parameter_count(view: CheckpointView) -> tuple[int, list[str]] | None:
     when the view holds no model."""
     if view.family == "torch-dcp" and view.kind == "training_state":  # one folder, no parts
         model = [r for r in view.tensors if r.name.startswith("model.")]
-        return (sum(r.numel for r in model), ["model.*"]) if model else None
+        return (unique_numel(model), ["model.*"]) if model else None
     if view.parts:
         parts = [(n, p) for n, p in view.parts.items() if p.detection.kind in MODEL_KINDS]
     else:
         parts = [("", view)] if view.detection.kind in MODEL_KINDS else []
     if not parts:
         return None
-    return sum(r.numel for _, p in parts for r in p.tensors), [n for n, _ in parts if n]
+    return unique_numel(r for _, p in parts for r in p.tensors), [n for n, _ in parts if n]
 
 
 def parts_frame(view: CheckpointView) -> pd.DataFrame:
