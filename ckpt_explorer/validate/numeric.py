@@ -121,8 +121,9 @@ def scan(
             yield label + r.name, r, stats
 
 
-# PEFT initialises LoRA's B (and lora_embedding_B) to zeros: all-zero there is by design.
-ZERO_BY_DESIGN = ("lora_B.", "lora_embedding_B")
+# Zero by design: PEFT initialises LoRA's B (and lora_embedding_B) to zeros; BART, mBART,
+# Marian, Pegasus and Blenderbot register ``final_logits_bias`` (1 x vocab) as zeros.
+ZERO_BY_DESIGN = ("lora_B.", "lora_embedding_B", "final_logits_bias")
 
 
 def _is_optimizer_state(name: str) -> bool:
@@ -183,7 +184,7 @@ def findings_for(
         )
     if (
         stats.all_zero
-        and len(record.shape) >= 2
+        and sum(d > 1 for d in record.shape) >= 2  # a matrix, not a 1 x N row
         and not _is_optimizer_state(name)
         and not _zero_by_design(name)
     ):
