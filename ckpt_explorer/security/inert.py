@@ -109,6 +109,14 @@ _INERT: dict[str, frozenset[str]] = {
     "transformers.integrations.deepspeed": frozenset(
         {"HfTrainerDeepSpeedConfig", "HfDeepSpeedConfig"}
     ),
+    # TRL's trainer configs: dataclass subclasses of TrainingArguments (trl 1.16: no
+    # __new__, __reduce__, __setstate__, __setattr__ or __getattr__ in their MRO)
+    "trl.trainer.sft_config": frozenset({"SFTConfig"}),
+    "trl.trainer.dpo_config": frozenset({"DPOConfig"}),
+    "trl.trainer.grpo_config": frozenset({"GRPOConfig"}),
+    "trl.trainer.kto_config": frozenset({"KTOConfig"}),
+    "trl.trainer.reward_config": frozenset({"RewardConfig"}),
+    "trl.trainer.rloo_config": frozenset({"RLOOConfig"}),
     # OmegaConf configs (Hydra; Lightning's save_hyperparameters(cfg), NeMo): no __new__ or
     # __reduce__; their __setstate__ (omegaconf.base.Node, basecontainer.BaseContainer, 2.x)
     # only reads the pickled metadata's type annotations and updates __dict__; the Metadata
