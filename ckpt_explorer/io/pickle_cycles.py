@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .pickle_limits import LEAF_TYPES
+
 # (value, replace) for each reference an object holds; replace is None when the holder cannot
 # be changed (tuple elements, dict keys)
 Slots = Callable[[Any], Iterator[tuple[Any, Callable[[Any], None] | None]]]
-
-_LEAVES = (str, int, float, bool, bytes, type(None), complex)
 
 
 def back_reference(target: Any) -> str:
@@ -32,13 +32,13 @@ def cut_back_references(root: Any, slots: Slots) -> int:
     done: set[int] = set()
     cut = 0
     stack: list[tuple[Any, Iterator[tuple[Any, Callable[[Any], None] | None]]]] = []
-    if not isinstance(root, _LEAVES):
+    if not isinstance(root, LEAF_TYPES):
         on_path.add(id(root))
         stack.append((root, slots(root)))
     while stack:
         node, refs = stack[-1]
         for child, replace in refs:
-            if isinstance(child, _LEAVES) or id(child) in done:
+            if isinstance(child, LEAF_TYPES) or id(child) in done:
                 continue
             if id(child) in on_path:
                 if replace is not None:

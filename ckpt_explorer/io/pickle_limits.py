@@ -17,7 +17,7 @@ from typing import Any
 UNITS_PER_BYTE = 4
 MIN_UNITS = 1_000_000
 
-_LEAF_TYPES = (str, int, float, bool, bytes, type(None), complex)
+LEAF_TYPES = (str, int, float, bool, bytes, type(None), complex)  # nothing to walk under
 
 
 # The only text codecs a pickle may name (torch/pickle protocol 2 writes bytes as latin1 text);
@@ -71,7 +71,7 @@ def charge_walk(budget: WorkBudget, root: Any, children: Callable[[Any], Iterabl
     stack = [root]
     while stack:
         item = stack.pop()
-        if isinstance(item, _LEAF_TYPES):
+        if isinstance(item, LEAF_TYPES):
             continue
         kids = list(children(item))
         if kids:
@@ -125,7 +125,7 @@ class GuardedConstructor:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args:
             return self.ctor(**kwargs)
-        if self.ctor is str and not isinstance(args[0], _LEAF_TYPES):
+        if self.ctor is str and not isinstance(args[0], LEAF_TYPES):
             raise pickle.UnpicklingError(f"str() of a {type(args[0]).__name__} is not allowed")
         encoding = args[1] if len(args) > 1 else kwargs.get("encoding")
         if encoding is not None and normalized_encoding(encoding) not in TEXT_ENCODINGS:

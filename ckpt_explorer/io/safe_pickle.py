@@ -621,21 +621,9 @@ def _is_int(value: Any) -> bool:
 
 
 def _children(obj: Any) -> list[Any]:
-    """What a reader may visit under ``obj``; tensors, storages and arrays are leaves."""
-    if isinstance(obj, dict):
-        return [*obj.keys(), *obj.values()]
-    if isinstance(obj, list | tuple | set | frozenset):
-        return list(obj)
-    if isinstance(obj, OpaqueObject):
-        return [
-            *obj.args,
-            *obj.kwargs.values(),
-            obj.state,
-            *obj.items.keys(),
-            *obj.items.values(),
-            *obj.list_items,
-        ]
-    return []
+    """What a reader may visit under ``obj`` (the references :func:`_slots` gives); tensors,
+    storages and arrays are leaves."""
+    return [value for value, _ in _slots(obj)]
 
 
 def _set_item(holder: Any, key: Any) -> Any:

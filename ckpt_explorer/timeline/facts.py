@@ -8,12 +8,17 @@ steps come from trainer_state.json, running_states.json / meta / DeepSpeed ``glo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from ..types import TensorRecord
 from ..validate.bundle import position_claims
-from ..validate.parts import Components, OptimizerPart, bookkeeping_names, collect
+from ..validate.parts import (
+    Components,
+    OptimizerPart,
+    bookkeeping_names,
+    collect,
+    model_tensors_by_suffix,
+)
 from ..validate.scheduler import effective_step, optimizer_step
 from ..view import CheckpointView
 from .discover import Candidate
@@ -119,19 +124,6 @@ def optimizer_states(comps: Components) -> dict[str, tuple[str | None, str, int 
                 param = found[0] if len(found) == 1 else param  # ambiguous: left as named
             for state in recs:
                 out[opt.tensor(pid, state)] = (param, state, group_of.get(pid))
-    return out
-
-
-def model_tensors_by_suffix(names: Iterable[str]) -> dict[str, list[str]]:
-    """Each model tensor under its name and every tail after a ``.`` or ``/``
-    (``model.0.weight`` under ``0.weight`` and ``weight`` too): a parameter name resolves to
-    the tensor only when one tensor has it."""
-    out: dict[str, list[str]] = {}
-    for name in names:
-        out.setdefault(name, []).append(name)
-        for i, ch in enumerate(name):
-            if ch in "./":
-                out.setdefault(name[i + 1 :], []).append(name)
     return out
 
 

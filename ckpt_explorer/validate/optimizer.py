@@ -14,7 +14,7 @@ from typing import Any
 from ..readers.dcp_optim import ORPHAN
 from .findings import Finding
 from .numeric import TensorStats
-from .parts import ModelPart, OptimizerPart, parameter_records
+from .parts import ModelPart, OptimizerPart, model_tensors_by_suffix, parameter_records
 
 ADAM_KEYS = ("lr", "betas", "eps", "weight_decay")
 NOT_ADAM_GROUP_KEYS = ("decay_rate", "clip_threshold", "clipping_threshold")
@@ -299,12 +299,7 @@ def _shapes_by_name(model: ModelPart) -> dict[str, tuple[int, ...]]:
     (``model.layers.0.wq.weight`` as ``layers.0.wq.weight``: a DCP state keys its model
     ``model.<fqn>`` and its optimizer by ``<fqn>``) when that tail names one tensor only."""
     shapes = {r.name: tuple(r.shape) for r in model.records}
-    tails: dict[str, list[str]] = {}
-    for name in shapes:
-        for i, ch in enumerate(name):
-            if ch in "./":
-                tails.setdefault(name[i + 1 :], []).append(name)
-    for tail, names in tails.items():
+    for tail, names in model_tensors_by_suffix(shapes).items():
         if tail not in shapes and len(names) == 1:
             shapes[tail] = shapes[names[0]]
     return shapes

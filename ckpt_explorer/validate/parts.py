@@ -8,6 +8,7 @@ folder (one part per ``.pt`` file) or a DCP folder whose one view holds ``model.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,19 @@ def bookkeeping_names(comps: Components) -> set[str]:
         if view.kind in BOOKKEEPING_KINDS
         for r in view.tensors
     }
+
+
+def model_tensors_by_suffix(names: Iterable[str]) -> dict[str, list[str]]:
+    """Each model tensor under its name and every tail after a ``.`` or ``/``
+    (``model.0.weight`` under ``0.weight`` and ``weight`` too): a parameter name resolves to
+    the tensor only when one tensor has it."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        out.setdefault(name, []).append(name)
+        for i, ch in enumerate(name):
+            if ch in "./":
+                out.setdefault(name[i + 1 :], []).append(name)
+    return out
 
 
 def is_float(dtype: str) -> bool:
