@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..validate.numeric import tensor_stats
-from ..validate.parts import Components, OptimizerPart
+from ..validate.parts import STATE_IN_NAME, Components, OptimizerPart
 from ..view import CheckpointView
 
 if TYPE_CHECKING:
@@ -126,16 +125,13 @@ MOMENT_STATES = ("exp_avg", "exp_avg_sq", "momentum_buffer")
 DESCENDS_FROM = 0.5
 
 
-_NESTED_STATE = re.compile(r"(?:^|[./])state\.\d+\.([^./]+)$")
-
-
 def _state(row: TensorDiff) -> str | None:
     """The optimizer state a row holds (``exp_avg``...), also under a key of a one-file
     training state (``optimizer_states.0.state.3.exp_avg``); None for weights."""
     if row.state is not None:
         return row.state
-    m = _NESTED_STATE.search(row.name)
-    return m.group(1) if m else None
+    m = STATE_IN_NAME.search(row.name)
+    return m.group(2) if m else None
 
 
 def _counters_restarted(rows: list[TensorDiff], a: Side) -> Cause | None:

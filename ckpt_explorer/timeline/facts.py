@@ -13,6 +13,7 @@ from typing import Any
 from ..types import TensorRecord
 from ..validate.bundle import position_claims
 from ..validate.parts import (
+    STATE_IN_NAME,
     Components,
     OptimizerPart,
     bookkeeping_names,
@@ -27,7 +28,6 @@ from .model import CheckpointSummary, TensorFacts
 HYPER_KEYS = ("lr", "initial_lr", "betas", "eps", "weight_decay", "momentum", "amsgrad")
 MOMENTS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
 _GROUP_VALUE = re.compile(r"(?:^|[/.])param_groups\.")
-_STATE_ID = re.compile(r"(?:^|[/.])state\.(\d+)\.[^./]+$")
 # Positions recorded by the run, strongest first (the folder name is not a record).
 _SOURCES = ("trainer_state.json", "running_states", "meta", "run_state", "global_steps")
 
@@ -191,7 +191,7 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
         if state is None and name in known:  # nested keys (``optimizer.state.<id>...``)
             param, state, group = known[name]
         elif state is not None:
-            m = _STATE_ID.search(name)
+            m = STATE_IN_NAME.search(name)
             group = group_of.get(int(m.group(1))) if m else None
         if state in MOMENTS and param is not None and trainable is not None:
             trainable.add(param)  # ids whose parameter is unknown are not claimed

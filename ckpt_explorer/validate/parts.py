@@ -25,6 +25,9 @@ from ..view import CheckpointView
 from .fqn_state import fqn_optimizers, ids_for_groups
 
 STATE_NAME = re.compile(r"^(.*?)state\.(\d+)\.([^.]+)$")
+# an optimizer state anywhere in a shown name (``optimizer.state.3.exp_avg``, ``optim/state.3.step``):
+# group 1 the id, group 2 the state name
+STATE_IN_NAME = re.compile(r"(?:^|[/.])state\.(\d+)\.([^./]+)$")
 GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.(.+)$")
 RUN_KEYS = ("global_step", "global_steps", "step", "iter_num", "epoch", "sample_start_index")
 MODEL_KINDS = ("model", "adapter", "training_state")
