@@ -216,23 +216,27 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_scan(args: argparse.Namespace) -> int:
     from .security import scan_paths
 
-    report = scan_paths(args.paths)
+    report = scan_paths(args.paths, allow_unverified=args.allow_unverified)
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
         for v in report.verdicts:
-            print(
-                f"{v.verdict.upper():10}  {v.path}"
-                + (f"  ({v.unreadable})" if v.unreadable else "")
-            )
+            shown = f"  ({v.format})" if v.format else ""
+            print(f"{v.verdict.upper():10}  {v.path}{shown}")
             for f in v.findings:
-                print(f"            {f.rule}: {f.message}")
-        unsafe = sum(v.unsafe for v in report.verdicts)
-        print(
-            f"{report.files_seen} file(s), {len(report.verdicts)} checkpoint file(s), "
-            f"{unsafe} unsafe ({report.seconds:.2f} s)"
+                if f.severity == "error" or v.verdict != "safe":
+                    print(f"            {f.rule}: {f.message}")
+        for link in report.links:
+            if link.status != "inside":
+                print(f"LINK {link.status:6}  {link.path} -> {link.target}")
+        for path, why in report.unreadable:
+            print(f"UNREADABLE  {path}  ({why})")
+        counts = ", ".join(
+            f"{report.count(k)} {k}" for k in ("unsafe", "unverified", "safe", "data")
         )
+        note = " (unverified files allowed by --allow-unverified)" if args.allow_unverified else ""
+        print(f"{report.files_seen} file(s): {counts} ({report.seconds:.2f} s){note}")
     return report.exit_code
 
 
@@ -336,11 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_validate)
     p = sub.add_parser(
         "scan",
-        help="security verdict of every pickle under the paths, headers only "
-        "(exit 1 unsafe, 2 unreadable)",
+        help="security verdict of every file under the paths: safe, unsafe, unverified or data, "
+        "headers only (exit 1 unsafe or unverified, 2 unreadable)",
     )
     p.add_argument("paths", nargs="+", help="files or folders (folders are walked recursively)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="exit 0 when files could not be verified (only unsafe files fail); says so",
+    )
     p.set_defaults(func=_cmd_scan)
     p = sub.add_parser(
         "timeline",

@@ -81,7 +81,36 @@ _INERT: dict[str, frozenset[str]] = {
         }
     ),
     "torch.distributed.checkpoint.filesystem": frozenset({"_StorageInfo"}),
-    "torch.distributed.checkpoint.planner": frozenset({"WriteItemType", "LoadItemType"}),
+    # DCP's planner records, which megatron-core dist_checkpointing and NeMo keep in
+    # .metadata (planner_data): dataclasses (frozen ones define __setattr__ only to refuse
+    # assignment; BUILD fills __dict__ directly) and enums; no __reduce__ / __setstate__ /
+    # __new__ of their own beyond Enum's value lookup (torch 2.4-2.13)
+    "torch.distributed.checkpoint.planner": frozenset(
+        {
+            "WriteItemType",
+            "LoadItemType",
+            "BytesIOWriteData",
+            "TensorWriteData",
+            "WriteItem",
+            "ReadItem",
+            "SavePlan",
+            "LoadPlan",
+        }
+    ),
+    # TorchScript archives' pickles (ScriptModule.save): identity functions on lists and ids
+    "torch.jit._pickle": frozenset(
+        {
+            "build_intlist",
+            "build_tensorlist",
+            "build_doublelist",
+            "build_boollist",
+            "build_tensor_from_id",
+            "restore_type_tag",
+        }
+    ),
+    # joblib's array placeholder: plain pickle.load only sets its attributes; joblib.load
+    # reads the array bytes that follow it (views.py walks them as joblib does)
+    "joblib.numpy_pickle": frozenset({"NumpyArrayWrapper"}),
     "deepspeed.runtime.zero.config": frozenset({"ZeroStageEnum"}),
     "deepspeed.runtime.fp16.loss_scaler": frozenset({"LossScaler", "DynamicLossScaler"}),
     "deepspeed.utils.tensor_fragment": frozenset({"fragment_address"}),
@@ -168,14 +197,33 @@ def _torch_names() -> frozenset[str]:
     return tables().torch_names
 
 
+def _return_types() -> frozenset[str]:
+    from .weights_only import tables
+
+    return tables().return_types
+
+
 def inert_reason(module: str, name: str) -> str | None:
     """Why ``module.name`` is inert, or None when it is not known to be."""
+    from .pickle_machine import is_module_path
+
+    if not is_module_path(module):
+        return "not an importable module name: the load fails there"
     if name in _INERT.get(module, ()):
         return "allow-listed"
     if module == "torch" and name in _torch_names():
         return "a torch dtype, layout, storage class or size"
     if module == "torch.cuda" and name.endswith("Storage") and name in _torch_names():
         return "a legacy CUDA storage class"
+    if module == "torch.return_types" and name in _return_types():
+        return "a torch.return_types structseq (a named tuple of tensors)"
+    if module == "__torch__" or module.startswith("__torch__."):
+        return (
+            "a TorchScript class, which torch.jit.load builds from the archive's code/ (such an "
+            "archive is unverified as a whole) and no Python import finds"
+        )
+    if module == "torch.storage" and name == "_load_from_bytes":
+        return "torch.load of bytes in the pickle, which are judged as a file of their own"
     if module == "numpy.dtypes" and name.endswith("DType") and name != "ObjectDType":
         return "a numpy dtype class"
     return None

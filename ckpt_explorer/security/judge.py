@@ -1,128 +1,267 @@
-"""Judge every pickle of a file: security.code_execution, weights_only_refused, container.
+"""One file, one verdict: ``safe``, ``unsafe``, ``unverified`` or ``data``.
 
-One reading per pickle (:func:`~.opcodes.record_pickle`), judged three ways. Nothing is
-unpickled, imported or called.
+The file's bytes go through every view of :mod:`.views`; each pickle a loader would unpickle
+is then judged against the allow-list (:mod:`.inert`):
+
+* ``unsafe``: code would run: a global that is not known inert is called (``REDUCE``,
+  ``NEWOBJ``, ``INST``, ``OBJ``), has its instance's state set, or is one that runs commands,
+  code, imports, files or network by itself (``os.system`` named is enough); a class or
+  function of the running process is patched; a module in the checkpoint's folder shadows one
+  the load imports;
+* ``unverified``: a loader could unpickle it but the walk could not judge it completely (an
+  archive two readers read differently, a construct the walk cannot follow, a global that is
+  only imported, a limit reached);
+* ``safe``: every pickle was walked to where its loader stops and every global is inert;
+* ``data``: no loader unpickles anything from it (safetensors, JSON, text, numeric ``.npy``).
+
+Nothing is unpickled, imported or called.
 """
 
 from __future__ import annotations
 
-import struct
-import zipfile
-from dataclasses import dataclass, field
+import json
+import mmap
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..validate.findings import Finding
-from . import container
 from .inert import inert_reason, what_it_does
-from .opcodes import MAX_NESTED, Buffer, PickleRecord, record_pickle
-from .sources import LEGACY_PICKLES, PT2_NESTED, PickleSource, pickle_sources, sniff
+from .pickle_machine import GlobalRef, PickleWalk, walk_pickle
+from .views import Judged, Scope, Stream, judge_region
 from .weights_only import refusals
 
 CODE = "security.code_execution"
+UNVERIFIED = "security.unverified"
 REFUSED = "security.weights_only_refused"
+CONTAINER = "security.container"
+VERDICTS = ("unsafe", "unverified", "safe", "data")
 _CODE_HINT = (
-    "Do not load this file with torch.load(weights_only=False), pickle or a tool that does; "
-    "get the weights from a trusted source, or as safetensors."
+    "Do not load this file with torch.load(weights_only=False), pickle, numpy.load("
+    "allow_pickle=True), joblib or a tool that does; get the weights from a trusted source, or "
+    "as safetensors."
 )
+_UNVERIFIED_HINT = (
+    "It could not be proven safe: load it only if you trust its source, or re-save it from a "
+    "trusted copy with torch.save / safetensors and scan again."
+)
+TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt", ".pt2", ".tar"})
 
 
 @dataclass
 class FileVerdict:
-    """The security findings of one file; ``unreadable`` says why it could not be judged."""
+    """The verdict on one file, its findings (each naming where and why), and its format."""
 
     path: Path
     label: str
-    kind: str | None
+    verdict: str = "data"
+    format: str = ""
     findings: list[Finding] = field(default_factory=list)
-    unreadable: str = ""
     pickles: int = 0
     nbytes: int = 0
+    unreadable: str = ""  # the path could not be read at all
+    imports: set[str] = field(default_factory=set)  # top-level modules its pickles import
 
     @property
     def unsafe(self) -> bool:
-        return any(f.rule == CODE for f in self.findings)
+        return self.verdict == "unsafe"
 
     @property
-    def verdict(self) -> str:
-        if self.unsafe:
-            return "unsafe"
-        if self.unreadable:
-            return "unreadable"
-        if any(f.severity == "error" for f in self.findings):
-            return "refused"
-        return "safe" if self.kind else "no pickle"
+    def reasons(self) -> list[str]:
+        """One line per finding that decides the verdict."""
+        decisive = {"unsafe": CODE, "unverified": UNVERIFIED}.get(self.verdict)
+        return [f.message for f in self.findings if f.rule == decisive]
+
+    @property
+    def kind(self) -> str | None:  # kept for callers that asked "was it a checkpoint file"
+        return None if self.verdict == "data" else self.format or "pickle"
 
 
-def judge_file(path: Path, label: str | None = None) -> FileVerdict:
-    """Every security finding of one file (a torch zip or legacy file, or a plain pickle)."""
+def judge_file(
+    path: Path,
+    label: str | None = None,
+    *,
+    extra: Judged | None = None,
+    explained: bool = False,
+) -> FileVerdict:
+    """The verdict on one regular file.
+
+    Args:
+        extra: more pickles found for this file by the folder it lies in (DCP items).
+        explained: the file is a DCP data file whose items ``extra`` judged: that it is not
+            one canonical archive is expected (its views are still judged).
+    """
     label = label or str(path)
-    kind = sniff(path)
-    verdict = FileVerdict(path, label, kind)
-    if kind is None:
-        return verdict
+    verdict = FileVerdict(path, label)
     try:
         verdict.nbytes = path.stat().st_size
-        if kind == "zip":
-            verdict.findings += container.zip_findings(path, label)
-        for source in pickle_sources(path, kind):
-            verdict.pickles += 1
-            verdict.findings += _judge_source(source, label)
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError, RuntimeError, struct.error) as e:
-        verdict.unreadable = f"{type(e).__name__}: {e}"
+        judged = _judge_bytes(path, label, verdict.nbytes, explained)
+    except (OSError, ValueError) as e:
+        judged = Judged(doubts=[f"{label}: cannot be read ({getattr(e, 'strerror', None) or e})"])
+    if extra is not None:
+        judged.add(extra)
+    decide(verdict, judged, [], [])
     return verdict
 
 
-def _judge_source(source: PickleSource, label: str) -> list[Finding]:
-    where = f"{label} ({source.member})" if source.member else label
+def _judge_bytes(path: Path, label: str, size: int, explained: bool) -> Judged:
+    if size == 0:
+        return Judged(formats=["empty file"])
+    torch_suffix = path.suffix.lower() in TORCH_SUFFIXES
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        random_access(mm)
+        scope = Scope(explained=explained, torch_suffix=torch_suffix)
+        judged = judge_region(mm, 0, size, label, scope, top=True)
+        if not any(s.walk.did_anything for s in judged.streams) and not judged.doubts:
+            judged.formats.append(_data_format(mm, size, judged.formats))
+        return detach(judged)
+
+
+def random_access(mm: mmap.mmap) -> None:
+    """No readahead on this map: only the pages the views touch are read (a fault in a large
+    file would otherwise pull megabytes of tensor bytes into memory)."""
+    advice = getattr(mmap, "MADV_RANDOM", None)
+    if advice is not None:
+        mm.madvise(advice)
+
+
+def detach(judged: Judged) -> Judged:
+    """Take every stream's findings while its bytes are still mapped, then drop the bytes."""
+    for s in judged.streams:
+        if s.findings is None:
+            s.findings = stream_findings(s, s.where)
+        s.buf = None
+    return judged
+
+
+def decide(verdict: FileVerdict, judged: Judged, unsafe: list[str], doubts: list[str]) -> None:
+    """Set the verdict and findings of ``verdict`` from what was judged."""
+    label = verdict.label
     out: list[Finding] = []
-    end = source.start
-    for i in range(source.count):
-        record = record_pickle(source.data, end)
-        name = _pickle_name(source, i)
-        out += _judge_record(source.data, record, f"{where}, {name}", label, source.torch_loads)
-        if record.error:
-            out.append(_unloadable(where, name, record, label))
-            break
-        end = record.end
-    trailing = source.data[end : end + 2]
-    if source.member is None and source.count == 1 and trailing[:1] == b"\x80":
-        record = record_pickle(source.data, end)
-        out += _judge_record(source.data, record, f"{where}, a second pickle", label, False)
+    for s in judged.streams:
+        out += s.findings if s.findings is not None else stream_findings(s, s.where)
+    out += [Finding(CODE, "error", m, _CODE_HINT) for m in unsafe]
+    out += [Finding(UNVERIFIED, "error", m, _UNVERIFIED_HINT) for m in [*judged.doubts, *doubts]]
+    out += [Finding(CONTAINER, "info", m, "") for m in judged.notes]
+    verdict.findings = _unique([replace(f, file=label) for f in out])
+    verdict.pickles = sum(1 for s in judged.streams if s.walk.did_anything)
+    for s in judged.streams:
+        verdict.imports |= {g.module.split(".")[0] for g in s.walk.globals}
+        verdict.imports |= {m.split(".")[0] for m in s.walk.failed_imports}
+    formats = [f for f in judged.formats if f]
+    verdict.format = formats[0] if formats else ""
+    rules = {f.rule for f in verdict.findings if f.severity == "error"}
+    if CODE in rules:
+        verdict.verdict = "unsafe"
+    elif UNVERIFIED in rules:
+        verdict.verdict = "unverified"
+    elif verdict.pickles:
+        verdict.verdict = "safe"
+    else:
+        verdict.verdict = "data"
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in findings:
+        if (f.rule, f.message) not in seen:
+            seen.add((f.rule, f.message))
+            out.append(f)
     return out
 
 
-def _pickle_name(source: PickleSource, i: int) -> str:
-    if source.count == len(LEGACY_PICKLES):
-        return f"the {LEGACY_PICKLES[i]} pickle"
-    return f"its pickle, which {source.what}" if source.what == PT2_NESTED else "its pickle"
-
-
-def _judge_record(
-    data: Buffer, record: PickleRecord, where: str, label: str, torch_loads: bool, depth: int = 0
-) -> list[Finding]:
-    out = _code_findings(record, where, label)
-    found = refusals(data, record) if torch_loads and depth == 0 else []
-    if found:
-        first = found[0]
-        names = sorted({r.what for r in found if not r.what.isupper()} - {first.what})
-        also = f"; it also names {', '.join(names[:6])}" if names else ""
-        if any(n.startswith("deepspeed.") for n in [first.what, *names]):
-            also += " (DeepSpeed's own load_checkpoint passes weights_only=False)"
+def stream_findings(stream: Stream, where: str) -> list[Finding]:
+    """The findings of one walked pickle: code execution, doubts, torch's own refusal."""
+    walk = stream.walk
+    out = _code_findings(walk, where)
+    out += [
+        Finding(UNVERIFIED, "error", f"{where}: at byte {at} {why}", _UNVERIFIED_HINT)
+        for at, why in walk.doubts
+    ]
+    if walk.error and walk.did_anything and not walk.complete:
         out.append(
             Finding(
-                REFUSED,
-                "error",
-                f"{where}: torch.load(weights_only=True), the default since torch 2.6, "
-                f"refuses {first.what} at byte {first.offset} ({first.why}){also}",
-                _refusal_hint([r.what for r in found]),
-                file=label,
+                CONTAINER,
+                "info",
+                f"{where}: the load stops at byte {walk.end} ({walk.error}); what ran before that "
+                "was judged",
+                "",
             )
         )
-    for offset, inner in record.embedded[:8] if depth < MAX_NESTED else []:
-        nested = record_pickle(inner)
+    for offset, inner in walk.embedded[:8]:
+        nested = walk_pickle(inner)
         inner_where = f"{where}, a pickle embedded as bytes at byte {offset}"
-        out += _judge_record(inner, nested, inner_where, label, False, depth + 1)
+        out += [f for f in _code_findings(nested, inner_where) if f.rule == CODE]
+    if stream.torch_loads and stream.buf is not None:
+        out += _refusal(stream, where)
     return out
+
+
+def _code_findings(walk: PickleWalk, where: str) -> list[Finding]:
+    out: list[Finding] = []
+    called: dict[GlobalRef, str] = {}
+    for c in walk.calls:
+        if c.target is not None and c.target not in called:
+            called[c.target] = f"{c.opcode} at byte {c.offset}"
+    seen: set[str] = set()
+    for ref in walk.globals:
+        if inert_reason(ref.module, ref.name) is not None or ref.qualified in seen:
+            continue
+        seen.add(ref.qualified)
+        does = what_it_does(ref.module, ref.name)
+        how = called.get(ref)
+        named = f"{where}: {ref.opcode} at byte {ref.offset} names {ref.qualified}"
+        if how or not does.startswith("imports "):
+            out.append(
+                Finding(
+                    CODE,
+                    "error",
+                    f"{named} ({how or 'not called'}); when unpickled (torch.load(weights_only="
+                    f"False), pickle.load, numpy.load(allow_pickle=True), joblib.load) this {does}",
+                    _CODE_HINT,
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    UNVERIFIED,
+                    "error",
+                    f"{named}, not called: loading it {does.replace('and calls', 'and takes')}",
+                    _UNVERIFIED_HINT,
+                )
+            )
+    for c in walk.calls:
+        if c.on_global_itself and c.target is not None:
+            out.append(
+                Finding(
+                    CODE,
+                    "error",
+                    f"{where}: {c.opcode} at byte {c.offset} changes {c.target.qualified} itself "
+                    "(patches code of the running process)",
+                    _CODE_HINT,
+                )
+            )
+    return out
+
+
+def _refusal(stream: Stream, where: str) -> list[Finding]:
+    found = refusals(stream.buf, stream.walk)
+    if not found:
+        return []
+    first = found[0]
+    names = sorted({r.what for r in found if not r.what.isupper()} - {first.what})
+    also = f"; it also names {', '.join(names[:6])}" if names else ""
+    if any(n.startswith("deepspeed.") for n in [first.what, *names]):
+        also += " (DeepSpeed's own load_checkpoint passes weights_only=False)"
+    return [
+        Finding(
+            REFUSED,
+            "error",
+            f"{where}: torch.load(weights_only=True), the default since torch 2.6, refuses "
+            f"{first.what} at byte {first.offset} ({first.why}){also}",
+            _refusal_hint([r.what for r in found]),
+        )
+    ]
 
 
 def _refusal_hint(whats: list[str]) -> str:
@@ -137,57 +276,33 @@ def _refusal_hint(whats: list[str]) -> str:
         )
     return (
         f"If you trust the file: torch.serialization.add_safe_globals([{', '.join(names)}]) "
-        "before torch.load; better, re-save it without those objects (a state_dict of tensors and "
-        "plain values), or as safetensors."
+        "before torch.load; better, re-save it without those objects (a state_dict of tensors "
+        "and plain values), or as safetensors."
     )
 
 
-def _code_findings(record: PickleRecord, where: str, label: str) -> list[Finding]:
-    out: list[Finding] = []
-    seen: set[str] = set()
-    for ref in record.globals:
-        if inert_reason(ref.module, ref.name) is not None or ref.qualified in seen:
-            continue
-        seen.add(ref.qualified)
-        calls = [c for c in record.calls if c.target == ref]
-        how = f"{calls[0].opcode} at byte {calls[0].offset}" if calls else "not called"
-        does = what_it_does(ref.module, ref.name)
-        message = (
-            f"{where}: {ref.opcode} at byte {ref.offset} names {ref.qualified} ({how}); "
-            f"when unpickled (torch.load(weights_only=False), pickle.load) this {does}"
-        )
-        out.append(Finding(CODE, "error", message, _CODE_HINT, file=label))
-    for call in record.calls:
-        if call.on_global_itself and call.target is not None:
-            out.append(
-                Finding(
-                    CODE,
-                    "error",
-                    f"{where}: {call.opcode} at byte {call.offset} changes "
-                    f"{call.target.qualified} itself (patches code of the running process)",
-                    _CODE_HINT,
-                    file=label,
-                )
-            )
-    for offset, why in record.unresolved:
-        out.append(
-            Finding(
-                CODE,
-                "error",
-                f"{where}: at byte {offset} {why}; what it runs cannot be known without running it",
-                _CODE_HINT,
-                file=label,
-            )
-        )
-    return out
+def _data_format(mm: mmap.mmap, size: int, formats: list[str]) -> str:
+    """What a file no loader unpickles is, in words (positively identified where possible)."""
+    if formats:
+        return formats[-1]
+    head = bytes(mm[: min(size, 4096)])
+    if head.startswith(b"GGUF"):
+        return "GGUF"
+    stripped = head.lstrip()
+    if stripped[:1] in (b"{", b"[") and size <= 64 * 2**20:
+        try:
+            json.loads(bytes(mm[:size]))
+            return "JSON"
+        except (ValueError, RecursionError):
+            pass
+    if b"\0" not in head:
+        try:
+            head.decode("utf-8")
+            return "text"
+        except UnicodeDecodeError as e:
+            if e.start > len(head) - 4:
+                return "text"
+    return "binary (no loader unpickles it: a pickle load fails on its first bytes)"
 
 
-def _unloadable(where: str, name: str, record: PickleRecord, label: str) -> Finding:
-    return Finding(
-        container.RULE,
-        "error",
-        f"{where}: {name} is not a valid pickle from byte {record.end} ({record.error}): "
-        "torch.load and pickle cannot load it",
-        "The file is damaged or hand-made; get a fresh copy from its source.",
-        file=label,
-    )
+__all__ = ["CODE", "REFUSED", "UNVERIFIED", "VERDICTS", "FileVerdict", "judge_file"]

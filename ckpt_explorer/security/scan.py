@@ -1,7 +1,15 @@
-"""Judge files and folders: validate's security findings and ``scan``'s per-file verdicts."""
+"""``scan`` and validate's security findings: one verdict for every file under the paths.
+
+Files are judged by content (:func:`.judge.judge_file`); folders add what only they show: the
+items of a DCP folder's ``.distcp`` files (located by its ``.metadata``, :mod:`.dcp_items`),
+Python modules that shadow what the loads import (:mod:`.shadowing`), links out of the scanned
+root (:mod:`.tree`). The gate fails closed: exit 0 only when every file is ``safe`` or
+``data``.
+"""
 
 from __future__ import annotations
 
+import mmap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,34 +17,201 @@ from typing import Any
 
 from ..validate.findings import Finding
 from ..view import CheckpointView
-from .judge import FileVerdict, judge_file
-from .sources import iter_files
+from .dcp_items import read_plan
+from .judge import CODE, UNVERIFIED, FileVerdict, decide, detach, judge_file, random_access
+from .shadowing import package_files, shadowing
+from .tree import Link, Tree, walk_paths
+from .views import Judged, Scope, judge_region
+
+_ORDER = {"unsafe": 0, "unverified": 1, "safe": 2, "data": 3}
 
 
-def _label(path: Path, root: Path) -> str:
+def _label(path: Path, root: Path | None) -> str:
+    if root is None:
+        return str(path)
     if root.is_dir():
-        return str(path.relative_to(root))
+        try:
+            return path.relative_to(root).as_posix()
+        except ValueError:
+            pass
     return path.name
+
+
+@dataclass
+class ScanReport:
+    """One verdict per file, the links met, the paths that could not be read, and timing."""
+
+    verdicts: list[FileVerdict] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    allow_unverified: bool = False
+    seconds: float = 0.0
+
+    @property
+    def files_seen(self) -> int:
+        return len(self.verdicts)
+
+    def count(self, verdict: str) -> int:
+        return sum(v.verdict == verdict for v in self.verdicts)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when any file is unsafe or unverified (unverified passes with
+        ``allow_unverified``), else 2 when a path cannot be read at all, else 0."""
+        if self.count("unsafe") or (self.count("unverified") and not self.allow_unverified):
+            return 1
+        return 2 if self.unreadable else 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self.verdicts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files_seen": self.files_seen,
+            "counts": {k: self.count(k) for k in _ORDER},
+            "unsafe": self.count("unsafe"),
+            "allow_unverified": self.allow_unverified,
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 3),
+            "files": [
+                {
+                    "path": str(v.path),
+                    "verdict": v.verdict,
+                    "format": v.format,
+                    "pickles": v.pickles,
+                    "reasons": v.reasons,
+                    "findings": [f.to_dict() for f in v.findings],
+                }
+                for v in self.verdicts
+            ],
+            "links": [
+                {"path": str(x.path), "target": x.target, "status": x.status} for x in self.links
+            ],
+            "unreadable": [{"path": str(p), "why": why} for p, why in self.unreadable],
+        }
+
+
+def scan_paths(
+    paths: list[str | Path], *, allow_unverified: bool = False, root: Path | None = None
+) -> ScanReport:
+    """Judge every file under ``paths`` (folders recursively); header-only.
+
+    Args:
+        root: label files relative to this folder (or by name, for a file); default: their
+            paths as given.
+    """
+    start = time.perf_counter()
+    tree = walk_paths([Path(p) for p in paths])
+    report = ScanReport(
+        links=tree.links, unreadable=tree.missing, allow_unverified=allow_unverified
+    )
+    by_path = _dcp_verdicts(tree, root)
+    for path in tree.files:
+        if path not in by_path:
+            by_path[path] = judge_file(path, _label(path, root))
+    for path, why in tree.odd:
+        v = FileVerdict(path, _label(path, root))
+        decide(v, Judged(), [], [f"{v.label}: {why}"])
+        by_path[path] = v
+    for link in tree.links:
+        if link.status == "outside":
+            v = FileVerdict(link.path, _label(link.path, root))
+            decide(
+                v,
+                Judged(),
+                [],
+                [
+                    f"{v.label}: a link to {link.target}, outside the scanned folder: a loader that "
+                    "opens it reads a file this scan did not judge (scan the target itself)"
+                ],
+            )
+            by_path[link.path] = v
+    _shadowed(tree, by_path, root)
+    report.verdicts = sorted(by_path.values(), key=lambda v: str(v.path))
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _dcp_verdicts(tree: Tree, root: Path | None) -> dict[Path, FileVerdict]:
+    """Verdicts of DCP folders' files: ``.metadata`` first, then each ``.distcp`` it names,
+    with every item judged as the file DCP's reader ``torch.load``s."""
+    out: dict[Path, FileVerdict] = {}
+    files = set(tree.files)
+    for meta in [p for p in tree.files if p.name == ".metadata"]:
+        mv = out[meta] = judge_file(meta, _label(meta, root))
+        if mv.verdict != "safe":
+            continue  # its items are not located: each data file is judged on its own
+        plan = read_plan(meta)
+        if plan.doubts:
+            _add(mv, UNVERIFIED, [f"{mv.label}: {d}" for d in plan.doubts])
+        for rel, items in plan.items.items():
+            path = meta.parent / rel
+            if path in files:
+                label = _label(path, root)
+                out[path] = judge_file(
+                    path, label, extra=_items(path, label, items), explained=True
+                )
+    return out
+
+
+def _items(path: Path, label: str, items: list[tuple[int, int, str]]) -> Judged:
+    """The judged items of one ``.distcp`` file (findings taken while it is mapped)."""
+    out = Judged()
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            random_access(mm)
+            scope = Scope()
+            for offset, length, what in sorted(items):
+                if offset < 0 or length < 0 or offset + length > size:
+                    out.notes.append(f"{label}: {what} at byte {offset} lies past the end")
+                    continue
+                where = f"{label} ({what}, bytes {offset}-{offset + length})"
+                out.add(detach(judge_region(mm, offset, offset + length, where, scope, 1)))
+    except (OSError, ValueError) as e:
+        out.doubts.append(f"{label}: its DCP items cannot be read ({e})")
+    return out
+
+
+def _add(v: FileVerdict, rule: str, messages: list[str]) -> None:
+    hint = next((f.hint for f in v.findings if f.rule == rule), "")
+    v.findings += [Finding(rule, "error", m, hint, file=v.label) for m in messages]
+    if rule == CODE:
+        v.verdict = "unsafe"
+    elif v.verdict != "unsafe":
+        v.verdict = "unverified"
+
+
+def _shadowed(tree: Tree, by_path: dict[Path, FileVerdict], root: Path | None) -> None:
+    """Mark modules that shadow what the loads import, and the pickles that import them."""
+    imported = set().union(*(v.imports for v in by_path.values())) if by_path else set()
+    folders = {p.parent for p in tree.files}
+    for folder in sorted(folders):
+        found = shadowing(folder, imported)
+        for entry, why in found.items():
+            name = entry.name.split(".")[0] if entry.is_file() else entry.name
+            for f in package_files(entry) or [entry]:
+                v = by_path.get(f)
+                if v is None:
+                    v = by_path[f] = judge_file(f, _label(f, root))
+                _add(v, CODE, [f"{v.label}: {why}"])
+            for v in by_path.values():
+                if v.path.parent == folder and name in v.imports:
+                    _add(
+                        v,
+                        CODE,
+                        [
+                            f"{v.label}: imports {name}, which {entry.name} in its folder "
+                            "shadows: loading it from that folder runs that code"
+                        ],
+                    )
 
 
 def security_findings(root: str | Path) -> list[Finding]:
     """Every ``security.*`` finding for a checkpoint file, or every file under a folder."""
     root = Path(root)
-    out: list[Finding] = []
-    for path in iter_files([root]):
-        verdict = judge_file(path, _label(path, root))
-        out += verdict.findings
-        if verdict.unreadable and verdict.kind is not None:
-            out.append(
-                Finding(
-                    "security.container",
-                    "error",
-                    f"{verdict.label}: its pickles cannot be read ({verdict.unreadable})",
-                    "The file is damaged; nothing in it was judged safe.",
-                    file=verdict.label,
-                )
-            )
-    return out
+    return [f for v in scan_paths([root], root=root).verdicts for f in v.findings]
 
 
 def view_security_findings(view: CheckpointView) -> list[Finding]:
@@ -49,67 +224,20 @@ def view_security_findings(view: CheckpointView) -> list[Finding]:
 
 
 def unsafe_paths(root: str | Path) -> set[Path]:
-    """Files under ``root`` whose pickles could run code, and the folders holding them."""
+    """Files under ``root`` that are unsafe or unverified, and the folders holding them."""
     root = Path(root)
     out: set[Path] = set()
     for verdict in scan_paths([root]).verdicts:
-        if verdict.unsafe:
+        if verdict.verdict in ("unsafe", "unverified"):
             out.add(verdict.path)
             out.update(p for p in verdict.path.parents if p == root or root in p.parents)
     return out
 
 
-@dataclass
-class ScanReport:
-    """Verdicts of ``scan``: one per checkpoint file (torch, pickle, safetensors), plus timing."""
-
-    verdicts: list[FileVerdict] = field(default_factory=list)
-    files_seen: int = 0
-    seconds: float = 0.0
-
-    @property
-    def exit_code(self) -> int:
-        """1 when any file is unsafe, else 2 when any is unreadable, else 0."""
-        if any(v.unsafe for v in self.verdicts):
-            return 1
-        return 2 if any(v.unreadable for v in self.verdicts) else 0
-
-    @property
-    def nbytes(self) -> int:
-        return sum(v.nbytes for v in self.verdicts)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "files_seen": self.files_seen,
-            "files_judged": len(self.verdicts),
-            "unsafe": sum(v.unsafe for v in self.verdicts),
-            "seconds": round(self.seconds, 3),
-            "files": [
-                {
-                    "path": str(v.path),
-                    "verdict": v.verdict,
-                    "pickles": v.pickles,
-                    "unreadable": v.unreadable or None,
-                    "findings": [f.to_dict() for f in v.findings],
-                }
-                for v in self.verdicts
-            ],
-        }
-
-
-def scan_paths(paths: list[str | Path]) -> ScanReport:
-    """Judge every file under ``paths`` (folders recursively); header-only."""
-    report = ScanReport()
-    start = time.perf_counter()
-    for path in iter_files([Path(p) for p in paths]):
-        report.files_seen += 1
-        if not path.is_file():
-            why = "not a regular file" if path.exists() else "no such file"
-            verdict = FileVerdict(path, str(path), None, unreadable=why)
-            report.verdicts.append(verdict)
-            continue
-        verdict = judge_file(path)
-        if verdict.kind is not None or verdict.unreadable:
-            report.verdicts.append(verdict)
-    report.seconds = time.perf_counter() - start
-    return report
+__all__ = [
+    "ScanReport",
+    "scan_paths",
+    "security_findings",
+    "unsafe_paths",
+    "view_security_findings",
+]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import torch_tables
-from .opcodes import Buffer, GlobalRef, PickleRecord
+from .pickle_machine import GlobalRef, PickleWalk
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +50,7 @@ class Tables:
     allowed_globals: frozenset[str]
     supported_opcodes: frozenset[str]
     torch_names: frozenset[str]  # dtypes, layouts, memory formats, qschemes, storages
+    return_types: frozenset[str] = frozenset()  # torch.return_types structseq names
 
 
 def static_tables() -> Tables:
@@ -62,6 +63,7 @@ def static_tables() -> Tables:
         t.ALLOWED_GLOBALS,
         t.SUPPORTED_OPCODES,
         t.TORCH_NAMES,
+        t.RETURN_TYPES,
     )
 
 
@@ -95,6 +97,13 @@ def live_tables() -> Tables:
     kinds = (torch.dtype, torch.layout, torch.memory_format, torch.qscheme)
     names = {n for n, v in vars(torch).items() if isinstance(v, kinds)}
     names |= {n for n, v in vars(torch).items() if isinstance(v, type) and n.endswith("Storage")}
+    import torch.return_types as rt
+
+    structseq = {
+        n
+        for n, v in vars(rt).items()
+        if isinstance(v, type) and issubclass(v, tuple) and hasattr(v, "n_fields")
+    }
     return Tables(
         installed_torch_version() or torch.__version__,
         dict(IMPORT_MAPPING),
@@ -103,6 +112,7 @@ def live_tables() -> Tables:
         frozenset(allowed),
         frozenset(supported),
         frozenset(names | {"Size", "device", "Tensor"}),
+        frozenset(structseq),
     )
 
 
@@ -132,7 +142,7 @@ def _live_cached() -> Tables:
     return live_tables()
 
 
-def torch_name(data: Buffer, ref: GlobalRef, table: Tables | None = None) -> str:
+def torch_name(data: Any, ref: GlobalRef, table: Tables | None = None) -> str:
     """The full name torch's unpickler looks up for a GLOBAL opcode (its own renames)."""
     t = table or tables()
     first = data.find(b"\n", ref.offset + 1)
@@ -159,7 +169,7 @@ def global_refusal(full: str, table: Tables | None = None) -> str | None:
     return "not an allowed global"
 
 
-def refusals(data: Buffer, record: PickleRecord) -> list[Refusal]:
+def refusals(data: Any, record: PickleWalk) -> list[Refusal]:
     """What torch's weights_only unpickler would refuse in ``record``, first (where it stops)
     first."""
     table = tables()
@@ -215,7 +225,8 @@ def render_tables(t: Tables) -> str:
         f"BLOCKLISTED_MODULES = {frozen(t.blocklisted_modules)}\n\n"
         f"ALLOWED_GLOBALS = {frozen(t.allowed_globals)}\n\n"
         f"SUPPORTED_OPCODES = {frozen(t.supported_opcodes)}\n\n"
-        f"TORCH_NAMES = {frozen(t.torch_names)}\n"
+        f"TORCH_NAMES = {frozen(t.torch_names)}\n\n"
+        f"RETURN_TYPES = {frozen(t.return_types)}\n"
     )
 
 

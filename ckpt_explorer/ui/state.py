@@ -289,8 +289,9 @@ class AppState(param.Parameterized):
                     f" and {len(files) - 3} more" if len(files) > 3 else ""
                 )
                 note = (
-                    f"⚠ unsafe: {shown} holds a pickle that would run code if loaded with "
-                    "torch.load(weights_only=False) or pickle (ckpt_explorer never runs it)"
+                    f"⚠ unsafe or unverified: {shown} may run code if loaded with "
+                    "torch.load(weights_only=False), pickle, numpy or joblib (ckpt_explorer "
+                    "never runs it; scan says why)"
                 )
             self._unsafe[rel] = note
         return self._unsafe[rel]

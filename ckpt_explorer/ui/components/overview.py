@@ -54,13 +54,19 @@ def security_banner(view: Any) -> list[pn.pane.Alert]:
     errors = [f for f in sec.view_security_findings(view) if f.severity == "error"]
     if not errors:
         return []
-    unsafe = any(f.rule == "security.code_execution" for f in errors)
-    title = (
-        "Unsafe: loading this checkpoint with torch.load(weights_only=False) or pickle "
-        "would run code"
-        if unsafe
-        else "This checkpoint breaks a default torch.load or its container was altered"
-    )
+    rules = {f.rule for f in errors}
+    if "security.code_execution" in rules:
+        title = (
+            "Unsafe: loading this checkpoint with torch.load(weights_only=False), pickle, "
+            "numpy or joblib would run code"
+        )
+    elif "security.unverified" in rules:
+        title = (
+            "Unverified: parts of this checkpoint could not be proven safe to load (never "
+            "called safe); load it only if you trust its source"
+        )
+    else:
+        title = "This checkpoint breaks a default torch.load"
     items = "".join(
         f"<li><b>{html.escape(f.rule)}</b>: {html.escape(f.message)}</li>" for f in errors[:20]
     )

@@ -1,0 +1,280 @@
+"""Every pickle any loader would unpickle from a run of bytes, found by content, never by name.
+
+:func:`judge_region` looks at the bytes the way each real loader does and collects the pickle
+streams they would unpickle (walked by :mod:`.pickle_machine`) and everything that keeps the
+bytes from being judged completely (*doubts*):
+
+* ``pickle.load`` / ``pandas.read_pickle`` / ``numpy.load``'s fallback / ``torch.load`` of a
+  file that is not a zip: a pickle at byte 0; ``torch.load`` goes on through the five pickles
+  of its legacy format as long as the values allow (a magic number it cannot rule out is
+  followed), and first tries the legacy tar format (:mod:`.views_misc`);
+* ``joblib.load``: the same pickle, with each ``NumpyArrayWrapper``'s array read from the
+  stream where joblib reads it (an object array is a pickle of its own there);
+* zips (torch's reader and Python's ``zipfile``, :mod:`.views_zip`): every member, each judged
+  as bytes of its own (``data.pkl``, ``.npz`` members, ``.pt2`` weights, nested archives);
+* ``.npy`` object arrays, gzip / bz2 / xz / lzma / zlib streams (joblib, pandas), the pickled
+  values of ColossalAI's flattened optimizer safetensors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import views_misc, views_zip
+from .pickle_machine import Glob, Made, PickleWalk, Tup, walk_pickle
+
+MAGIC_NUMBER = 0x1950A86A20F9469CFC6C  # torch's legacy format, first of its five pickles
+PROTOCOL_VERSION = 1001
+LEGACY_PICKLES = ("magic number", "protocol version", "system info", "data", "storage keys")
+MAX_DEPTH = 4  # containers within containers (a zip in a zip in a gzip ...)
+MAX_INFLATED = 256 * 2**20  # bytes inflated or decompressed per file, in all
+MAX_ARCHIVES = 4096  # nested archives per file
+_JOBLIB_WRAPPERS = {"joblib.numpy_pickle.NumpyArrayWrapper"}
+_JOBLIB_OLD = {
+    "joblib.numpy_pickle.NDArrayWrapper",
+    "sklearn.externals.joblib.numpy_pickle.NDArrayWrapper",
+}
+_SIMPLE_DTYPE = re.compile(r"[<>|=]?([biufcmMO])(\d+)")
+
+
+@dataclass
+class Stream:
+    """One pickle a loader unpickles: where it is, how it walked, and whether
+    ``torch.load(weights_only=True)`` reads it (for torch's own verdict)."""
+
+    where: str
+    walk: PickleWalk
+    buf: Any
+    torch_loads: bool = False
+    findings: list[Any] | None = None  # judged while the bytes are still mapped
+
+
+@dataclass
+class Judged:
+    """What the loaders would unpickle from one run of bytes, and what could not be judged."""
+
+    streams: list[Stream] = field(default_factory=list)
+    doubts: list[str] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, other: Judged) -> None:
+        self.streams += other.streams
+        self.doubts += other.doubts
+        self.formats += other.formats
+        self.notes += other.notes
+
+
+@dataclass
+class Scope:
+    """Budgets shared by everything judged inside one file."""
+
+    inflated: int = 0
+    archives: int = 0
+    explained: bool = False  # a DCP data file: not being one canonical archive is expected
+    torch_suffix: bool = True  # torch's weights_only verdict applies to its top-level pickle
+
+    def take(self, nbytes: int) -> bool:
+        """Reserve ``nbytes`` of the inflation budget (False: over it)."""
+        if self.inflated + nbytes > MAX_INFLATED:
+            return False
+        self.inflated += nbytes
+        return True
+
+
+def judge_region(
+    buf: Any,
+    start: int,
+    end: int,
+    where: str,
+    scope: Scope,
+    depth: int = 0,
+    *,
+    torch_member: bool = False,
+    top: bool = False,
+) -> Judged:
+    """Everything the loaders would unpickle from ``buf[start:end]``.
+
+    Args:
+        where: how messages name these bytes ("model.pt", "model.pt (archive/data.pkl)").
+        torch_member: the bytes are the ``data.pkl`` of a torch zip (torch's own name map
+            and ``weights_only`` apply).
+        top: the bytes are a whole file (what ``torch.load`` of the file reads).
+    """
+    out = Judged()
+    if depth > MAX_DEPTH:
+        out.doubts.append(f"{where}: containers nested more than {MAX_DEPTH} deep")
+        return out
+    head = bytes(buf[start : start + 16])
+    if views_zip.may_be_zip(buf, start, end, head):
+        out.add(views_zip.judge_zip(buf, start, end, where, scope, depth, judge_region))
+    if head[:4] != views_zip.LOCAL_SIG:  # such a file is a zip to torch; pickle refuses "P"
+        torch_loads = top and (torch_member or scope.torch_suffix)
+        out.add(_pickle_chain(buf, start, end, where, torch_member, torch_loads, scope, depth))
+    if views_misc.is_tar(buf, start, end):
+        out.add(views_misc.judge_tar(buf, start, end, where))
+    if head.startswith(b"\x93NUMPY"):
+        out.add(views_misc.judge_npy(buf, start, end, where))
+    compressed = views_misc.compression(head)
+    if compressed:
+        inner, doubt = views_misc.decompress(buf, start, end, compressed, scope)
+        if doubt:
+            out.doubts.append(f"{where}: {doubt}")
+        if inner is not None:
+            out.formats.append(f"{compressed} stream")
+            out.add(
+                judge_region(
+                    inner, 0, len(inner), f"{where} ({compressed}-decompressed)", scope, depth + 1
+                )
+            )
+    out.add(views_misc.judge_safetensors_values(buf, start, end, where, head))
+    return out
+
+
+def _pickle_chain(
+    buf: Any,
+    start: int,
+    end: int,
+    where: str,
+    torch_member: bool,
+    torch_loads: bool,
+    scope: Scope,
+    depth: int,
+) -> Judged:
+    """The pickle at ``start`` and, as ``torch.load`` reads a non-zip file, the ones after it.
+
+    ``torch_loads``: ``torch.load`` itself reads these bytes (a file, or a top-level
+    ``data.pkl``), so torch's ``weights_only`` verdict is worth giving.
+    """
+    out = Judged()
+    first = walk_pickle(buf, start, end, torch_zip=torch_member)
+    if not first.did_anything:
+        return out
+    out.streams.append(Stream(where, first, buf, torch_loads))
+    out.add(nested_loads(first, where, scope, depth))
+    out.formats.append("torch data.pkl" if torch_member else "pickle")
+    names = {g.qualified for g in first.globals}
+    if names & _JOBLIB_WRAPPERS:
+        out.add(_joblib(buf, start, end, where))
+    if names & _JOBLIB_OLD:
+        out.doubts.append(
+            f"{where}: an old joblib NDArrayWrapper, which makes joblib.load numpy.load another "
+            "file named in the pickle; that file is not judged here"
+        )
+    if torch_member or not first.complete:
+        return out
+    value = first.value
+    if isinstance(value, int) and not isinstance(value, bool) and value != MAGIC_NUMBER:
+        return out  # torch.load stops: "Invalid magic number"
+    at = first.end
+    legacy = value == MAGIC_NUMBER
+    torch_loads = torch_loads or legacy  # torch.load reads a legacy file under any name
+    out.streams[0].torch_loads = torch_loads
+    for i, name in enumerate(LEGACY_PICKLES[1:], start=1):
+        walk = walk_pickle(buf, at, end)
+        label = f"the {name} pickle" if legacy else f"pickle {i + 1} after it"
+        if walk.did_anything or walk.error:
+            out.streams.append(Stream(f"{where}, {label}", walk, buf, torch_loads))
+            out.add(nested_loads(walk, f"{where}, {label}", scope, depth))
+        if not walk.complete:
+            break
+        if i == 1 and isinstance(walk.value, int) and walk.value != PROTOCOL_VERSION:
+            break  # torch.load stops: "Invalid protocol version"
+        at = walk.end
+    if legacy:
+        out.formats.append("legacy torch file")
+    return out
+
+
+def nested_loads(walk: PickleWalk, where: str, scope: Scope, depth: int) -> Judged:
+    """``torch.storage._load_from_bytes(b)`` calls ``torch.load(b, weights_only=False)``:
+    ``b`` (a constant in the pickle) is judged as a file of its own."""
+    out = Judged()
+    for at, data in walk.nested_loads:
+        label = f"{where}, the bytes torch.storage._load_from_bytes loads at byte {at}"
+        if isinstance(data, bytes):
+            out.add(judge_region(data, 0, len(data), label, scope, depth + 1))
+        else:
+            out.doubts.append(f"{label}: bytes the walk cannot see")
+    return out
+
+
+def _joblib(buf: Any, start: int, end: int, where: str) -> Judged:
+    """The stream as ``joblib.load`` reads it: each array's bytes skipped where joblib reads
+    them, and an object array's own pickle walked."""
+    out = Judged()
+
+    def on_build(m: Any, at: int, made: Made) -> None:
+        if made.by is None or made.by.qualified not in _JOBLIB_WRAPPERS:
+            return
+        if m.frame_end is not None and m.pos < m.frame_end:
+            out.doubts.append(f"{where}: a joblib array inside a pickle frame at byte {at}")
+            return
+        size, has_object, pad = _wrapper_layout(made.state)
+        if size is None:
+            out.doubts.append(f"{where}: a joblib array at byte {at} whose size cannot be known")
+            return
+        pos = m.pos
+        if pad:
+            pad_len = int(m.data[pos]) if pos < m.limit else 0
+            pos += 1 + pad_len
+        if has_object:
+            inner = walk_pickle(m.data, pos, m.limit)
+            out.streams.append(Stream(f"{where}, the object array at byte {pos}", inner, buf))
+            if not inner.complete:
+                m.pos = m.limit
+                return
+            m.pos = inner.end
+        else:
+            m.pos = min(pos + size, m.limit)
+
+    walk = walk_pickle(buf, start, end, on_build=on_build)
+    out.streams.append(Stream(f"{where}, as joblib.load reads it", walk, buf))
+    out.formats.append("joblib")
+    return out
+
+
+def _wrapper_layout(state: Any) -> tuple[int | None, bool, bool]:
+    """(array bytes, object dtype, alignment byte) of a NumpyArrayWrapper's state, or
+    (None, ...) when the walk cannot compute them."""
+    items = state.items if state is not None and hasattr(state, "items") else None
+    if not isinstance(items, dict):
+        return None, False, False
+    shape, dtype = items.get("shape"), items.get("dtype")
+    pad = isinstance(items.get("numpy_array_alignment_bytes"), int)
+    if not isinstance(shape, Tup) or shape.items is None:
+        return None, False, pad
+    count = 1
+    for n in shape.items:
+        if not isinstance(n, int) or n < 0:
+            return None, False, pad
+        count *= n
+    itemsize, has_object = _dtype_size(dtype)
+    if has_object:
+        return 0, True, pad
+    return (None if itemsize is None else count * itemsize), False, pad
+
+
+def _dtype_size(dtype: Any) -> tuple[int | None, bool]:
+    """(itemsize, object dtype) of a pickled ``numpy.dtype(str, False, True)`` + its state."""
+    if not isinstance(dtype, Made) or dtype.by is None or dtype.by.name != "dtype":
+        return None, False
+    args = dtype.args.items if isinstance(dtype.args, Tup) else None
+    state = dtype.state.items if isinstance(dtype.state, Tup) else None
+    if not args or not isinstance(args[0], str):
+        return None, False
+    if state and len(state) >= 8 and isinstance(state[7], int) and state[7] & 1:
+        return None, True  # NPY_ITEM_REFCOUNT: holds Python objects
+    m = _SIMPLE_DTYPE.fullmatch(args[0])
+    if m and m.group(1) == "O":
+        return None, True
+    if state and len(state) >= 6 and isinstance(state[5], int) and state[5] > 0:
+        return state[5], False  # flexible types (U, S, V) carry their element size here
+    if m:
+        return int(m.group(2)), False
+    return None, False
+
+
+__all__ = ["Glob", "Judged", "Scope", "Stream", "judge_region"]
