@@ -72,8 +72,12 @@ def read_plan(meta: Path) -> DcpPlan:
                 f"({v['transform_descriptors']!r}); not judged"
             )
             continue
-        what = "a bytes item (torch.load weights_only=False)" if fqn in bytes_fqns else "a tensor"
-        plan.items.setdefault(rel, []).append((offset, length, f"{what} {fqn!r}"))
+        what = (
+            f"the bytes item {fqn!r}, torch.load weights_only=False"
+            if fqn in bytes_fqns
+            else f"the tensor {fqn!r}"
+        )
+        plan.items.setdefault(rel, []).append((offset, length, what))
     return plan
 
 

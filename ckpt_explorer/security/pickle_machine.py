@@ -699,10 +699,11 @@ def _stack_global(m: _Machine, at: int) -> bool:
 
 
 def _inst(m: _Machine, at: int) -> bool:
-    mark = m.marker()
+    # C pops the mark first; the Python unpickler imports the class first: both are walked
     module = text.read_name(m.readline(), ascii_only=True)
     name = text.read_name(m.readline(), ascii_only=True)
     ref = m.find_class(module, name, at, "INST")
+    mark = m.marker()
     args = m.pop_from(mark)
     m.push(m.call("INST", at, Glob(ref), Tup(tuple(args) if len(args) <= KEEP else None)))
     return False

@@ -110,9 +110,9 @@ def judge_region(
     head = bytes(buf[start : start + 16])
     if views_zip.may_be_zip(buf, start, end, head):
         out.add(views_zip.judge_zip(buf, start, end, where, scope, depth, judge_region))
-    if head[:4] != views_zip.LOCAL_SIG:  # such a file is a zip to torch; pickle refuses "P"
-        torch_loads = top and (torch_member or scope.torch_suffix)
-        out.add(_pickle_chain(buf, start, end, where, torch_member, torch_loads, scope, depth))
+    # a zip too (pickle.load stops at its "P" unless the unpickler has a persistent_load)
+    torch_loads = top and (torch_member or scope.torch_suffix) and head[:4] != views_zip.LOCAL_SIG
+    out.add(_pickle_chain(buf, start, end, where, torch_member, torch_loads, scope, depth))
     if views_misc.is_tar(buf, start, end):
         out.add(views_misc.judge_tar(buf, start, end, where))
     if head.startswith(b"\x93NUMPY"):
@@ -217,9 +217,10 @@ def _joblib(buf: Any, start: int, end: int, where: str) -> Judged:
             out.doubts.append(f"{where}: a joblib array at byte {at} whose size cannot be known")
             return
         pos = m.pos
-        if pad:
+        if pad and not has_object:  # joblib aligns numeric arrays only
             pad_len = int(m.data[pos]) if pos < m.limit else 0
             pos += 1 + pad_len
+        m.frame_end = None  # the frame ended with this BUILD; the array follows it
         if has_object:
             inner = walk_pickle(m.data, pos, m.limit)
             out.streams.append(Stream(f"{where}, the object array at byte {pos}", inner, buf))

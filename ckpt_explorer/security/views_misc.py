@@ -211,8 +211,8 @@ def decompress(buf: Any, start: int, end: int, kind: str, scope: Any) -> tuple[b
 
     limit = MAX_INFLATED - scope.inflated
     raw = io.BufferedReader(BufferFile(buf, start, end))
-    openers = {
-        "gzip": gzip.GzipFile,
+    openers: dict[str, Any] = {
+        "gzip": lambda f: gzip.GzipFile(fileobj=f),
         "bz2": bz2.BZ2File,
         "xz": lzma.LZMAFile,
         "lzma": lzma.LZMAFile,
