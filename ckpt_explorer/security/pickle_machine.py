@@ -176,7 +176,9 @@ def _looks_like_pickle(value: bytes) -> bool:
 
 
 class _Machine:
-    def __init__(self, data: Any, start: int, end: int, *, torch_zip: bool) -> None:
+    def __init__(
+        self, data: Any, start: int, end: int, *, torch_zip: bool, max_ops: int = MAX_OPS
+    ) -> None:
         self.data = data
         self.pos = start
         self.limit = end
@@ -188,6 +190,7 @@ class _Machine:
         self.frame_end: int | None = None
         self.torch_zip = torch_zip  # torch's zip loader maps torch.tensor -> torch._tensor
         self.on_build: BuildHook | None = None
+        self.max_ops = max_ops
 
     # --- reading --------------------------------------------------------------------------
 
@@ -340,8 +343,8 @@ class _Machine:
                 if name not in w.opcodes:
                     w.opcodes[name] = at
                 w.ops += 1
-                if w.ops > MAX_OPS:
-                    self.doubt(at, f"over {MAX_OPS:,} opcodes: not walked to its end")
+                if w.ops > self.max_ops:
+                    self.doubt(at, f"over {self.max_ops:,} opcodes: not walked to its end")
                     w.end, w.error = at, "too long to judge"
                     return w
                 if handler[1](self, at):
@@ -894,6 +897,7 @@ def walk_pickle(
     *,
     torch_zip: bool = False,
     on_build: BuildHook | None = None,
+    max_ops: int = MAX_OPS,
 ) -> PickleWalk:
     """Walk the pickle of ``data`` (bytes or a read-only mmap) that starts at ``start``, as
     ``pickle.load`` reads it from there; never raises on bad input.
@@ -903,7 +907,10 @@ def walk_pickle(
         torch_zip: apply torch's zip loader's own module map (``torch.tensor``).
         on_build: called after each BUILD on an object made by a call (joblib reads its arrays
             from the stream right there).
+        max_ops: opcodes walked before giving up (a doubt).
     """
-    m = _Machine(data, start, len(data) if end is None else end, torch_zip=torch_zip)
+    m = _Machine(
+        data, start, len(data) if end is None else end, torch_zip=torch_zip, max_ops=max_ops
+    )
     m.on_build = on_build
     return m.run()

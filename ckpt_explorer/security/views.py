@@ -31,6 +31,7 @@ LEGACY_PICKLES = ("magic number", "protocol version", "system info", "data", "st
 MAX_DEPTH = 4  # containers within containers (a zip in a zip in a gzip ...)
 MAX_INFLATED = 256 * 2**20  # bytes inflated or decompressed per file, in all
 MAX_ARCHIVES = 4096  # nested archives per file
+MAX_FILE_OPS = 100_000_000  # opcodes walked per file, over all its pickles
 _JOBLIB_WRAPPERS = {"joblib.numpy_pickle.NumpyArrayWrapper"}
 _JOBLIB_OLD = {
     "joblib.numpy_pickle.NDArrayWrapper",
@@ -75,6 +76,13 @@ class Scope:
     archives: int = 0
     explained: bool = False  # a DCP data file: not being one canonical archive is expected
     torch_suffix: bool = True  # torch's weights_only verdict applies to its top-level pickle
+    ops: int = MAX_FILE_OPS  # opcodes left to walk in this file
+
+    def walk(self, buf: Any, start: int = 0, end: int | None = None, **kw: Any) -> PickleWalk:
+        """:func:`walk_pickle` within the file's opcode budget."""
+        walk = walk_pickle(buf, start, end, max_ops=max(self.ops, 1), **kw)
+        self.ops -= walk.ops
+        return walk
 
     def take(self, nbytes: int) -> bool:
         """Reserve ``nbytes`` of the inflation budget (False: over it)."""
@@ -114,9 +122,9 @@ def judge_region(
     torch_loads = top and (torch_member or scope.torch_suffix) and head[:4] != views_zip.LOCAL_SIG
     out.add(_pickle_chain(buf, start, end, where, torch_member, torch_loads, scope, depth))
     if views_misc.is_tar(buf, start, end):
-        out.add(views_misc.judge_tar(buf, start, end, where))
+        out.add(views_misc.judge_tar(buf, start, end, where, scope))
     if head.startswith(b"\x93NUMPY"):
-        out.add(views_misc.judge_npy(buf, start, end, where))
+        out.add(views_misc.judge_npy(buf, start, end, where, scope))
     compressed = views_misc.compression(head)
     if compressed:
         inner, doubt = views_misc.decompress(buf, start, end, compressed, scope)
@@ -129,7 +137,7 @@ def judge_region(
                     inner, 0, len(inner), f"{where} ({compressed}-decompressed)", scope, depth + 1
                 )
             )
-    out.add(views_misc.judge_safetensors_values(buf, start, end, where, head))
+    out.add(views_misc.judge_safetensors_values(buf, start, end, where, head, scope))
     return out
 
 
@@ -149,7 +157,7 @@ def _pickle_chain(
     ``data.pkl``), so torch's ``weights_only`` verdict is worth giving.
     """
     out = Judged()
-    first = walk_pickle(buf, start, end, torch_zip=torch_member)
+    first = scope.walk(buf, start, end, torch_zip=torch_member)
     if not first.did_anything:
         return out
     out.streams.append(Stream(where, first, buf, torch_loads))
@@ -157,7 +165,7 @@ def _pickle_chain(
     out.formats.append("torch data.pkl" if torch_member else "pickle")
     names = {g.qualified for g in first.globals}
     if names & _JOBLIB_WRAPPERS:
-        out.add(_joblib(buf, start, end, where))
+        out.add(_joblib(buf, start, end, where, scope))
     if names & _JOBLIB_OLD:
         out.doubts.append(
             f"{where}: an old joblib NDArrayWrapper, which makes joblib.load numpy.load another "
@@ -173,7 +181,7 @@ def _pickle_chain(
     torch_loads = torch_loads or legacy  # torch.load reads a legacy file under any name
     out.streams[0].torch_loads = torch_loads
     for i, name in enumerate(LEGACY_PICKLES[1:], start=1):
-        walk = walk_pickle(buf, at, end)
+        walk = scope.walk(buf, at, end)
         label = f"the {name} pickle" if legacy else f"pickle {i + 1} after it"
         if walk.did_anything or walk.error:
             out.streams.append(Stream(f"{where}, {label}", walk, buf, torch_loads))
@@ -201,7 +209,7 @@ def nested_loads(walk: PickleWalk, where: str, scope: Scope, depth: int) -> Judg
     return out
 
 
-def _joblib(buf: Any, start: int, end: int, where: str) -> Judged:
+def _joblib(buf: Any, start: int, end: int, where: str, scope: Scope) -> Judged:
     """The stream as ``joblib.load`` reads it: each array's bytes skipped where joblib reads
     them, and an object array's own pickle walked."""
     out = Judged()
@@ -222,7 +230,7 @@ def _joblib(buf: Any, start: int, end: int, where: str) -> Judged:
             pos += 1 + pad_len
         m.frame_end = None  # the frame ended with this BUILD; the array follows it
         if has_object:
-            inner = walk_pickle(m.data, pos, m.limit)
+            inner = scope.walk(m.data, pos, m.limit)
             out.streams.append(Stream(f"{where}, the object array at byte {pos}", inner, buf))
             if not inner.complete:
                 m.pos = m.limit
@@ -231,7 +239,7 @@ def _joblib(buf: Any, start: int, end: int, where: str) -> Judged:
         else:
             m.pos = min(pos + size, m.limit)
 
-    walk = walk_pickle(buf, start, end, on_build=on_build)
+    walk = scope.walk(buf, start, end, on_build=on_build)
     out.streams.append(Stream(f"{where}, as joblib.load reads it", walk, buf))
     out.formats.append("joblib")
     return out

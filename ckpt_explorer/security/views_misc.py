@@ -18,7 +18,7 @@ import tarfile
 import zlib
 from typing import Any
 
-from .pickle_machine import Glob, Tup, walk_pickle
+from .pickle_machine import Glob, Tup
 from .zip_check import BufferFile
 
 # element sizes of the storage classes torch's legacy formats name
@@ -63,7 +63,7 @@ def is_tar(buf: Any, start: int, end: int) -> bool:
     return stored in (unsigned, signed)
 
 
-def judge_tar(buf: Any, start: int, end: int, where: str) -> Any:
+def judge_tar(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
     """The pickles ``torch.load`` reads from its legacy tar format (members ``storages``,
     ``tensors``, ``pickle``), found the way ``_legacy_load.legacy_load`` reads them."""
     out = _judged()
@@ -89,16 +89,16 @@ def judge_tar(buf: Any, start: int, end: int, where: str) -> Any:
                 continue
             data = f.read()
             if reader is None:
-                walk = walk_pickle(data)
+                walk = scope.walk(data)
                 if walk.did_anything:
                     out.streams.append(_stream(label, walk, data))
             else:
-                reader(data, label, out)
+                reader(data, label, out, scope)
     return out
 
 
-def _chain(data: bytes, at: int, label: str, out: Any) -> Any:
-    walk = walk_pickle(data, at)
+def _chain(data: bytes, at: int, label: str, out: Any, scope: Any) -> Any:
+    walk = scope.walk(data, at)
     if walk.did_anything or walk.error:
         out.streams.append(_stream(f"{label}, pickle at byte {at}", walk, data))
     return walk if walk.complete else None
@@ -113,12 +113,12 @@ def _count(walk: Any, label: str, out: Any) -> int | None:
     return None
 
 
-def _storages(data: bytes, label: str, out: Any) -> None:
-    walk = _chain(data, 0, label, out)
+def _storages(data: bytes, label: str, out: Any, scope: Any) -> None:
+    walk = _chain(data, 0, label, out, scope)
     n = _count(walk, label, out) if walk else None
     at = walk.end if walk else 0
     for _ in range(n or 0):
-        args = _chain(data, at, label, out)
+        args = _chain(data, at, label, out, scope)
         if args is None:
             return
         size = _element_size(args.value)
@@ -128,15 +128,15 @@ def _storages(data: bytes, label: str, out: Any) -> None:
         (numel,) = struct.unpack("<q", data[args.end : args.end + 8])
         at = args.end + 8 + max(numel, 0) * size
     if n is not None:
-        _chain(data, at, label, out)  # the storage views
+        _chain(data, at, label, out, scope)  # the storage views
 
 
-def _tensors(data: bytes, label: str, out: Any) -> None:
-    walk = _chain(data, 0, label, out)
+def _tensors(data: bytes, label: str, out: Any, scope: Any) -> None:
+    walk = _chain(data, 0, label, out, scope)
     n = _count(walk, label, out) if walk else None
     at = walk.end if walk else 0
     for _ in range(n or 0):
-        args = _chain(data, at, label, out)
+        args = _chain(data, at, label, out, scope)
         if args is None or args.end + 8 > len(data):
             return
         (ndim,) = struct.unpack("<i", data[args.end : args.end + 4])
@@ -153,7 +153,7 @@ def _element_size(value: Any) -> int | None:
 # --- numpy ----------------------------------------------------------------------------------
 
 
-def judge_npy(buf: Any, start: int, end: int, where: str) -> Any:
+def judge_npy(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
     """An ``.npy``'s object array: ``numpy.load(allow_pickle=True)`` unpickles what follows the
     header (read here by numpy's own header reader, which evaluates only a literal)."""
     out = _judged()
@@ -173,7 +173,7 @@ def judge_npy(buf: Any, start: int, end: int, where: str) -> Any:
     out.formats.append("npy")
     if dtype.hasobject:
         at = start + f.tell()
-        walk = walk_pickle(buf, at, end)
+        walk = scope.walk(buf, at, end)
         out.streams.append(
             _stream(f"{where}, its object array (numpy.load allow_pickle)", walk, buf)
         )
@@ -239,7 +239,9 @@ def decompress(buf: Any, start: int, end: int, kind: str, scope: Any) -> tuple[b
 # --- ColossalAI's flattened optimizer safetensors ------------------------------------------
 
 
-def judge_safetensors_values(buf: Any, start: int, end: int, where: str, head: bytes) -> Any:
+def judge_safetensors_values(
+    buf: Any, start: int, end: int, where: str, head: bytes, scope: Any
+) -> Any:
     """The values ColossalAI lists under ``non_tensor_keys`` are pickles stored as U8 tensors;
     its loader unpickles each."""
     out = _judged()
@@ -267,7 +269,7 @@ def judge_safetensors_values(buf: Any, start: int, end: int, where: str, head: b
         ):
             continue
         a, b = base + offsets[0], min(base + offsets[1], end)
-        walk = walk_pickle(buf, a, b)
+        walk = scope.walk(buf, a, b)
         if walk.did_anything or walk.error:
             out.streams.append(_stream(f"{where} (pickled value {key!r})", walk, buf))
     return out
