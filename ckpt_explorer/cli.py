@@ -225,8 +225,10 @@ def _cmd_scan(args: argparse.Namespace) -> int:
             shown = f"  ({v.format})" if v.format else ""
             print(f"{v.verdict.upper():10}  {v.path}{shown}")
             for f in v.findings:
-                if f.severity == "error" or v.verdict != "safe":
+                if v.verdict in ("unsafe", "unverified") and f.severity == "error":
                     print(f"            {f.rule}: {f.message}")
+                elif f.rule == "security.weights_only_refused":  # worth knowing, not a verdict
+                    print(f"            note: {f.message.split(': ', 1)[-1]}")
         for link in report.links:
             if link.status != "inside":
                 print(f"LINK {link.status:6}  {link.path} -> {link.target}")

@@ -100,6 +100,8 @@ def judge_file(
     if extra is not None:
         judged.add(extra)
     decide(verdict, judged, [], [])
+    if explained:
+        verdict.format = "DCP data file"
     return verdict
 
 

@@ -183,7 +183,7 @@ def _pickle_chain(
     for i, name in enumerate(LEGACY_PICKLES[1:], start=1):
         walk = scope.walk(buf, at, end)
         label = f"the {name} pickle" if legacy else f"pickle {i + 1} after it"
-        if walk.did_anything or walk.error:
+        if walk.did_anything:
             out.streams.append(Stream(f"{where}, {label}", walk, buf, torch_loads))
             out.add(nested_loads(walk, f"{where}, {label}", scope, depth))
         if not walk.complete:

@@ -99,7 +99,7 @@ def judge_tar(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
 
 def _chain(data: bytes, at: int, label: str, out: Any, scope: Any) -> Any:
     walk = scope.walk(data, at)
-    if walk.did_anything or walk.error:
+    if walk.did_anything:
         out.streams.append(_stream(f"{label}, pickle at byte {at}", walk, data))
     return walk if walk.complete else None
 
@@ -270,6 +270,6 @@ def judge_safetensors_values(
             continue
         a, b = base + offsets[0], min(base + offsets[1], end)
         walk = scope.walk(buf, a, b)
-        if walk.did_anything or walk.error:
+        if walk.did_anything:
             out.streams.append(_stream(f"{where} (pickled value {key!r})", walk, buf))
     return out
