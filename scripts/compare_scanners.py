@@ -3,11 +3,16 @@
     uv venv /tmp/scanners
     uv pip install -p /tmp/scanners/bin/python picklescan modelscan fickling modelaudit
     .venv/bin/python scripts/compare_scanners.py --scanners /tmp/scanners [--benign DIR ...]
+    .venv/bin/python scripts/compare_scanners.py --corpus gate [--benign DIR ...]
 
 The scanners live in their own environment (never dependencies of ckpt_explorer) and run as
 child processes. The corpus is tests/hostile/make_security_corpus.py (malicious, refused,
-benign), written to a temporary folder; ``--benign`` adds real checkpoints (files or folders,
-e.g. the fixture makers' outputs under .fixture-cache/), one case each. Prints a markdown table.
+benign) or, with ``--corpus gate``, the gate's attack corpus tests/hostile/attack_corpus.py
+(malicious cases each proven by the oracle to run under a real loader, and benign real
+outputs), written to a temporary folder; ``--benign`` adds real checkpoints (files or folders,
+e.g. the fixture makers' outputs under .fixture-cache/), one case each. Prints a markdown table;
+for the gate corpus ckpt-explorer's ``scan`` is counted twice: verdict ``unsafe`` only, and
+``unsafe`` or ``unverified`` (what the fail-closed gate refuses).
 
 Decisions per tool: picklescan exit 1 (dangerous globals); modelscan exit 1 (issues);
 fickling ``check_safety`` at LIKELY_OVERTLY_MALICIOUS or worse on any pickle of the file (every
@@ -82,19 +87,21 @@ def _run(argv: list[str], stdin: str = "", timeout: int = 1800) -> subprocess.Co
 
 
 def _batch(argv: list[str], cases: dict[str, Path], torch_only: bool = False) -> dict[str, Any]:
-    from ckpt_explorer.security.sources import sniff
-
     files = {
-        name: [f for f in _files(p) if not torch_only or _torch_file(Path(f), sniff)]
+        name: [f for f in _files(p) if not torch_only or _torch_file(Path(f))]
         for name, p in cases.items()
     }
     return dict(json.loads(_run(argv, json.dumps(files)).stdout.strip().splitlines()[-1]))
 
 
-def _torch_file(path: Path, sniff: Any) -> bool:
-    """A file torch.load would be pointed at: a torch zip, or a pickle named like one."""
-    kind = sniff(path)
-    return kind in ("zip", "legacy") or (kind == "pickle" and path.suffix in TORCH_SUFFIXES)
+def _torch_file(path: Path) -> bool:
+    """A file torch.load would be pointed at: a zip, or a file named like a checkpoint."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return head == b"PK\x03\x04" or path.suffix in TORCH_SUFFIXES
 
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
@@ -118,7 +125,19 @@ def _modelaudit(bin_: Path, cases: dict[str, Path]) -> dict[str, bool]:
     return flagged
 
 
-def verdicts(cases: dict[str, Path], scanners: Path) -> dict[str, dict[str, bool]]:
+def _scan_words(path: Path) -> set[str]:
+    """The verdict words ``ckpt-explorer scan`` gives the files of one case."""
+    from ckpt_explorer.security import scan_paths
+
+    try:
+        return {str(v.verdict) for v in scan_paths([path]).verdicts}
+    except Exception as e:  # the scanner failing on a case is not a verdict of safe
+        return {f"error: {type(e).__name__}"}
+
+
+def verdicts(
+    cases: dict[str, Path], scanners: Path, gate: bool = False
+) -> dict[str, dict[str, bool]]:
     """tool -> case -> flagged."""
     from ckpt_explorer.security import security_findings
 
@@ -131,6 +150,13 @@ def verdicts(cases: dict[str, Path], scanners: Path) -> dict[str, dict[str, bool
         out.setdefault("picklescan --strict", {})[name] = rc == 1
         rc = _run([str(bin_ / "modelscan"), "-p", str(path)]).returncode
         out.setdefault("modelscan", {})[name] = rc == 1
+        if gate:
+            words = _scan_words(path)
+            out.setdefault("ckpt-explorer scan: unsafe", {})[name] = "unsafe" in words
+            out.setdefault("ckpt-explorer scan: unsafe or unverified", {})[name] = bool(
+                words & {"unsafe", "unverified"}
+            )
+            continue
         findings = {f.rule for f in security_findings(path)}
         out.setdefault("ckpt-explorer: code_execution", {})[name] = (
             "security.code_execution" in findings
@@ -153,9 +179,13 @@ def main() -> None:
     ap.add_argument("--scanners", type=Path, default=Path("/tmp/scanners"))
     ap.add_argument("--benign", type=Path, nargs="*", default=[])
     ap.add_argument("--details", action="store_true", help="print each case's flags to stderr")
+    ap.add_argument("--corpus", choices=("security", "gate"), default="security")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "hostile"))
-    from make_security_corpus import make
+    if args.corpus == "gate":
+        from attack_corpus import make
+    else:
+        from make_security_corpus import make
 
     root = Path(tempfile.mkdtemp(prefix="seccorpus-"))
     classes: dict[str, str] = {}
@@ -164,13 +194,21 @@ def main() -> None:
         classes[name], paths[name] = c["class"], root / c["path"]
     for path in args.benign:
         classes[str(path)], paths[str(path)] = "benign", path
-    table = verdicts(paths, args.scanners)
+    table = verdicts(paths, args.scanners, gate=args.corpus == "gate")
     assert not (root / "PWNED").exists(), "a payload ran"
-    print("| tool | malicious caught | harmless-but-refused flagged | benign flagged |")
-    print("|---|---|---|---|")
+    assert not list(root.rglob("PWNED-*")), "a payload ran"
+    klasses = (
+        ("malicious", "benign") if args.corpus == "gate" else ("malicious", "refused", "benign")
+    )
+    if args.corpus == "gate":
+        print("| tool | malicious caught | benign flagged |")
+        print("|---|---|---|")
+    else:
+        print("| tool | malicious caught | harmless-but-refused flagged | benign flagged |")
+        print("|---|---|---|---|")
     for tool, flagged in table.items():
         cells = []
-        for klass in ("malicious", "refused", "benign"):
+        for klass in klasses:
             names = [n for n in paths if classes[n] == klass]
             cells.append(f"{sum(bool(flagged.get(n)) for n in names)}/{len(names)}")
         print(f"| {tool} | {' | '.join(cells)} |")

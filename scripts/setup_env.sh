@@ -55,7 +55,7 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   uvi --no-deps "silero-vad==6.2.3"
   uvi -c "$PIN" "peft==0.13.2" einops contexttimer bitsandbytes "deepspeed==0.19.8" \
       rich click psutil packaging tqdm pydantic "lightning==2.5.6" "omegaconf==2.3.0" \
-      "diffusers==0.42.1"  # its models import peft>=0.17 when peft is found: its maker hides peft
+      "diffusers==0.42.1" "joblib==1.6.0"  # diffusers' models import peft>=0.17 when peft is found: its maker hides peft
   # transformers 4.x (HF .bin shards, ColossalAI HybridParallelPlugin) lives in a side folder,
   # put on PYTHONPATH only by the fixture scripts that need it.
   "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/transformers4" \
