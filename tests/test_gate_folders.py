@@ -177,3 +177,26 @@ def test_an_unreadable_file_is_unverified(tmp_path: Path) -> None:
     path.chmod(0)
     code, doc = _scan(str(tmp_path))
     assert code == 1 and doc["files"][0]["verdict"] == "unverified"
+
+
+def test_the_dashboard_banner_shows_unverified_files(tmp_path: Path) -> None:
+    from ckpt_explorer.ui.components.overview import Overview
+    from ckpt_explorer.ui.state import AppState
+
+    state = tmp_path / "checkpoint-3"
+    state.mkdir()
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    torch.save(model.state_dict(), state / "model.pt")
+    torch.save(opt.state_dict(), state / "optimizer.pt")
+    good = (state / "optimizer.pt").read_bytes()
+    (state / "extra.pt").write_bytes(b"JUNK" + good)  # torch fails, zipfile reads it
+    app = AppState(tmp_path)
+    overview = Overview(app)
+    assert app.browse.open("checkpoint-3/model.pt"), app.browse.error
+    assert "security-banner" not in [getattr(b, "name", "") for b in overview._body]
+    assert app.browse.open("checkpoint-3"), app.browse.error
+    banner = overview._body[0]
+    assert banner.alert_type == "danger" and "Unverified" in banner.object
+    assert "extra.pt" in banner.object and "read differently" in banner.object
+    assert "unsafe or unverified" in app.unsafe_note("checkpoint-3")
