@@ -253,12 +253,19 @@ def _refusal(stream: Stream, where: str) -> list[Finding]:
     first = found[0]
     names = sorted({r.what for r in found if not r.what.isupper()} - {first.what})
     also = f"; it also names {', '.join(names[:6])}" if names else ""
-    if any(n.startswith("deepspeed.") for n in [first.what, *names]):
+    every = [first.what, *names]
+    if any(n.startswith("deepspeed.") for n in every):
         also += " (DeepSpeed's own load_checkpoint passes weights_only=False)"
+    # DeepSpeed's own records alone (audited inert): only DeepSpeed reads such a file, and it
+    # does so with weights_only=False; a refusal there is worth knowing, not a fault
+    only_deepspeed = all(
+        n.startswith("deepspeed.") and inert_reason(*n.rsplit(".", 1)) is not None
+        for n in every
+    )
     return [
         Finding(
             REFUSED,
-            "error",
+            "info" if only_deepspeed else "error",
             f"{where}: torch.load(weights_only=True), the default since torch 2.6, refuses "
             f"{first.what} at byte {first.offset} ({first.why}){also}",
             _refusal_hint([r.what for r in found]),
