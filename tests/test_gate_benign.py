@@ -109,3 +109,35 @@ def test_torch_save_variants_are_safe(tmp_path: Path) -> None:
         torch.save({"w": torch.ones(2)}, tmp_path / f"proto{proto}.pt", pickle_protocol=proto)
     verdicts = _verdicts(tmp_path)
     assert set(verdicts.values()) == {"safe"}, verdicts
+
+
+def test_tensors_pickled_with_pickle_are_judged_through_their_nested_bytes(
+    tmp_path: Path,
+) -> None:
+    """``pickle.dumps(tensor)`` calls ``torch.storage._load_from_bytes(b)``, a
+    ``torch.load(b, weights_only=False)`` of bytes in the pickle: the bytes are judged."""
+    import io
+    import pickle
+
+    path = tmp_path / "tensors.pkl"
+    path.write_bytes(pickle.dumps({"w": torch.ones(3), "b": torch.zeros(2)}))
+    assert pickle.loads(path.read_bytes())["w"].sum() == 3
+    assert judge_file(path).verdict == "safe"
+    inner = io.BytesIO()
+    torch.save(_Mark(tmp_path / "MARK"), inner, _use_new_zipfile_serialization=False)
+    evil = tmp_path / "evil.pkl"
+    evil.write_bytes(
+        pickle.dumps(torch.storage._load_from_bytes, protocol=2)[:-1]
+        + pickle.dumps((inner.getvalue(),), protocol=2)[2:-1]
+        + b"R."
+    )
+    verdict = judge_file(evil)
+    assert verdict.verdict == "unsafe"
+    assert "_load_from_bytes loads" in " ".join(verdict.reasons)
+    subprocess.run(
+        [sys.executable, "-c", f"import pickle, torch; pickle.load(open({str(evil)!r}, 'rb'))"],
+        timeout=120,
+        check=False,
+        capture_output=True,
+    )
+    assert (tmp_path / "MARK").exists()  # the control
