@@ -55,10 +55,18 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   uvi --no-deps "silero-vad==6.2.3"
   uvi -c "$PIN" "peft==0.13.2" einops contexttimer bitsandbytes "deepspeed==0.19.8" \
       rich click psutil packaging tqdm pydantic "lightning==2.5.6" "omegaconf==2.3.0" \
-      "diffusers==0.42.1" "joblib==1.6.0"  # diffusers' models import peft>=0.17 when peft is found: its maker hides peft
+      "diffusers==0.42.1" "joblib==1.6.0" "megatron-core==0.16.1" "schedulefree==1.4.1"
+  # (diffusers' models import peft>=0.17 when peft is found: its maker hides peft)
   # transformers 4.x (HF .bin shards, ColossalAI HybridParallelPlugin) lives in a side folder,
   # put on PYTHONPATH only by the fixture scripts that need it.
   "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/transformers4" \
       "transformers==4.51.3" "huggingface_hub==0.36.2" "tokenizers>=0.21,<0.22"
+  # torchtune 0.6.1 (its recipes write the torchtune fixtures) and what it imports, in a side
+  # folder put on sys.path by realworld_tune_maker.py only; torchao 0.11 (0.12+ moved nf4tensor).
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/torchtune" \
+      "torchtune==0.6.1" "torchao==0.11.0" "torchdata==0.11.0" "datasets==5.2.0" \
+      "pyarrow==26.0.1" "dill==0.4.1" "multiprocess==0.70.19" "xxhash==4.1.0" \
+      "sentencepiece==0.2.3" "tiktoken==0.14.0" "blobfile==3.3.0" "lxml==6.1.3" \
+      "pycryptodomex==3.24.2" "kagglehub==1.0.3"
 fi
 echo "$stamp_key" > "$VENV/.ckpt_explorer_stamp"
