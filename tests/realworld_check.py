@@ -58,6 +58,10 @@ FAULT_RULES: dict[str, frozenset[str]] = {
 
 VERDICTS = ("right", "ambiguous_with_truth", "ambiguous_without_truth", "unknown", "wrong")
 
+# The finding validate gives where one state cannot show a restart (an optimizer without a
+# step counter): a ``"state_shows": false`` case must get it, and the doctor must find the cause.
+UNDECIDABLE = "optimizer.restart_unknown"
+
 # A doctor score at or above this on a correct resume is a false cause.
 FALSE_CAUSE_SCORE = 0.5
 
@@ -82,6 +86,7 @@ class StateResult:
     expect: str
     also: tuple[str, ...] = ()
     shape_visible: bool = True
+    state_shows: bool = True  # False: one state's files cannot show the fault (no counter)
     findings: list[Finding] = field(default_factory=list)
     names: list[NameCheck] = field(default_factory=list)
     missing_optimizers: list[str] = field(default_factory=list)
@@ -197,15 +202,25 @@ def _location(case_path: Path, view: CheckpointView) -> str:
     return "" if str(rel) == "." else rel.as_posix()
 
 
+def _named_views(view: CheckpointView, name: str = "") -> Iterator[tuple[str, CheckpointView]]:
+    yield name, view
+    for part_name, part in view.parts.items():
+        yield from _named_views(part, part_name)
+
+
 def optimizers_by_location(case_path: Path, view: CheckpointView) -> dict[str, OptimizerInfo]:
-    """Every optimizer the view shows, keyed by its path relative to the case path."""
+    """Every optimizer the view shows, keyed by its path relative to the case path; an entry
+    of a one-file state (``optimizers.1`` in one ``.pt``) also by its entry name."""
     out: dict[str, OptimizerInfo] = {}
-    for v in iter_views(view):
+    for name, v in _named_views(view):
         if v.optimizer is None:
             continue
-        loc = _location(case_path, v)
-        if loc not in out or (v.optimizer.names and not out[loc].names):
-            out[loc] = v.optimizer
+        locs = [_location(case_path, v)]
+        if name and v.path.is_file() and v.path.resolve() == case_path.resolve():
+            locs.append(name)
+        for loc in locs:
+            if loc not in out or (v.optimizer.names and not out[loc].names):
+                out[loc] = v.optimizer
     return out
 
 
@@ -256,6 +271,7 @@ def check_state(root: Path, case_id: str, case: Mapping[str, Any]) -> StateResul
         str(case.get("expect", "clean")),
         tuple(case.get("also", ())),
         bool(case.get("shape_visible", True)),
+        bool(case.get("state_shows", True)),
     )
     path = Path(root) / case["path"]
     try:
@@ -286,7 +302,8 @@ def check_resume(root: Path, manifest: Mapping[str, Any], case_id: str) -> Resum
 def state_problems(result: StateResult) -> list[str]:
     """What breaks the corpus contract for one state (empty when it holds).
 
-    Clean: no error or warning finding. Faulty: a warning/error finding that fits the fault.
+    Clean: no error or warning finding. Faulty: a warning/error finding that fits the fault,
+    or, for a ``"state_shows": false`` case, the info finding that one state cannot tell.
     Both: it opens and validates, every optimizer of ``id_names`` is found, and no id is named
     wrong (nor ambiguous with candidates that miss the true name). A ``shape_visible: false``
     state is exempt from the fault finding and the names (its files cannot show the fault).
@@ -297,6 +314,9 @@ def state_problems(result: StateResult) -> list[str]:
     if result.expect == "clean":
         out += [f"false {f.severity} {f.rule}: {f.message}" for f in result.errors]
         out += [f"false {f.severity} {f.rule}: {f.message}" for f in result.warnings]
+    elif not result.state_shows:
+        if not any(f.rule == UNDECIDABLE for f in result.findings):
+            out.append(f"validate did not say that {result.expect} cannot be told from one state")
     elif not result.fault_found and result.shape_visible:
         out.append(f"validate did not report {result.expect}")
     out += [f"no optimizer view at {loc!r}" for loc in result.missing_optimizers]

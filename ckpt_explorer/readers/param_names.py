@@ -23,8 +23,11 @@ from .param_alignment import ParamOrder, Shape, align
 from .part_pairing import paired
 
 # Optimizer states shaped like their parameter (Adam(W), SGD, RMSprop, Adagrad, Adadelta,
-# Adamax, ASGD, Rprop, Lion, LAMB, ColossalAI HybridAdam/CPUAdam). Others (Adafactor's
-# factored rows/columns, scalars) say nothing about the parameter's shape.
+# Adamax, ASGD, Rprop, Lion, LAMB, ColossalAI HybridAdam/CPUAdam, schedule-free's ``z``, torch
+# Adafactor's ``variance`` of a vector, bitsandbytes' 8-bit ``state1`` / ``state2``). A factored
+# second moment gives the shape too: rows x columns (torch Adafactor's ``row_var`` (r, 1) and
+# ``col_var`` (1, c); transformers' ``exp_avg_sq_row`` (r,) and ``exp_avg_sq_col`` (c,)).
+# Scalars say nothing about the parameter's shape.
 PARAM_SHAPED = frozenset(
     {
         "exp_avg",
@@ -39,8 +42,13 @@ PARAM_SHAPED = frozenset(
         "ax",
         "prev",
         "step_size",
+        "z",
+        "variance",
+        "__bnb_optimizer_quant_state__.state1",
+        "__bnb_optimizer_quant_state__.state2",
     }
 )
+FACTORED = (("row_var", "col_var"), ("exp_avg_sq_row", "exp_avg_sq_col"))
 FLOAT_PREFIXES = ("float", "bfloat", "complex")
 # Tensors that are buffers in common models (tried without them first, never excluded for good).
 BUFFER_SUFFIXES = (
@@ -59,13 +67,32 @@ DEEPSPEED_FLAT = "DeepSpeed ZeRO optimizer states"  # torch_pickle's detail for 
 def wanted_shapes(records: Iterable[TensorRecord], prefix: str = "") -> dict[int, Shape | None]:
     """Per id, the shape its parameter must have (from param-shaped states that agree)."""
     seen: dict[int, set[Shape]] = {}
+    factored: dict[int, dict[str, Shape]] = {}
     for r in records:
         if not r.name.startswith(prefix):
             continue
         parsed = split_state_name(r.name[len(prefix) :])
         if parsed is not None and parsed[1] in PARAM_SHAPED:
             seen.setdefault(parsed[0], set()).add(tuple(r.shape))
+        elif parsed is not None and any(parsed[1] in pair for pair in FACTORED):
+            factored.setdefault(parsed[0], {})[parsed[1]] = tuple(r.shape)
+    for pid, states in factored.items():
+        for rows, cols in FACTORED:
+            shape = _factored_shape(states.get(rows), states.get(cols))
+            if shape is not None:
+                seen.setdefault(pid, set()).add(shape)
     return {pid: next(iter(s)) if len(s) == 1 else None for pid, s in seen.items()}
+
+
+def _factored_shape(rows: Shape | None, cols: Shape | None) -> Shape | None:
+    """The parameter's shape from a factored second moment's row and column shapes."""
+    if rows is None or cols is None or not rows or not cols:
+        return None
+    if len(rows) == len(cols) >= 2 and rows[-1] == 1 and cols[-2] == 1:
+        return (*rows[:-1], cols[-1])  # torch: (..., r, 1) and (..., 1, c)
+    if len(rows) == len(cols) >= 1 and rows[:-1] == cols[:-1]:
+        return (*rows, cols[-1])  # transformers: (..., r) and (..., c)
+    return None
 
 
 def is_buffer_name(name: str) -> bool:
@@ -222,6 +249,12 @@ def _all_recorded(info: OptimizerInfo) -> bool:
     return bool(info.names) and all(n.how == "recorded" for n in info.names.values())
 
 
+def _decided(info: OptimizerInfo) -> bool:
+    """Names already decided by the reader: every id recorded, or named by the reader from
+    an order of its own (``name_source`` set, e.g. torchtune's module order): kept."""
+    return _all_recorded(info) or (bool(info.names) and bool(info.name_source))
+
+
 def _model_parts(parts: Mapping[str, CheckpointView]) -> list[CheckpointView]:
     return [p for p in parts.values() if p.kind in ("model", "adapter") and p.tensors]
 
@@ -235,7 +268,9 @@ def attach_names(view: CheckpointView, model: CheckpointView | None = None) -> C
     """
     folder = view.path if view.path.is_dir() else view.path.parent
     if view.optimizer is not None and not view.parts:
-        if not _named_by_parameter(view) or _all_recorded(view.optimizer):
+        if not _named_by_parameter(view) or (model is None and _decided(view.optimizer)):
+            return view
+        if _all_recorded(view.optimizer):
             return view
         order = model_order(model, [folder])
         return view.with_optimizer(name_ids(view.optimizer, view.tensors, order))
@@ -251,6 +286,7 @@ def attach_names(view: CheckpointView, model: CheckpointView | None = None) -> C
         and not part.parts
         and _named_by_parameter(part)
         and not _all_recorded(part.optimizer)
+        and not (model is None and _decided(part.optimizer))
     ]
     by_name = {n: p for n, p in view.parts.items() if any(p is m for m in models)}
     orders: dict[int, ParamOrder | None] = {}

@@ -18,11 +18,11 @@ from ..validate.scheduler import (
     drives_momentum,
     effective_step,
     optimizer_step,
-    scheduler_steps_per_optimizer_step,
-    steps_agree,
 )
+from ..validate.scheduler_pairing import pair_schedulers
 from ..view import CheckpointView
 from .evidence import Side, compare_tensors, zero_moments
+from .momentum import fresh_momentum
 from .report import Cause, DoctorReport
 from .state_match import misrouted_updates
 
@@ -35,22 +35,46 @@ def _open(x: str | Path | CheckpointView) -> CheckpointView:
     return open_checkpoint(x)
 
 
-def _side(view: CheckpointView) -> Side:
+def _sides(view: CheckpointView) -> list[Side]:
+    """One side per optimizer of the state (each with the scheduler that drives it), or one
+    without an optimizer."""
     parts = collect(view)
-    opt = next((o for o in parts.optimizers if o.groups), None)
-    sched = parts.schedulers[0] if parts.schedulers else None
     claims = position_claims(view.path, parts)
-    return Side(
-        view,
-        parts,
-        opt,
-        optimizer_step(opt) if opt else None,
-        effective_step(sched.values) if sched else None,
-        sched.values if sched else None,
-        next(iter(claims.values()), None),
-        any(rs.has_rng for rs in parts.run_states),
-        bool(claims) or any(rs.values for rs in parts.run_states),
-    )
+    pairs = [
+        p
+        for p in pair_schedulers(parts.optimizers, parts.schedulers)
+        if p[0] is None or p[0].groups
+    ]
+    with_opt = [p for p in pairs if p[0] is not None]
+    if not with_opt:
+        first = parts.schedulers[0] if parts.schedulers else None
+        with_opt = [(None, first)]
+    out = []
+    for opt, sched in with_opt:
+        out.append(
+            Side(
+                view,
+                parts,
+                opt,
+                optimizer_step(opt) if opt else None,
+                effective_step(sched.values) if sched else None,
+                sched.values if sched else None,
+                next(iter(claims.values()), None),
+                any(rs.has_rng for rs in parts.run_states),
+                bool(claims) or any(rs.values for rs in parts.run_states),
+            )
+        )
+    return out
+
+
+def _matched(a: list[Side], b: list[Side]) -> list[tuple[Side, Side]]:
+    """A's and B's sides of the same optimizer (by its label, else in order)."""
+    by_label = {s.opt.label: s for s in b if s.opt is not None}
+    out = []
+    for i, sa in enumerate(a):
+        sb = by_label.get(sa.opt.label) if sa.opt is not None else None
+        out.append((sa, sb if sb is not None else b[min(i, len(b) - 1)]))
+    return out
 
 
 def resume_doctor(
@@ -71,12 +95,19 @@ def resume_doctor(
         >>> report.top.cause, report.top.evidence                       # doctest: +SKIP
     """
     va, vb = _open(a), _open(b)
-    sa, sb = _side(va), _side(vb)
+    pairs = _matched(_sides(va), _sides(vb))
+    sa, sb = pairs[0]
     causes: list[Cause] = []
-    for rule in (moments_cause, scheduler_cause, _param_order, _rng, _hyper, _part_steps):
+    for x, y in pairs:  # each optimizer with its own scheduler
+        for rule in (moments_cause, scheduler_cause, _param_order, _hyper):
+            cause = rule(x, y)
+            if cause is not None:
+                causes.append(cause)
+    for rule in (_rng, _part_steps):
         cause = rule(sa, sb)
         if cause is not None:
             causes.append(cause)
+    causes = _merged(causes)
     if compare_weights:
         causes = _merged(causes + compare_tensors(va, vb, sa, sb))
     facts = {
@@ -153,6 +184,10 @@ def moments_cause(a: Side, b: Side) -> Cause | None:
             "started from scratch"
         )
         score = max(score, 0.93)
+    fresh = fresh_momentum(a, b)
+    if fresh is not None:
+        ev.append(fresh[1])
+        score = max(score, fresh[0])
     if b.opt is not None and score < 0.95:
         zeros, total = zero_moments(b.opt)
         if total and zeros == total and (b.opt_step or 0) <= 1:
@@ -239,12 +274,13 @@ def _param_order(a: Side, b: Side) -> Cause | None:
             ev.append(f"{name}: {msg}")
             score = max(score, 0.9 if "another order" in msg else 0.5)
     if b.opt is not None and not b.opt.flat and not ev and a.parts.models and b.parts.models:
-        misrouted = misrouted_updates(a.parts.models[0], b.parts.models[0], b.opt)
+        before = a.opt if a.opt is not None and not a.opt.flat else None
+        misrouted = misrouted_updates(a.parts.models[0], b.parts.models[0], b.opt, before)
         if len(misrouted) >= 2:  # a reorder moves at least two parameters
             score = 0.9
             ev.append(
-                f"{len(misrouted)} parameters moved from A to B along another optimizer id's "
-                "update direction (same shapes, so the shapes cannot show it)"
+                f"{len(misrouted)} parameters moved from A to B the way another optimizer id's "
+                "state says (same shapes, so the shapes cannot show it)"
             )
             for m in misrouted[:8]:
                 ev.append(
@@ -332,6 +368,7 @@ def _plain(v: Any) -> Any:
 
 def _part_steps(a: Side, b: Side) -> Cause | None:
     from ..validate.bundle import check_bundle
+    from ..validate.counters import weigh
 
     ev = []
     strong = False
@@ -342,18 +379,11 @@ def _part_steps(a: Side, b: Side) -> Cause | None:
             if f.rule in ("bundle.step_mismatch", "bundle.epoch_mismatch"):
                 ev.append(f"{name}: {f.message}")
                 strong = True
-            elif f.rule == "bundle.optimizer_step" and f.severity != "info":
+        pairs = pair_schedulers(side.parts.optimizers, side.parts.schedulers)
+        claims = position_claims(side.view.path, side.parts)
+        for f in weigh(side.parts, claims, pairs):
+            if f.severity != "info":
                 ev.append(f"{name}: {f.message}")
-        if (
-            side.sched_step is not None
-            and side.opt_step is not None
-            and not steps_agree(
-                side.sched_step, side.opt_step, scheduler_steps_per_optimizer_step(side.parts)
-            )
-        ):
-            ev.append(
-                f"{name}: scheduler steps {side.sched_step} vs optimizer step {side.opt_step:g}"
-            )
     if not ev:
         return None
     return Cause(

@@ -17,7 +17,6 @@ from ..readers.json_files import optional_json
 from ..readers.roles import DETAIL_ACCELERATE_RNG, DETAIL_TRAINER_STATE, POSITION_KEYS
 from .findings import Finding
 from .parts import Components
-from .scheduler import effective_step, optimizer_step
 
 STEP_IN_NAME = re.compile(r"(?:^|[_\-])(?:global_step|step|checkpoint)[_\-]?(\d+)$")
 EPOCH_IN_NAME = re.compile(r"(?:^|[_\-])epoch[_\-]?(\d+)(?:[_\-]|$)")
@@ -147,59 +146,7 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
             )
         )
     out += _epoch(path, parts)
-    position = next(iter(claims.values()), None) if len(set(claims.values())) == 1 else None
-    for opt in parts.optimizers:
-        step = optimizer_step(opt)
-        if position is not None and step is not None and int(step) != position and not opt.flat:
-            accumulation = _accumulation(position, step, parts)
-            out.append(
-                Finding(
-                    "bundle.optimizer_step",
-                    "info" if accumulation else "warning",
-                    f"the optimizer step is {step:g} but the run position is {position} "
-                    f"({', '.join(claims)})" + (f": {accumulation}" if accumulation else ""),
-                    "Expected with gradient accumulation (position counts micro-steps) or "
-                    "skipped fp16 steps; otherwise the optimizer is from another checkpoint.",
-                    file=opt.label.rstrip("/") or None,
-                )
-            )
-    if not parts.optimizers and position is not None:
-        for sched in parts.schedulers:
-            eff = effective_step(sched.values)
-            if eff is not None and abs(eff - position) > 1:
-                out.append(
-                    Finding(
-                        "bundle.scheduler_step",
-                        "warning",
-                        f"the scheduler has taken {eff} steps but the run position is {position}",
-                        "The scheduler was not restored, or steps per epoch.",
-                        file=sched.label.rstrip("/") or None,
-                    )
-                )
     return out
-
-
-ACCUMULATION_KEYS = (
-    "gradient_accumulation_steps",
-    "grad_accum_steps",
-    "grad_accum",
-    "accum_iter",
-    "accumulate_grad_batches",
-)
-
-
-def _accumulation(position: int, step: float, parts: Components) -> str:
-    """Why a run position that is k × the optimizer step is gradient accumulation over k
-    micro-steps, when the files record that k; "" when they do not (an optimizer and a
-    scheduler both restarted on resume can look the same: that stays a warning)."""
-    if step < 1 or position % int(step) or position // int(step) < 2 or step != int(step):
-        return ""
-    k = position // int(step)
-    values = [v for rs in parts.run_states for v in rs.values.items()] + list(parts.args.items())
-    recorded = [key for key, v in values if key.rsplit(".", 1)[-1] in ACCUMULATION_KEYS and v == k]
-    if recorded:
-        return f"{k} × the optimizer step, gradient accumulation ({recorded[0]} = {k})"
-    return ""
 
 
 def _epoch(path: Path, parts: Components) -> list[Finding]:

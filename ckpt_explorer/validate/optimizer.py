@@ -138,7 +138,9 @@ def _hyper(opt: OptimizerPart, has_scheduler: bool) -> list[Finding]:
     out: list[Finding] = []
     adam = adam_family(opt)
     for gi, g in enumerate(opt.groups):
-        needed = ADAM_KEYS if adam else ("lr",)
+        # torch's Adam and AdamW write all four (and amsgrad) in every group; an Adam-like
+        # class without amsgrad (SparseAdam: lr, betas, eps, maximize) has its own set
+        needed = ADAM_KEYS if adam and "amsgrad" in g else ("lr",)
         missing = [k for k in needed if k not in g]
         if missing:
             out.append(
@@ -196,11 +198,46 @@ def _plain(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
 
 
+def _late_groups(opt: OptimizerPart, steps: dict[int, float], common: float) -> list[Finding]:
+    """Groups added with ``add_param_group`` after training started: every param of such a
+    group has one step below the others', and every group before it has the common step."""
+    per_group: list[float | None] = []
+    for g in opt.groups:
+        ids = [p for p in g.get("params", ()) if p in steps]
+        values = {steps[p] for p in ids}
+        per_group.append(values.pop() if len(values) == 1 else None)
+    late = [i for i, v in enumerate(per_group) if v is not None and v < common]
+    if not late or any(v is None for v in per_group):
+        return []
+    if any(per_group[i] != common for i in range(min(late))) or min(late) == 0:
+        return []
+    if any(per_group[i] != common and i not in late for i in range(len(per_group))):
+        return []
+    out = []
+    for i in late:
+        step = per_group[i]
+        assert step is not None
+        out.append(
+            Finding(
+                "optimizer.late_group",
+                "info",
+                f"group {i} has step {step:g} while the groups before it have step "
+                f"{common:g}: it was added later (add_param_group), {common - step:g} steps "
+                "after the others",
+                "By design; each group's Adam bias correction follows its own step.",
+            )
+        )
+    return out
+
+
 def _steps(opt: OptimizerPart) -> list[Finding]:
     steps = opt.steps()
     if len(steps) < 2:
         return []
     common, _ = Counter(steps.values()).most_common(1)[0]
+    late = _late_groups(opt, steps, common)
+    if late:
+        return late
     odd = {pid: s for pid, s in steps.items() if s != common}
     out = []
     for pid, s in list(odd.items())[:MAX_PER_RULE]:

@@ -24,7 +24,9 @@ from ..types import TensorRecord
 from ..view import CheckpointView
 from .fqn_state import fqn_optimizers, ids_for_groups
 
-STATE_NAME = re.compile(r"^(.*?)state\.(\d+)\.([^.]+)$")
+# ``<prefix>state.<id>.<name>``; a name may hold dots (bitsandbytes keeps its 8-bit states under
+# ``state.<id>.__bnb_optimizer_quant_state__.state1``)
+STATE_NAME = re.compile(r"^(.*?)state\.(\d+)\.([^.]+|__bnb_optimizer_quant_state__\.[^.]+)$")
 # an optimizer state anywhere in a shown name (``optimizer.state.3.exp_avg``, ``optim/state.3.step``):
 # group 1 the id, group 2 the state name
 STATE_IN_NAME = re.compile(r"(?:^|[/.])state\.(\d+)\.([^./]+)$")

@@ -10,11 +10,12 @@ from ..errors import CkptExplorerError
 from ..readers.part_pairing import paired
 from ..security import security_findings
 from ..view import CheckpointView
-from . import bundle, config, integrity, optimizer, scheduler
+from . import bundle, config, counters, integrity, optimizer, scheduler
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .findings import Finding, ValidationReport
 from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
+from .scheduler_pairing import pair_schedulers
 from .security_severity import weigh_refusals
 
 ProgressFn = Callable[[int, int], Any]
@@ -168,13 +169,14 @@ def validate_checkpoint(
         findings += optimizer.check_optimizer(
             opt, _model_of(opt, parts, the_model), sets_initial_lr, stats
         )
-    for sched in parts.schedulers:
-        findings += scheduler.check_scheduler(
-            sched,
-            _pair(parts.optimizers, sched.label),
-            run_epoch,
-            scheduler.scheduler_steps_per_optimizer_step(parts),
-        )
+    pairs = pair_schedulers(parts.optimizers, parts.schedulers)
+    for opt_part, sched in pairs:
+        if sched is not None:
+            findings += scheduler.check_scheduler(sched, opt_part)
+    claims = bundle.position_claims(view.path, parts) if view.kind == "training_state" else {}
+    findings += counters.weigh(
+        parts, claims, pairs, run_epoch, training_state=view.kind == "training_state"
+    )
     if view.kind == "training_state":
         checked.append("bundle")
         findings += bundle.check_bundle(view.path, parts)
@@ -196,11 +198,3 @@ def _model_of(opt: OptimizerPart, parts: Components, default: ModelPart | None) 
     """The model ``opt`` trains: accelerate's optimizer_k.bin pairs with model_k."""
     own = paired(opt.label, [m.label for m in parts.models])
     return next((m for m in parts.models if m.label == own), default)
-
-
-def _pair(optimizers: list[OptimizerPart], scheduler_label: str = "") -> OptimizerPart | None:
-    """The optimizer a scheduler belongs to: accelerate's scheduler_k.bin pairs with
-    optimizer_k.bin; otherwise the first with param groups."""
-    usable = [o for o in optimizers if o.groups and not o.flat]
-    own = paired(scheduler_label, [o.label for o in usable])
-    return next((o for o in usable if o.label == own), usable[0] if usable else None)

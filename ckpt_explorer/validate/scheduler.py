@@ -86,26 +86,11 @@ def scheduler_steps_per_optimizer_step(parts: Components) -> int:
     return max(1, sum(1 for rs in parts.run_states if rs.detail == DETAIL_ACCELERATE_RNG))
 
 
-def steps_agree(sched_step: int, opt_step: float, per_step: int = 1) -> bool:
-    """A scheduler count that fits the optimizer step: equal (within one), or ``per_step``
-    times it (accelerate's per-process stepping)."""
-    if abs(sched_step - opt_step) <= 1:
-        return True
-    return per_step > 1 and abs(sched_step - per_step * opt_step) <= per_step
-
-
-def _counter(values: dict[str, Any]) -> str:
-    """The field the scheduler counts its steps in, as its state names it."""
-    if "last_epoch" not in values and "last_batch_iteration" in values:
-        return "last_batch_iteration + 1"
-    if "last_epoch" not in values and children(values):
-        return "its schedulers' last_epoch"
-    return "last_epoch"
-
-
 def optimizer_step(opt: OptimizerPart) -> float | None:
     """The step most params of ``opt`` have; where no param state holds one, the step most
-    param groups hold (LAMB implementations, Adan: one ``step`` per group)."""
+    param groups hold (LAMB implementations, Adan: one ``step`` per group; schedule-free
+    optimizers count theirs in the group's ``k``). None for an optimizer that keeps no step
+    counter (SGD, Muon)."""
     steps = list(opt.steps().values()) or _group_steps(opt)
     if not steps:
         return None
@@ -117,6 +102,8 @@ def _group_steps(opt: OptimizerPart) -> list[float]:
     out = []
     for i, g in enumerate(opt.groups):
         value = g.get("step", tensors.get(f"{opt.prefix}param_groups.{i}.step"))
+        if value is None and "weight_sum" in g:  # schedulefree: k steps taken
+            value = g.get("k")
         if isinstance(value, TensorRecord):
             value = _scalar(opt, value)
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -139,71 +126,41 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
 
 
-def check_scheduler(
-    sched: ValuesPart,
-    opt: OptimizerPart | None,
-    run_epoch: int | None = None,
-    per_step: int = 1,
-) -> list[Finding]:
-    """Findings of one scheduler; ``per_step``: see :func:`scheduler_steps_per_optimizer_step`."""
+def check_scheduler(sched: ValuesPart, opt: OptimizerPart | None) -> list[Finding]:
+    """Findings of one scheduler against the optimizer it drives (its steps against the other
+    counters: :mod:`.counters`)."""
     v = sched.values
     where = sched.label.rstrip("/") or sched.file or None
     out: list[Finding] = []
     last, count = _int(v.get("last_epoch")), _int(v.get("_step_count"))
     # count 0: a step() that does not count (CosineAnnealingWarmRestarts overrides it)
     if last is not None and count and count != last + 1:
+        # count < last + 1: built with last_epoch set (a scheduler rebuilt on resume or after
+        # add_param_group) or a _step_count not restored: one state cannot tell which
+        behind = count < last + 1
         out.append(
             Finding(
                 "scheduler.step_count",
-                "warning",
-                f"_step_count {count} is not last_epoch + 1 ({last + 1})",
-                "The scheduler was stepped with an explicit epoch, or its state was edited; "
-                "resumed warm-ups may restart (torchtune #2730).",
+                "info" if behind else "warning",
+                f"_step_count {count} is not last_epoch + 1 ({last + 1})"
+                + (
+                    ": the scheduler was built with last_epoch set (rebuilt on resume or "
+                    "after add_param_group), or its _step_count was not restored; the files "
+                    "cannot tell which"
+                    if behind
+                    else ""
+                ),
+                "Harmless for a scheduler rebuilt with last_epoch=N; a _step_count not "
+                "restored can restart warm-ups (torchtune #2730): compare with the state the "
+                "run resumed from (ckpt-explorer doctor)."
+                if behind
+                else "The scheduler was stepped with an explicit epoch, or its state was edited.",
                 file=where,
             )
         )
     if opt is None:
         return out
     groups = opt.groups
-    eff = effective_step(v)
-    step = optimizer_step(opt)
-    if (
-        eff is not None
-        and step is not None
-        and abs(eff - step) > 1
-        and steps_agree(eff, step, per_step)  # a multiple: one per process
-    ):
-        out.append(
-            Finding(
-                "scheduler.per_process_steps",
-                "info",
-                f"the scheduler has taken {eff} steps ({_counter(v)}), the optimizer "
-                f"{step:g}: {per_step} × {step:g}, one per process ({per_step} "
-                "random_states files)",
-                "accelerate steps a prepared scheduler once per process unless "
-                "split_batches=True: size its total steps for that.",
-                file=where,
-            )
-        )
-        eff = None  # explained
-    if (
-        eff is not None
-        and step is not None
-        and abs(eff - step) > 1
-        and not (run_epoch and eff == run_epoch)
-    ):
-        fresh = eff == 0
-        out.append(
-            Finding(
-                "scheduler.optimizer_step",
-                "warning",
-                f"the scheduler has taken {eff} steps ({_counter(v)}) but the optimizer "
-                f"{step:g}" + (" — it looks freshly built, not restored" if fresh else ""),
-                "If the scheduler steps once per optimizer step, it was not restored on "
-                "resume (ColossalAI #5151): load lr_scheduler before training continues.",
-                file=where,
-            )
-        )
     last_lr = v.get("_last_lr")
     if isinstance(last_lr, list | tuple) and groups:
         if len(last_lr) != len(groups):
