@@ -7,7 +7,7 @@ from typing import Any
 
 from .plain import to_plain
 from .types import OptimizerInfo, TensorRecord
-from .view import CheckpointView
+from .view import CheckpointView, unique_numel
 
 
 def tensor_entry(r: TensorRecord) -> dict[str, Any]:
@@ -32,7 +32,7 @@ def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str
         "files": [{"path": f.path, "bytes": f.nbytes} for f in view.files],
         "total_bytes": view.total_bytes,
         "tensor_count": len(view.tensors),
-        "parameter_count": view.element_count,  # tied aliases of one storage counted once
+        "parameter_count": parameter_count(view),  # tied aliases of one storage counted once
         "dtypes": dict(Counter(r.dtype for r in view.tensors)),
         "tensors": [tensor_entry(r) for r in view.tensors],
         "values": {k: to_plain(v) for k, v in view.values.items()},
@@ -59,6 +59,23 @@ def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str
     return report
 
 
+def parameter_count(view: CheckpointView) -> int:
+    """Elements of the model: a training state's model / adapter parts only (never optimizer
+    moments or RNG states), else every tensor of the view. Parts holding the same parameters
+    (DeepSpeed's module copy and its fp32 masters, an EMA copy) count once: a name (without
+    ``module.``) and shape counted in one part is not counted again in another."""
+    models = [p for p in view.parts.values() if p.kind in ("model", "adapter")]
+    if view.kind == "training_state" and models:
+        seen: set[tuple[str, tuple[int, ...]]] = set()
+        records: list[TensorRecord] = []
+        for p in models:
+            keys = [(r.name.removeprefix("module."), tuple(r.shape)) for r in p.tensors]
+            records += [r for r, k in zip(p.tensors, keys, strict=True) if k not in seen]
+            seen.update(keys)
+        return unique_numel(records)
+    return view.element_count
+
+
 def optimizer_entry(opt: OptimizerInfo) -> dict[str, Any]:
     """Groups, ids and the parameter behind each id with how it was decided."""
     return {
@@ -83,7 +100,8 @@ def _optimizer_lines(label: str, opt: OptimizerInfo, limit: int | None) -> list[
     ]
     for i, g in enumerate(opt.param_groups):
         hyper = ", ".join(f"{k}={to_plain(v)}" for k, v in g.items() if k != "params")
-        lines.append(f"  group {i}: {len(g.get('params', []))} params; {hyper}")
+        count = f"{len(g['params'])} params" if "params" in g else "params not recorded"
+        lines.append(f"  group {i}: {count}; {hyper}")
     if opt.names:
         counts = Counter(n.how for n in opt.names.values())
         lines.append(

@@ -116,7 +116,6 @@ def test_zero_checkpoints_load_with_zero_to_fp32(corpus: tuple[Path, dict[str, A
             assert float(step) == BASE_STEPS, name
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_is_read_as_a_training_state(
     corpus: tuple[Path, dict[str, Any]], case_id: str

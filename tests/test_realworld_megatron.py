@@ -185,7 +185,6 @@ def test_hf_equivalent_gives_megatron_cores_logits(corpus: tuple[Path, dict[str,
     assert float((logits - probe["logits"]).abs().max()) < 1e-4
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_is_read_as_a_training_state(
     corpus: tuple[Path, dict[str, Any]], case_id: str

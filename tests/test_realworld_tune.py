@@ -100,7 +100,6 @@ def test_state_loads_with_the_real_clients(
     assert lora == {case["hf_names"][k] for k in adapter}
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_is_read_as_a_training_state(
     corpus: tuple[Path, dict[str, Any]], case_id: str

@@ -82,6 +82,10 @@ def read_source(view: CheckpointView, whole_state: bool = False) -> SourceConten
     """
     if view.family == "deepspeed":
         return _deepspeed(view)
+    if view.family == "deepspeed-universal":  # the fp32 masters, as zero_to_fp32 gives them
+        from .universal import universal_source
+
+        return universal_source(view)
     if view.kind == "training_state" and view.family == "torch-dcp":
         return _dcp_whole_state(view) if whole_state else _dcp_training_state(view)
     if view.parts:

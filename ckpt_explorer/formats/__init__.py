@@ -6,23 +6,61 @@ from ..readers import (
     bundle,
     dcp,
     deepspeed,
+    deepspeed_universal,
     hf_folder,
     json_files,
+    megatron_dist,
+    megatron_legacy,
     peft_adapter,
     safetensors_file,
     sharded_index,
     torch_pickle,
+    torchtune,
+    torchtune_recipe,
 )
 from .registry import FormatSpec, detect, register, spec_for, specs
 
 register(FormatSpec("torch-dcp", ("torch-dcp",), "dir", 10, dcp.probe, dcp.open_dcp))
+register(  # before "torch-dcp": a dist_checkpointing folder holds a DCP checkpoint too
+    FormatSpec(
+        "megatron-dist",
+        ("megatron-dist",),
+        "dir",
+        5,
+        megatron_dist.probe,
+        megatron_dist.open_megatron_dist,
+    )
+)
+register(
+    FormatSpec(
+        "megatron-legacy",
+        ("megatron-legacy",),
+        "dir",
+        6,
+        megatron_legacy.probe,
+        megatron_legacy.open_megatron_legacy,
+    )
+)
 register(
     FormatSpec("deepspeed", ("deepspeed",), "dir", 20, deepspeed.probe, deepspeed.open_deepspeed)
+)
+register(  # before "deepspeed": a universal folder holds a copied model-states file too
+    FormatSpec(
+        "deepspeed-universal",
+        ("deepspeed-universal",),
+        "dir",
+        15,
+        deepspeed_universal.probe,
+        deepspeed_universal.open_universal,
+    )
 )
 register(
     FormatSpec(
         "peft-adapter", ("peft-adapter",), "dir", 30, peft_adapter.probe, peft_adapter.open_adapter
     )
+)
+register(  # an output folder: epoch_N/ weights beside recipe_state/recipe_state.pt
+    FormatSpec("torchtune", ("torchtune",), "dir", 35, torchtune.probe, torchtune.open_output)
 )
 register(
     FormatSpec("training-state", ("training-state",), "dir", 40, bundle.probe, bundle.open_bundle)
@@ -46,6 +84,16 @@ register(
         10,
         safetensors_file.probe,
         safetensors_file.open_safetensors,
+    )
+)
+register(  # before "torch": recipe_state.pt is a torch.save file of the optimizer and run state
+    FormatSpec(
+        "torchtune-recipe-state",
+        ("torchtune",),
+        "file",
+        15,
+        torchtune_recipe.probe_file,
+        torchtune_recipe.open_recipe_state,
     )
 )
 register(

@@ -239,7 +239,15 @@ def name_ids(
 
 def _named_by_parameter(view: CheckpointView) -> bool:
     """False for optimizers whose ids are not parameters: DeepSpeed ZeRO files opened alone
-    hold one flat partition per param group."""
+    hold one flat partition per param group; flat buffers that list no id at all (Megatron's
+    DistributedOptimizer) have nothing to name."""
+    info = view.optimizer
+    if (
+        info is not None
+        and not info.state_ids
+        and not any(g.get("params") for g in info.param_groups)
+    ):
+        return False
     return view.detection.detail != DEEPSPEED_FLAT
 
 

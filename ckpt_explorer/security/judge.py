@@ -259,8 +259,7 @@ def _refusal(stream: Stream, where: str) -> list[Finding]:
     # DeepSpeed's own records alone (audited inert): only DeepSpeed reads such a file, and it
     # does so with weights_only=False; a refusal there is worth knowing, not a fault
     only_deepspeed = all(
-        n.startswith("deepspeed.") and inert_reason(*n.rsplit(".", 1)) is not None
-        for n in every
+        n.startswith("deepspeed.") and inert_reason(*n.rsplit(".", 1)) is not None for n in every
     )
     return [
         Finding(
