@@ -20,6 +20,7 @@ KINDS = (
     "adapter",
     "args",
     "object",
+    "rank_file",  # one rank's file, its content joined into the logical parts beside it
 )
 
 # How an optimizer id's parameter name was decided (see readers/param_names.py).
@@ -135,6 +136,10 @@ class OptimizerInfo:
         names: per id, the name with how it was decided (including ambiguous/unknown ids).
         inconsistencies: when no assignment of parameters to ids fits the model's order,
             the groups and the state shapes: what does not fit (empty when one does).
+        flat: why the states are flat buffers over many parameters (no ids, no
+            per-parameter shapes; the groups list no params), "" for per-parameter states.
+        padded: the flat buffers hold alignment padding of uninitialised memory, so their
+            values cannot be judged (NaN, magnitudes) as a whole.
     """
 
     param_groups: tuple[dict[str, Any], ...]
@@ -144,6 +149,8 @@ class OptimizerInfo:
     name_source: str = ""
     names: dict[int, ParamName] = field(default_factory=dict)
     inconsistencies: tuple[str, ...] = ()
+    flat: str = ""
+    padded: bool = False
 
     def group_of(self, param_id: int) -> int | None:
         for i, group in enumerate(self.param_groups):

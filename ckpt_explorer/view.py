@@ -161,6 +161,14 @@ def prefixed(
     return [replace(r, name=f"{prefix}/{r.name}", file=f"{file_prefix}{r.file}") for r in records]
 
 
+def as_rank_file(view: CheckpointView) -> CheckpointView:
+    """``view`` (one rank's own file) as kind ``rank_file``: per-file detail of a checkpoint
+    whose logical parts already hold its content joined with the other ranks'. Checks and
+    listings take the logical parts; a rank file is opened on its own to see it as saved."""
+    view.detection = replace(view.detection, kind="rank_file")
+    return view
+
+
 def unique_records(records: Iterable[TensorRecord]) -> list[TensorRecord]:
     """``records`` without the aliases of one storage view (same file, storage, offset, shape
     and dtype): the first name of each tied set stays."""

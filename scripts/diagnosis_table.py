@@ -4,7 +4,8 @@ Usage: ``.venv/bin/python scripts/diagnosis_table.py [--out DIAGNOSIS.md] [FOLDE
 
 Without FOLDER it runs the makers named in ``MAKERS`` (``realworld_hf``, ``realworld_torch``,
 ``realworld_dist``, ``realworld_lightning``, ``realworld_multiproc``, ``realworld_trainer_ds``,
-``realworld_diffusers``)
+``realworld_diffusers``, ``realworld_optim``, ``realworld_megatron``, ``realworld_dsuniversal``,
+``realworld_tune``, ``realworld_colossal_extra``)
 through the test suite's cache (``.fixture-cache/``, keyed by the maker's source); a FOLDER is a maker output
 holding ``manifest.json``. Each state is scored with ``tests/realworld_check.py``: per setup,
 clean states with 0 errors / 0 false warnings, optimizer ids named right / ambiguous / unknown /
@@ -31,6 +32,11 @@ MAKERS = (
     "realworld_multiproc",
     "realworld_trainer_ds",
     "realworld_diffusers",
+    "realworld_optim",
+    "realworld_megatron",
+    "realworld_dsuniversal",
+    "realworld_tune",
+    "realworld_colossal_extra",
 )
 COMMAND = ".venv/bin/python scripts/diagnosis_table.py --out DIAGNOSIS.md"
 
@@ -61,7 +67,7 @@ def _table(header: list[str], rows: list[list[object]]) -> list[str]:
 
 def build(corpora: list[tuple[Path, dict[str, Any]]]) -> str:
     """The Markdown tables for every case of every corpus."""
-    from realworld_check import check_resume, check_state
+    from realworld_check import UNDECIDABLE, check_resume, check_state
 
     setups: dict[str, dict[str, Any]] = {}
     detail: list[list[object]] = []
@@ -97,6 +103,9 @@ def build(corpora: list[tuple[Path, dict[str, Any]]]) -> str:
                 s["no_warn"] += not st.warnings and not st.crash
                 for f in st.errors + st.warnings:
                     false_rules.setdefault(st.setup, Counter())[f"{f.severity} {f.rule}"] += 1
+            elif not st.state_shows:  # one state cannot show it: validate must say so
+                s["faults"] += 1
+                s["found"] += any(f.rule == UNDECIDABLE for f in st.findings)
             elif st.shape_visible:
                 s["faults"] += 1
                 s["found"] += bool(st.fault_found)
@@ -118,6 +127,9 @@ def build(corpora: list[tuple[Path, dict[str, Any]]]) -> str:
             found = "crash" if st.crash else ("–" if st.fault_found is None else st.fault_found)
             if st.expect != "clean" and not st.shape_visible:
                 found = "n/a (same-shape swap)"
+            elif st.expect != "clean" and not st.state_shows:
+                said = any(f.rule == UNDECIDABLE for f in st.findings)
+                found = "said undecidable (no step counter)" if said else "False"
             doctor = "–"
             if rs is not None:
                 doctor = "crash" if rs.crash else f"{rs.top_cause or 'none'} {rs.top_score:.2f}"

@@ -112,3 +112,33 @@ def test_a_run_position_in_micro_steps_is_explained_only_when_recorded(tmp_path:
     loud = _loud(tmp_path / "without.pt")
     assert [(r, s) for r, s, _ in loud] == [("bundle.optimizer_step", "warning")], loud
     assert "agrees with the optimizer" in loud[0][2]  # optimizer and scheduler agree: 3
+
+
+def test_megatron_optimizer_and_scheduler_both_left_behind(
+    real_checkpoints: Any, tmp_path: Path
+) -> None:
+    """Megatron-LM's --no-load-optim restores neither the optimizer nor its scheduler: both
+    count the 3 steps since the resume while ``iteration`` is 7. With fp16 off no step can be
+    skipped, so both were left unrestored (an error); with fp16 on, the gap could be skipped
+    loss-scale steps, and validate says it may be either (a warning)."""
+    import shutil
+
+    root, manifest = real_checkpoints("realworld_megatron")
+    case = Path(root) / manifest["cases"]["legacy_tp2_optimizer_not_loaded_3"]["path"]
+    loud = _loud(case)
+    assert [(r, s) for r, s, _ in loud] == [("bundle.optimizer_step", "error")], loud
+    assert "both behind the run position 7" in loud[0][2] and "restored neither" in loud[0][2]
+
+    copy = tmp_path / case.name
+    shutil.copytree(case, copy)
+    for rank_file in sorted(copy.glob("mp_rank_*/model_optim_rng.pt")):
+        state = torch.load(rank_file, weights_only=False)  # written by this test's maker
+        state["args"].fp16, state["args"].bf16 = True, False
+        torch.save(state, rank_file)
+    loud = _loud(copy)
+    assert [(r, s) for r, s, _ in loud] == [("bundle.optimizer_step", "warning")], loud
+    assert "skipped fp16 steps" in next(
+        f.hint
+        for f in validate_checkpoint(copy, numeric=False).findings
+        if f.rule == "bundle.optimizer_step"
+    )

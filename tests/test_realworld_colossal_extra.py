@@ -27,7 +27,6 @@ MAKER = "realworld_colossal_extra"
 PLAN = planned_cases()
 STATES = sorted(PLAN)
 RESUMES = sorted(cid for cid, c in PLAN.items() if c.get("resume_of"))
-MISSING = "issue 21: ckpt_explorer does not read LoRA training folders and MoE stage shards yet"
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +96,6 @@ def test_moe_shards_load_with_from_pretrained(corpus: tuple[Path, dict[str, Any]
     assert ids and ids <= set(case["id_names"]["optimizer"])
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
     root, manifest = corpus
@@ -106,7 +104,6 @@ def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> No
     assert not problems, "\n".join([result.describe(), *problems])
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", RESUMES)
 def test_resume_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
     root, manifest = corpus

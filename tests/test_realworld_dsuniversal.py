@@ -28,7 +28,6 @@ MAKER = "realworld_dsuniversal"
 PLAN = planned_cases()
 STATES = sorted(PLAN)
 RESUMES = sorted(cid for cid, c in PLAN.items() if c.get("resume_of"))
-MISSING = "issue 21: ckpt_explorer does not read DeepSpeed universal checkpoints yet"
 
 # DeepSpeed's own zero_to_fp32 on every ZeRO checkpoint folder; prints name -> sha of bytes
 ZERO_TO_FP32 = r"""
@@ -126,7 +125,6 @@ def test_state_is_read_as_a_training_state(
     assert (view.family, view.kind) == (case["family"], case["kind"])
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
     root, manifest = corpus
@@ -135,7 +133,6 @@ def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> No
     assert not problems, "\n".join([result.describe(), *problems])
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", RESUMES)
 def test_resume_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
     root, manifest = corpus

@@ -30,7 +30,6 @@ MAKER = "realworld_megatron"
 PLAN = planned_cases()
 STATES = sorted(PLAN)
 RESUMES = sorted(cid for cid, c in PLAN.items() if c.get("resume_of"))
-MISSING = "issue 21: ckpt_explorer has no Megatron reader (dist_checkpointing, legacy layout)"
 
 # megatron-core's own loaders need a process group: a gloo world of 1 in a subprocess
 VERIFY = r"""
@@ -195,7 +194,6 @@ def test_state_is_read_as_a_training_state(
     assert (view.family, view.kind) == (case["family"], case["kind"])
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
     root, manifest = corpus
@@ -204,7 +202,6 @@ def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> No
     assert not problems, "\n".join([result.describe(), *problems])
 
 
-@pytest.mark.xfail(reason=MISSING, strict=False)
 @pytest.mark.parametrize("case_id", RESUMES)
 def test_resume_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
     root, manifest = corpus

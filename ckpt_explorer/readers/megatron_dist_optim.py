@@ -236,7 +236,9 @@ def _flat_part(dist: DistFolder, common: dict[str, Any]) -> CheckpointView:
         if isinstance(value, dict) and isinstance(value.get("param_groups"), list):
             groups += [dict(g) for g in value["param_groups"] if isinstance(g, dict)]
     values["param_groups"] = groups
-    info = OptimizerInfo(param_groups=tuple(groups), state_ids=(), state_names={})
+    info = OptimizerInfo(
+        param_groups=tuple(groups), state_ids=(), state_names={}, flat=FLAT_NOTE, padded=True
+    )
     sharding = sharding_type(common) or "dp_reshardable"
     return CheckpointView(
         dist.folder,

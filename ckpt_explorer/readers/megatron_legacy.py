@@ -10,9 +10,10 @@ The view's parts:
 - ``model``: the logical model, every tensor-parallel shard put back together and the
   pipeline stages joined (:mod:`.megatron_tp`); the rule that decided each parameter is in the
   part's ``tp_merge`` value and summarised in its evidence;
-- ``mp_rank_TT[_PPP]``: each rank's file as a one-file training state
+- ``mp_rank_TT[_PPP]``: each rank's file as a one-file training state of kind ``rank_file``
   (:mod:`.megatron_legacy_rank`: its model shards, its optimizer with ids named against its own
-  model order, RNG, scheduler, run position, args);
+  model order, RNG, scheduler, run position, args): per-file detail, whose content the
+  logical parts hold joined, so its tensors are not listed a second time in the view;
 - ``scheduler``, ``running_state``, ``args`` from rank 0's file (:mod:`.megatron_common`), and
   ``rng`` with every rank's RNG states (absent when rank 0 saved none).
 """
@@ -27,7 +28,7 @@ from typing import Any
 
 from ..errors import CorruptCheckpointError
 from ..types import Detection, FileInfo, TensorRecord
-from ..view import CheckpointView, prefixed
+from ..view import CheckpointView, as_rank_file, prefixed
 from .megatron_common import (
     arg,
     files_of,
@@ -261,7 +262,7 @@ def open_megatron_legacy(path: Path, detection: Detection) -> CheckpointView:
         parts["rng"] = rng
     if "args" in common:
         parts["args"] = common["args"]
-    parts.update(named)
+    parts.update({where: as_rank_file(v) for where, v in named.items()})
     iterations = {
         n: v.parts["running_state"].values.get("iteration")
         for n, v in named.items()
@@ -275,12 +276,11 @@ def open_megatron_legacy(path: Path, detection: Detection) -> CheckpointView:
     records: list[TensorRecord] = []
     values: dict[str, Any] = {}
     for name, part in parts.items():
-        if name in named:
+        if name in named:  # its content is in the logical parts: its files only
             sub = f"{rel}{name}/"
             files += [FileInfo(sub + f.path, f.nbytes) for f in part.files]
-            records += prefixed(part.tensors, name, sub)
-        else:
-            records += prefixed(part.tensors, name, rel)
+            continue
+        records += prefixed(part.tensors, name, rel)
         values.update({f"{name}/{k}": v for k, v in part.values.items()})
     layout = [line] if (line := layout_line(args)) else []
     evidence = (*detection.evidence, *layout, *model.detection.evidence)

@@ -157,7 +157,9 @@ def distrib_optim_part(flat: Path, torch_sd: dict[str, Any], source: str) -> Che
     root = structure.root if isinstance(structure.root, dict) else {}
     records, values = records_and_values(flat, flat.name, root, structure)
     groups = [dict(g) for g in torch_sd.get("param_groups", []) if isinstance(g, dict)]
-    info = OptimizerInfo(param_groups=tuple(groups), state_ids=(), state_names={})
+    info = OptimizerInfo(
+        param_groups=tuple(groups), state_ids=(), state_names={}, flat=FLAT_NOTE, padded=True
+    )
     numel = sum(r.numel for r in records if r.name.endswith(".param"))
     detection = Detection(
         str(flat),

@@ -36,7 +36,8 @@ RNG_KEYS = {
     "py_rng",
 }
 # Keys that give the run position (``iter_num``: nanoGPT's optimizer-step counter).
-POSITION_KEYS = ("global_step", "global_steps", "step", "iter_num")
+# "iteration": Megatron's common.pt / model_optim_rng.pt and detectron2's checkpointer
+POSITION_KEYS = ("global_step", "global_steps", "step", "iter_num", "iteration")
 META_KEYS = {
     "epoch",
     "step",
@@ -63,6 +64,11 @@ ACCELERATE_RNG_KEYS = {"random_state", "numpy_random_seed", "torch_manual_seed"}
 
 DETAIL_TRAINER_STATE = "HF Trainer state (trainer_state.json)"
 DETAIL_ACCELERATE_RNG = "accelerate RNG states (step = gradient-accumulation counter)"
+# A run position from which the recipe rebuilds its LR scheduler at resume (torchtune saves
+# no scheduler state by design: last_epoch = epochs_run × steps per epoch − 1).
+DETAIL_SCHEDULER_FROM_POSITION = (
+    "torchtune run position and seed (no RNG state; the LR scheduler is rebuilt from it)"
+)
 
 
 def _is_python_rng(v: Any) -> bool:

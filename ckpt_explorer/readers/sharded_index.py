@@ -204,7 +204,11 @@ def open_sharded(path: Path, detection: Detection) -> CheckpointView:
         values.update(shard_values)
     if not optimizer_kind:
         order = {name: i for i, name in enumerate(doc.weight_map)}
-        records.sort(key=lambda r: order.get(r.name, len(order)))
+        # a pipeline save merges the stages' indexes in whatever order the stage files were
+        # listed: the parameter order is stage by stage, each stage's own order within
+        records.sort(
+            key=lambda r: (_stage_of(doc.weight_map.get(r.name, "")), order.get(r.name, len(order)))
+        )
     optimizer = None
     if optimizer_kind:
         group_name = doc.metadata.get("param_groups")
@@ -234,6 +238,12 @@ def open_sharded(path: Path, detection: Detection) -> CheckpointView:
         optimizer=optimizer,
         warnings=tuple(warnings),
     )
+
+
+def _stage_of(file: str) -> tuple[int, int]:
+    """(pipeline stage, expert rank) of a ``-stage-SSSSS[-EEEEE]-shard-`` file; (0, 0) else."""
+    m = STAGE_SHARD.search(file)
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else (0, 0)
 
 
 def _named_file(doc: IndexDoc, name: str, what: str, todo: str) -> Path:

@@ -25,6 +25,7 @@ from ..view import CheckpointView
 from . import torch_pickle
 from .one_file import RUN_PART
 from .optimizer_info import optimizer_info_from_tree
+from .roles import DETAIL_SCHEDULER_FROM_POSITION
 
 FAMILY = "torchtune"
 RECIPE_DIR = "recipe_state"
@@ -122,7 +123,7 @@ def recipe_parts(
                 FAMILY,
                 kind,
                 (f"run position keys {', '.join(found)} in {path.name}",),
-                "torchtune run position and seed (no RNG state)"
+                DETAIL_SCHEDULER_FROM_POSITION
                 if kind == "running_state"
                 else "torchtune run position, seed and RNG state",
             ),

@@ -13,10 +13,10 @@ from typing import Any
 
 from ..readable import readable_pair
 from ..validate.bundle import position_claims
+from ..validate.counters import scheduler_steps
 from ..validate.parts import Components, OptimizerPart, collect
 from ..validate.scheduler import (
     drives_momentum,
-    effective_step,
     optimizer_step,
 )
 from ..validate.scheduler_pairing import pair_schedulers
@@ -57,7 +57,7 @@ def _sides(view: CheckpointView) -> list[Side]:
                 parts,
                 opt,
                 optimizer_step(opt) if opt else None,
-                effective_step(sched.values) if sched else None,
+                _scheduler_step(sched.values, parts) if sched else None,
                 sched.values if sched else None,
                 next(iter(claims.values()), None),
                 any(rs.has_rng for rs in parts.run_states),
@@ -65,6 +65,11 @@ def _sides(view: CheckpointView) -> list[Side]:
             )
         )
     return out
+
+
+def _scheduler_step(values: dict[str, Any], parts: Components) -> int | None:
+    found = scheduler_steps(values, parts)
+    return found[0] if found is not None else None
 
 
 def _matched(a: list[Side], b: list[Side]) -> list[tuple[Side, Side]]:

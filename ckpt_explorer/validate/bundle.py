@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ..readers.json_files import optional_json
-from ..readers.roles import DETAIL_ACCELERATE_RNG, DETAIL_TRAINER_STATE, POSITION_KEYS
+from ..readers.roles import (
+    DETAIL_ACCELERATE_RNG,
+    DETAIL_SCHEDULER_FROM_POSITION,
+    DETAIL_TRAINER_STATE,
+    POSITION_KEYS,
+)
 from .findings import Finding
 from .parts import Components
 
@@ -62,10 +67,17 @@ def _accelerate_save_count(path: Path, parts: Components) -> bool:
     return accelerate and ACCELERATE_NAME.fullmatch(path.name) is not None
 
 
-def _rng_expected(parts: Components) -> bool:
-    """The writer always saves RNG beside the optimizer (HF Trainer: ``rng_state.pth``)."""
+def _rng_expected(parts: Components) -> str:
+    """Why the writer saves RNG beside the optimizer unless told not to ("" when it need not):
+    the HF Trainer's ``rng_state.pth``, Megatron's ``rng_state`` (off with ``--no-save-rng``)."""
     trainer = any(rs.detail == DETAIL_TRAINER_STATE for rs in parts.run_states)
-    return trainer and bool(parts.optimizers)
+    if trainer and parts.optimizers:
+        return " although the HF Trainer saves rng_state.pth with the optimizer"
+    if "no_save_rng" in parts.args:  # Megatron's arguments
+        if parts.args["no_save_rng"] is True:
+            return " (the run was saved with --no-save-rng)"
+        return " although Megatron saves rng_state unless --no-save-rng"
+    return ""
 
 
 def check_bundle(path: Path, parts: Components) -> list[Finding]:
@@ -95,7 +107,19 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
             )
         )
     used_scheduler = any("initial_lr" in g for o in parts.optimizers for g in o.groups)
-    if not parts.schedulers:
+    by_design = any(rs.detail == DETAIL_SCHEDULER_FROM_POSITION for rs in parts.run_states)
+    if not parts.schedulers and by_design:
+        out.append(
+            Finding(
+                "bundle.missing_scheduler",
+                "info",
+                "no LR scheduler state is saved: the recipe rebuilds it from the run position "
+                "at resume (torchtune)",
+                "By design; a resume with another dataset size or max_steps_per_epoch moves "
+                "the schedule.",
+            )
+        )
+    elif not parts.schedulers:
         out.append(
             Finding(
                 "bundle.missing_scheduler",
@@ -108,11 +132,16 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
         )
     saved = [rs for rs in parts.run_states if rs.values or rs.has_rng]
     if not saved:
+        # model and optimizer alone, trained without a scheduler (ColossalAI's booster saves
+        # just those; the loop saves the rest): a choice; beside a scheduler saved or used
+        # (initial_lr in the groups), or the Trainer's arguments, the run position was lost
+        minimal = not (parts.schedulers or used_scheduler or parts.args)
         out.append(
             Finding(
                 "bundle.missing_run_state",
-                "warning",
-                "no RNG/meta file or running_states.json is saved",
+                "info" if minimal else "warning",
+                "no RNG/meta file or running_states.json is saved"
+                + (" (nor an LR scheduler: model and optimizer only)" if minimal else ""),
                 "The data position and RNG restart on resume; save epoch/step/sample index "
                 "(running_states.json or meta.pt) and the RNG states.",
             )
@@ -123,14 +152,9 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
             Finding(
                 "bundle.missing_rng",
                 "warning" if expected else "info",
-                "the run position is saved but no RNG state"
-                + (
-                    " although the HF Trainer saves rng_state.pth with the optimizer"
-                    if expected
-                    else ""
-                ),
+                "the run position is saved but no RNG state" + expected,
                 "Dropout and data shuffling will not replay exactly after resume"
-                + ("; copy rng_state*.pth from the run." if expected else "."),
+                + ("; copy rng_state*.pth from the run." if "rng_state.pth" in expected else "."),
             )
         )
     claims = position_claims(path, parts)

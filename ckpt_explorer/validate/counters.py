@@ -9,7 +9,10 @@ recorded gradient-accumulation factor, a scheduler stepped once per process (acc
 process count, a sample-counting scheduler (Megatron's ``num_steps``) by the recorded global
 batch size. Where only two counters exist and they disagree, the run position (the loop's own
 counter) is the reference; with no run position, the scheduler is compared with the optimizer
-as before. An optimizer that keeps no step counter (SGD, Muon) takes no vote.
+as before. An optimizer and scheduler that agree with each other but lag the run position were
+both left unrestored when the run records that it skips no steps (fp16 off), else the gap may
+be skipped fp16 steps (a warning). An optimizer that keeps no step counter (SGD, Muon) takes
+no vote.
 """
 
 from __future__ import annotations
@@ -84,21 +87,32 @@ def _position(
     return Count("run position", shown, float(value)), []
 
 
+def scheduler_steps(values: dict[str, Any], parts: Components) -> tuple[int, str] | None:
+    """A scheduler's steps taken (``last_epoch`` & co.) and how they were read ("" or the
+    unit converted): Megatron's ``num_steps`` counts samples, divided by the recorded global
+    batch size; None where the state records no step count."""
+    steps = effective_step(values)
+    if steps is not None:
+        return steps, ""
+    if "num_steps" in values and "lr_warmup_steps" in values:
+        batch = recorded_factor(parts, BATCH_KEYS)  # Megatron counts samples
+        samples = values.get("num_steps")
+        if batch is not None and isinstance(samples, int):
+            return samples // batch[0], f" (num_steps {samples} ÷ {batch[1]} {batch[0]})"
+    return None
+
+
 def _scheduler(
     sched: ValuesPart, parts: Components, opt: float | None, run_epoch: Any
 ) -> tuple[Count | None, list[Finding]]:
     """The scheduler's steps in optimizer steps (per-process stepping, sample counts)."""
     values = sched.values
     where = sched.label.rstrip("/") or sched.file or None
-    steps = effective_step(values)
-    unit = ""
-    if steps is None and "num_steps" in values and "lr_warmup_steps" in values:
-        batch = recorded_factor(parts, BATCH_KEYS)  # Megatron counts samples
-        samples = values.get("num_steps")
-        if batch is None or not isinstance(samples, int):
-            return None, []
-        steps, unit = samples // batch[0], f" (num_steps {samples} ÷ {batch[1]} {batch[0]})"
-    if steps is None or (run_epoch and steps == run_epoch):
+    found = scheduler_steps(values, parts)
+    if found is None:
+        return None, []
+    steps, unit = found
+    if run_epoch and steps == run_epoch:
         return None, []  # a per-epoch scheduler counts epochs (epoch 0 says nothing)
     counter = "last_epoch" if "last_epoch" in values else "steps"
     shown = f"{where or 'the scheduler'} {counter} {steps}{unit}"
@@ -118,7 +132,8 @@ def _scheduler(
 
 
 def _optimizer(opt: OptimizerPart) -> Count | None:
-    if opt.flat:
+    declared = opt.view.optimizer is not None and bool(opt.view.optimizer.flat)
+    if opt.flat and not declared:  # DeepSpeed's partitions: its per-parameter slices count
         return None
     step = optimizer_step(opt)
     if step is None:
@@ -144,15 +159,26 @@ def weigh(
         s, more = (
             _scheduler(sched, parts, o.steps if o else None, run_epoch) if sched else (None, [])
         )
-        for f in [*notes, *more, *_judge(o, s, p, opt)]:
+        for f in [*notes, *more, *_judge(o, s, p, opt, _never_skips(parts))]:
             if f.message not in seen:
                 seen.add(f.message)
                 out.append(f)
     return out
 
 
+def _never_skips(parts: Components) -> bool:
+    """The run records that it trains without fp16 loss scaling (``fp16`` False in its
+    arguments): no optimizer step is skipped, so the optimizer and scheduler keep pace with
+    the run position."""
+    return parts.args.get("fp16") is False
+
+
 def _judge(
-    o: Count | None, s: Count | None, p: Count | None, opt: OptimizerPart | None
+    o: Count | None,
+    s: Count | None,
+    p: Count | None,
+    opt: OptimizerPart | None,
+    never_skips: bool = False,
 ) -> list[Finding]:
     present = [c for c in (o, s, p) if c is not None]
     if len(present) < 2 or all(_agree(a.steps, present[0].steps) for a in present):
@@ -163,6 +189,8 @@ def _judge(
         if _agree(o.steps, p.steps):
             return [_scheduler_behind(s, o, p)]
         if _agree(o.steps, s.steps):
+            if never_skips and o.steps < p.steps:
+                return [_both_behind(o, s, p)]
             return [_position_off(o, p, s)]
         return [
             Finding(
@@ -203,6 +231,20 @@ def _optimizer_behind(o: Count, s: Count, p: Count) -> Finding:
         "Load the optimizer state when resuming (optimizer.load_state_dict / "
         "booster.load_optimizer / accelerator.load_state): with fresh moments Adam takes large "
         "steps and the loss jumps.",
+        file=o.file,
+    )
+
+
+def _both_behind(o: Count, s: Count, p: Count) -> Finding:
+    return Finding(
+        "bundle.optimizer_step",
+        "error",
+        f"{o.shown} and {s.shown} are both behind {p.shown}, and the run skips no steps "
+        "(fp16 off): the optimizer and its scheduler count the steps since a resume that "
+        "restored neither",
+        "Load the optimizer and the LR scheduler when resuming (Megatron: do not pass "
+        "--no-load-optim; torch: optimizer.load_state_dict and lr_scheduler.load_state_dict): "
+        "fresh moments and a restarted warm-up make the loss jump.",
         file=o.file,
     )
 

@@ -23,6 +23,12 @@ MIB = 2**20
 SINGLE_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
+def _one_per_stage(files: list[str]) -> bool:
+    """Every file a different pipeline stage's shard (``-stage-SSSSS-...-shard-``)."""
+    stages = [m.group(1) if (m := STAGE_SHARD.search(f)) else None for f in files]
+    return None not in stages and len(set(stages)) == len(stages)
+
+
 def _duplicates_hook(found: list[str]) -> Any:
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -375,7 +381,20 @@ def _placement(
                 )
             )
     for key, files in where.items():
-        if key in weight_map and len(files) > 1:
+        if key in weight_map and len(files) > 1 and _one_per_stage(files):
+            findings.append(
+                Finding(
+                    "integrity.duplicate_tensor",
+                    "info",
+                    f"{what} {key} is stored by each of {len(files)} pipeline stages "
+                    f"({', '.join(files)}); the index uses {weight_map[key]}",
+                    "A module every stage holds (rotary inv_freq, a shared buffer); loaders "
+                    "read the indexed copy.",
+                    tensor=None if optimizer else label + key,
+                    file=label + weight_map[key],
+                )
+            )
+        elif key in weight_map and len(files) > 1:
             findings.append(
                 Finding(
                     "integrity.duplicate_tensor",

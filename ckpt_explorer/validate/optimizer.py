@@ -54,6 +54,8 @@ def _groups(opt: OptimizerPart) -> list[Finding]:
     member: dict[int, list[int]] = {}
     for gi, g in enumerate(opt.groups):
         params = g.get("params")
+        if not isinstance(params, list | tuple) and opt.flat:
+            continue  # flat buffers: the groups record no per-parameter ids
         if not isinstance(params, list | tuple):
             out.append(Finding("optimizer.group_params", "error", f"group {gi} has no params list"))
             continue

@@ -65,7 +65,7 @@ class OptimizerPart:
     groups: list[dict[str, Any]]
     states: dict[int, dict[str, TensorRecord]]
     scalars: dict[int, dict[str, Any]]
-    flat: bool = False  # DeepSpeed flat partitions: ids are groups, shapes are not params
+    flat: bool = False  # flat partitions / buffers: ids are not params, shapes not theirs
     param_names: dict[int, str] = field(default_factory=dict)
 
     def tensor(self, pid: int, state: str) -> str:
@@ -211,8 +211,10 @@ def _optimizer_parts(view: CheckpointView, label: str) -> list[OptimizerPart]:
         groups = _groups(view, prefix)
         if not groups and view.optimizer is None and view.kind != "optimizer":
             continue  # a model tensor that merely looks like state.<n>.<x>
-        flat = "base_optimizer_state" in prefix or (
-            "DeepSpeed" in view.detection.detail and not (per_param and not prefix)
+        flat = (
+            "base_optimizer_state" in prefix
+            or ("DeepSpeed" in view.detection.detail and not (per_param and not prefix))
+            or bool(view.optimizer is not None and view.optimizer.flat and not prefix)
         )
         names = dict(view.optimizer.param_names) if view.optimizer and not prefix else {}
         if prefix in by_fqn:
@@ -237,7 +239,8 @@ def _optimizer_parts(view: CheckpointView, label: str) -> list[OptimizerPart]:
             )
         )
     if not parts and view.optimizer is not None and view.optimizer.param_groups:
-        parts.append(OptimizerPart(label, view, "", _groups(view, ""), {}, {}))
+        flat = bool(view.optimizer.flat)
+        parts.append(OptimizerPart(label, view, "", _groups(view, ""), {}, {}, flat))
     return parts
 
 
@@ -325,8 +328,17 @@ def _run_state(view: CheckpointView, label: str) -> ValuesPart:
 
 def _walk(view: CheckpointView, label: str, out: Components) -> None:
     if view.parts:
+        logical = {p.kind for p in view.parts.values() if p.kind != "rank_file"}
         for name, part in view.parts.items():
-            _walk(part, _part_label(view, name, part, label), out)
+            shown = _part_label(view, name, part, label)
+            if part.kind != "rank_file":
+                _walk(part, shown, out)
+                continue
+            # a rank's own file: what the logical parts hold joined is checked there; only a
+            # role they lack (a pipeline stage's own optimizer) is taken from the rank file
+            for sub_name, sub in part.parts.items():
+                if sub.kind not in logical:
+                    _walk(sub, _part_label(part, sub_name, sub, shown), out)
         if view.family == "deepspeed" and not any(
             p.kind == "running_state" for p in view.parts.values()
         ):

@@ -44,12 +44,13 @@ def file_kinds(view: CheckpointView) -> dict[str, set[str]]:
                 walk(part)
             return
         base = v.path if v.path.is_dir() else v.path.parent
-        for f in v.files:
-            path = (base / f.path) if v.path.is_dir() else v.path
+        # a part read from one file's entries (a scheduler inside common.pt) lists no files
+        paths = [((base / f.path) if v.path.is_dir() else v.path, f.path) for f in v.files]
+        for path, shown in paths or ([(v.path, v.path.name)] if v.path.is_file() else []):
             try:
                 rel = path.relative_to(root).as_posix()
             except ValueError:
-                rel = Path(f.path).as_posix()
+                rel = Path(shown).as_posix()
             out.setdefault(rel, set()).add(v.kind)
 
     walk(view)
