@@ -58,7 +58,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
 
     from .atomic import clean_stale, discard, fsync_tree, install, make_temp
     from .planner import plan_conversion
-    from .verify import check_index, verify_output
+    from .verify import check_index, check_written, verify_output
 
     args = _parser().parse_args(argv)
     backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
@@ -123,6 +123,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
             mismatches = [str(m) for share in gathered if isinstance(share, list) for m in share]
             if plan.index is not None:
                 mismatches += check_index(plan, tmp)
+            mismatches += check_written(plan, tmp)
             verify_seconds = time.perf_counter() - t1
             verified = not mismatches
             if verified:

@@ -126,7 +126,7 @@ def write_files(
 
 
 def write_extras(plan: ConversionPlan, root: Path) -> None:
-    """The index and the copied side files (rank 0's part of a distributed job)."""
+    """The index and the side files, copied or made (rank 0's part of a distributed job)."""
     if plan.index is not None:
         name, kind = plan.index
         if kind == "hf":
@@ -138,6 +138,8 @@ def write_extras(plan: ConversionPlan, root: Path) -> None:
     for src, name in plan.copies:
         shutil.copyfile(src, root / name)
         fsync_path(root / name)
+    for name, doc in plan.written:
+        write_json(root / name, doc)
 
 
 def output_root(plan: ConversionPlan, tmp: Path) -> tuple[Path, Path]:

@@ -89,6 +89,8 @@ class ConversionPlan:
         index: ``(file name, kind)`` of the index written by rank 0 ("hf" or
             "colossalai-optimizer"), or None.
         copies: ``(source file, output name)`` of side files copied as they are (config.json).
+        written: ``(output name, JSON document)`` of side files the conversion makes (the
+            ``config.json`` of a Megatron model converted to HF, built from its args).
         dropped: what the source holds that the output leaves out (parts of a training
             state, non-tensor values), each named.
         options: the arguments that made the plan (a distributed rank re-plans from them).
@@ -103,6 +105,7 @@ class ConversionPlan:
     files: list[PlannedFile]
     index: tuple[str, str] | None = None
     copies: list[tuple[str, str]] = field(default_factory=list)
+    written: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
@@ -123,7 +126,7 @@ class ConversionPlan:
         names = [f.name for f in self.files if f.writer != "dcp"]
         if self.index is not None:
             names.append(self.index[0])
-        return names + [dst for _, dst in self.copies]
+        return names + [dst for _, dst in self.copies] + [name for name, _ in self.written]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,6 +152,7 @@ class ConversionPlan:
             ],
             "index": None if self.index is None else {"name": self.index[0], "kind": self.index[1]},
             "copies": [dst for _, dst in self.copies],
+            "written": {name: doc for name, doc in self.written},
             "dropped": list(self.dropped),
             "notes": list(self.notes),
             "options": {k: v for k, v in self.options.items() if k != "source"},
@@ -176,6 +180,8 @@ class ConversionPlan:
             lines.append(f"  {self.index[0]:40} index ({self.index[1]})")
         for _, dst in self.copies:
             lines.append(f"  {dst:40} copied")
+        for name, _ in self.written:
+            lines.append(f"  {name:40} written")
         lines += [f"left out     {d}" for d in self.dropped]
         lines += [f"note         {n}" for n in self.notes]
         return "\n".join(lines)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CkptExplorerError
+from ..natural import natural_if_string_ordered
 from ..readers.diffusers_config import WEIGHT_STEM, model_config
 from .plan import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
 from .renames import unwrap_names
@@ -82,7 +83,7 @@ def plan_conversion(
     shard = parse_size(max_shard_size)
     cast = _dtype(dtype)
     view = open_checkpoint(src)
-    content = read_source(view, whole_state=to == "torch" and not model_only)
+    content = read_source(view, whole_state=to == "torch" and not model_only, as_hf=to == "hf")
     if content.parts_left_out and not model_only and to != "hf":
         raise CkptExplorerError(
             src,
@@ -129,6 +130,9 @@ def plan_conversion(
     if cast:
         n = sum(1 for t in tensors if t.cast_from)
         plan.notes.append(f"{n} floating-point tensor(s) cast to {cast}")
+        for _, doc in plan.written:  # a config.json made here says the dtype written
+            if "torch_dtype" in doc:
+                doc["torch_dtype"] = cast
     return plan
 
 
@@ -214,13 +218,15 @@ def _plan_model(
         return
     plan.output_is_dir = True
     plan.copies = list(content.side_files)
+    plan.written = [(name, dict(doc)) for name, doc in content.written]
     if to == "hf":
         shard = shard or HF_DEFAULT_SHARD
     writer = "torch" if to == "bin" else "safetensors"
     stem, ext = ("pytorch_model", "bin") if writer == "torch" else ("model", "safetensors")
     if any(n == "config.json" and model_config(Path(src).parent) for src, n in plan.copies):
         stem = WEIGHT_STEM  # diffusers from_pretrained reads diffusion_pytorch_model.*
-    shards = split(tensors, shard)
+    # a name-sorted source (safetensors headers) is packed in natural order: layers 0, 1, 2 …
+    shards = split(natural_if_string_ordered(tensors, lambda t: t.name), shard)
     n = len(shards)
     if n == 1:
         plan.files = [PlannedFile(f"{stem}.{ext}", writer, tuple(shards[0]))]

@@ -35,6 +35,7 @@ class SourceContent:
     values: dict[str, Any] = field(default_factory=dict)
     state_order: list[str] = field(default_factory=list)
     side_files: list[tuple[str, str]] = field(default_factory=list)
+    written: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # JSON files made
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     parts_left_out: list[str] = field(default_factory=list)
@@ -72,16 +73,24 @@ def _pieces_loader(
     return lambda: read_pieces(pieces, dtype, shape)
 
 
-def read_source(view: CheckpointView, whole_state: bool = False) -> SourceContent:
+def read_source(
+    view: CheckpointView, whole_state: bool = False, as_hf: bool = False
+) -> SourceContent:
     """The content of ``view`` for a conversion.
 
     ``whole_state``: take a DCP training state whole (kind "state") instead of its model.
+    ``as_hf``: a source whose model is an HF model under other names (a Megatron training
+    state) gives that HF model, with the ``config.json`` it needs in ``written``.
 
     Raises:
         CkptExplorerError: the source holds nothing convertible (e.g. only a scheduler).
     """
     if view.family == "deepspeed":
         return _deepspeed(view)
+    if as_hf and view.family in ("megatron-dist", "megatron-legacy"):
+        from .megatron_hf import megatron_hf_source
+
+        return megatron_hf_source(view)
     if view.family == "deepspeed-universal":  # the fp32 masters, as zero_to_fp32 gives them
         from .universal import universal_source
 

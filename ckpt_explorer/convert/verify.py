@@ -6,7 +6,8 @@ taken from the writer); where both sides are plain byte ranges (a copied tensor 
 safetensors or dense torch file) they are compared block by block without a tensor library,
 otherwise the output tensor is loaded and compared with the loaded (and cast) source values.
 Plain values (``param_groups``, integer steps) must be equal, and an index must name exactly
-the files written, each tensor in the file that holds it, with the right ``total_size``.
+the files written, each tensor in the file that holds it, with the right ``total_size``; a
+side file the conversion made (a Megatron model's ``config.json``) must hold its document.
 """
 
 from __future__ import annotations
@@ -75,7 +76,22 @@ def verify_output(
             mismatches.append(f"{len(extra)} unplanned tensor(s) in the output, e.g. {extra[0]}")
         if plan.index is not None:
             mismatches += check_index(plan, output)
+        mismatches += check_written(plan, output)
     return mismatches
+
+
+def check_written(plan: ConversionPlan, output: Path) -> list[str]:
+    """Each side file the conversion made (``plan.written``) holds its planned document."""
+    problems: list[str] = []
+    for name, doc in plan.written:
+        try:
+            got = json.loads((output / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            problems.append(f"{name}: unreadable ({e})")
+            continue
+        if got != doc:
+            problems.append(f"{name}: differs from the planned document")
+    return problems
 
 
 def verify_state(pf: PlannedFile, output: Path) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import CkptExplorerError
 from ..view import CheckpointView
 from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, ProgressFn, plan_pairs
+from .hf_side import hf_sides
 from .launcher import launch
 from .report import DiffResult
 from .rows import TensorDiff
@@ -41,7 +42,9 @@ def diff_checkpoints(
     """Compare two checkpoints of any known families, tensor by tensor, and their values.
 
     Args:
-        a, b: paths (any family :func:`open_checkpoint` knows) or open views.
+        a, b: paths (any family :func:`open_checkpoint` knows) or open views. A Megatron
+            training state against an HF model is compared as the HF model it converts to
+            (:mod:`.hf_side`).
         atol, rtol: an element is within tolerance when ``|b - a| <= atol + rtol * |a|``.
         rename: ``{OLD: NEW}`` substitutions applied to A's names when pairing.
         device: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when available).
@@ -78,7 +81,7 @@ def diff_checkpoints(
             cancel=cancel,
         )
     t0 = time.perf_counter()
-    view_a, view_b = _open(a), _open(b)
+    view_a, view_b = hf_sides(_open(a), _open(b))
     engine = Engine(
         view_a,
         view_b,

@@ -53,11 +53,12 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
 
     from ..api import open_checkpoint
     from .api import options
+    from .hf_side import hf_sides
     from .values import compare_values
 
     args = _parser().parse_args(argv)
     t0 = time.perf_counter()
-    view_a, view_b = open_checkpoint(args.a), open_checkpoint(args.b)
+    view_a, view_b = hf_sides(open_checkpoint(args.a), open_checkpoint(args.b))
     rename = parse_rename(args.rename)
     engine = Engine(
         view_a,

@@ -83,6 +83,10 @@ Setups (each: a base state after 4 iterations, then states saved after resuming 
   each ``model_optim_rng.pt`` (``save_parameter_state``).
 * ``dist_tp2``: the same tp-2 run saved with torch_dist (two ranks, each writing its shards).
 
+The base states of ``mcore_gpt``, ``mcore_llama`` and ``legacy_tp2`` record a probe
+(``probe`` in the case: ``probes/<case id>.pt``, the tokens of one batch and megatron-core's
+logits on it, at tp 2 gathered over the tensor ranks), the oracle of conversions to HF.
+
 ``id_names`` maps the torch optimizer ids of the live optimizer to parameter names (where the
 file has integer ids: the legacy ``model_optim_rng.pt``); for torch_dist cases, where the file
 keys states by sharded key, ``sharded_keys`` records per parameter (state_dict name) the
@@ -258,6 +262,8 @@ PLAN: dict[str, Setup] = {
         (RESUME_CLEAN,),
     ),
 }
+# setups whose base state gets a probe (tokens + megatron-core's logits: ``probe`` in the case)
+PROBED = ("mcore_gpt", "mcore_llama", "legacy_tp2")
 # setups run in the same child process (one megatron import each), by world size
 CHILDREN: dict[str, tuple[int, tuple[str, ...]]] = {
     "world1": (1, ("mcore_gpt", "mcore_llama", "mcore_gpt_fully_parallel", "mcore_gpt_distopt")),
@@ -349,6 +355,25 @@ def megatron_args(key: str, world: int) -> argparse.Namespace:
         swiglu=m["swiglu"],
         add_bias_linear=m["add_bias_linear"],
         untie_embeddings_and_output_weights=m["untie_embeddings_and_output_weights"],
+        # the rest of arguments.py's architecture fields, at this run's values (the
+        # TransformerConfig below: Megatron-LM's defaults, the bias-activation fusions off)
+        norm_epsilon=1e-5,
+        apply_layernorm_1p=False,
+        apply_residual_connection_post_layernorm=False,
+        add_qkv_bias=False,
+        qk_layernorm=False,
+        rotary_base=10000,
+        rotary_percent=1.0,
+        rotary_interleaved=False,
+        rotary_seq_len_interpolation_factor=None,
+        use_rope_scaling=False,
+        openai_gelu=False,
+        squared_relu=False,
+        quick_geglu=False,
+        bias_gelu_fusion=False,
+        bias_swiglu_fusion=False,
+        num_experts=None,
+        multi_latent_attention=False,
         seq_length=SEQ,
         padded_vocab_size=VOCAB,
         make_vocab_size_divisible_by=128,
@@ -900,8 +925,8 @@ def _setup_cases(key: str, world: int, out: Path, extras: Path) -> dict[str, Any
     base_path = base.save(root / "base")
     base_id = f"{key}_base"
     record(base_id, base, base_path, "clean")
-    if key == "mcore_llama" and rank == 0:
-        hf_probe(base, extras / "mcore_llama_base_model.pt")
+    if key in PROBED:
+        hf_probe(base, extras / f"{base_id}_model.pt")
     base_step = base.optimizer_step()
     del base
     results: dict[str, MegatronRun] = {}
@@ -954,14 +979,28 @@ def buffer_layout(run: MegatronRun) -> dict[str, Any]:
 
 
 def hf_probe(run: MegatronRun, path: Path) -> None:
-    """The plain model state_dict and the logits of one batch, for the HF-equivalence check
-    done in the parent."""
+    """The logits of one batch (and, at tp 1, the plain model state_dict), for the
+    HF-equivalence checks done in the parent. Every tensor rank runs the forward; at tp > 1
+    each holds its vocab slice of the logits (``parallel_output``), gathered here; rank 0
+    writes."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as mpu
+
     tokens = batch(10_000)[:, :-1]
     with torch.no_grad():
         pos = torch.arange(SEQ).expand(tokens.shape[0], SEQ)
-        logits = run.model(tokens, pos, run.mask)
-    sd = {k: v.clone() for k, v in run.model.state_dict().items() if isinstance(v, torch.Tensor)}
-    torch.save({"state_dict": sd, "tokens": tokens, "logits": logits.clone()}, path)
+        logits = run.model(tokens, pos, run.mask).contiguous()
+        if run.tp > 1:
+            parts = [torch.empty_like(logits) for _ in range(run.tp)]
+            dist.all_gather(parts, logits, group=mpu.get_tensor_model_parallel_group())
+            logits = torch.cat(parts, dim=-1)
+    if dist.get_rank() != 0:
+        return
+    data: dict[str, Any] = {"tokens": tokens, "logits": logits.clone()}
+    if run.tp == 1:
+        sd = run.model.state_dict()
+        data["state_dict"] = {k: v.clone() for k, v in sd.items() if isinstance(v, torch.Tensor)}
+    torch.save(data, path)
 
 
 def _child(child: str, rank: int, port: int, out: str, result: str) -> None:
@@ -1069,6 +1108,16 @@ HF_LLAMA_CONFIG: dict[str, Any] = dict(
 )
 
 
+def record_probe(out: Path, case_id: str, case: dict[str, Any]) -> None:
+    """``probes/<case id>.pt``: the probe batch's tokens and megatron-core's logits for the
+    base model (at tp 2 gathered over the tensor ranks), the oracle of conversions to HF."""
+    data = torch.load(out / EXTRAS / f"{case_id}_model.pt", weights_only=True)
+    dst = out / "probes" / f"{case_id}.pt"
+    dst.parent.mkdir(exist_ok=True)
+    torch.save({"tokens": data["tokens"], "logits": data["logits"]}, dst)
+    case["probe"] = dst.relative_to(out).as_posix()
+
+
 def hf_equivalent(out: Path, probe: Path, case: dict[str, Any]) -> None:
     """The HF LlamaForCausalLM weights that are the base Llama-style model, with megatron-core's
     logits on a probe batch; tests/test_realworld_megatron.py builds ``LlamaForCausalLM(
@@ -1113,6 +1162,9 @@ _FUTURES: dict[str, Future[dict[str, Any]]] = {}
 def _case(child: str) -> Callable[[Path], Mapping[str, Any]]:
     def make(out: Path) -> dict[str, Any]:
         cases = _FUTURES[child].result()
+        for key in PROBED:
+            if f"{key}_base" in cases:
+                record_probe(out, f"{key}_base", cases[f"{key}_base"])
         if child == "world1":
             probe = out / EXTRAS / "mcore_llama_base_model.pt"
             hf_equivalent(out, probe, cases["mcore_llama_base"])
