@@ -7,13 +7,17 @@ and the same tensors as safetensors under bench/.data/cli_startup/ (git-ignored)
 alternating, each in a fresh process: ``python -c "import torch"``, ``python -c "pass"`` and
 ``ckpt-explorer inspect`` of each file, cold (the checkpoint's pages dropped with
 posix_fadvise first) and warm. Prints medians and the ratio of each inspect to import torch
-(goal: at most 0.25).
+(goal: at most 0.25). Then a small diff (two 256 KiB bf16 files, every element changed) with
+the fused numba kernels as installed (their on-disk cache filled), with an empty
+``NUMBA_CACHE_DIR`` (the first diff on a machine: they compile) and with the torch ops
+(``CKPT_EXPLORER_KERNEL=torch``): what numba costs a short command.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,6 +51,21 @@ def make_data(size_mb: int) -> dict[str, Path]:
     return out
 
 
+def make_small_pair() -> tuple[Path, Path]:
+    """Two 256 KiB safetensors files differing in every element (a small diff)."""
+    a, b = DATA / "small_a.safetensors", DATA / "small_b.safetensors"
+    if a.exists() and b.exists():
+        return a, b
+    import torch
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(1)
+    sd = {f"w{i}": torch.randn(128, 128, generator=gen).to(torch.bfloat16) for i in range(8)}
+    save_file(sd, str(a))
+    save_file({k: v + 1e-2 for k, v in sd.items()}, str(b))
+    return a, b
+
+
 def cli() -> list[str]:
     script = Path(sys.executable).with_name("ckpt-explorer")
     return [str(script)] if script.exists() else [sys.executable, "-m", "ckpt_explorer"]
@@ -60,13 +79,18 @@ def drop_pages(path: Path) -> None:
         os.close(fd)
 
 
-def timed(cmd: list[str], cold: Path | None) -> float:
+def timed(cmd: list[str], cold: Path | None, env: dict[str, str] | None = None) -> float:
     if cold is not None:
         drop_pages(cold)
+    if env and "NUMBA_CACHE_DIR" in env:  # an empty cache: the kernels compile on first use
+        shutil.rmtree(env["NUMBA_CACHE_DIR"], ignore_errors=True)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
     took = time.perf_counter() - t0
-    if proc.returncode != 0:
+    if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
     return took
 
@@ -77,23 +101,31 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=1024)
     args = parser.parse_args()
     files = make_data(args.size_mb)
-    cases: dict[str, tuple[list[str], Path | None]] = {
-        "python -c 'import torch'": ([sys.executable, "-c", "import torch"], None),
-        "python -c 'pass'": ([sys.executable, "-c", "pass"], None),
+    cases: dict[str, tuple[list[str], Path | None, dict[str, str] | None]] = {
+        "python -c 'import torch'": ([sys.executable, "-c", "import torch"], None, None),
+        "python -c 'pass'": ([sys.executable, "-c", "pass"], None, None),
     }
     for label, path in files.items():
         for temp in ("cold", "warm"):
             cases[f"inspect {label} ({temp})"] = (
                 [*cli(), "inspect", str(path)],
                 path if temp == "cold" else None,
+                None,
             )
+    a, b = make_small_pair()
+    small = [*cli(), "diff", str(a), str(b)]
+    empty = str(DATA / "numba-cache-empty")
+    cases["diff 2 x 256 KiB, numba"] = (small, None, None)
+    cases["diff 2 x 256 KiB, numba compiling"] = (small, None, {"NUMBA_CACHE_DIR": empty})
+    cases["diff 2 x 256 KiB, torch ops"] = (small, None, {"CKPT_EXPLORER_KERNEL": "torch"})
     for path in files.values():  # warm the files once, and the interpreter's own modules
         timed([*cli(), "inspect", str(path)], None)
     timed([sys.executable, "-c", "import torch"], None)
+    timed(small, None)  # the kernels' on-disk cache (cache=True) filled once
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(args.repeats):
-        for label, (cmd, cold) in cases.items():
-            times[label].append(timed(cmd, cold))
+        for label, (cmd, cold, env) in cases.items():
+            times[label].append(timed(cmd, cold, env))
     torch_s = statistics.median(times["python -c 'import torch'"])
     sizes = ", ".join(f"{k} {p.stat().st_size / 2**30:.2f} GiB" for k, p in files.items())
     print(f"files: {sizes}; {args.repeats} repeats, medians, one fresh process per run")
@@ -103,6 +135,12 @@ def main() -> None:
         print(f"{label:34} {med:9.3f} {min(values):7.3f} {med / torch_s:15.3f}")
     worst = max(statistics.median(v) / torch_s for k, v in times.items() if k.startswith("inspect"))
     print(f"worst inspect / import torch = {worst:.3f} (goal <= {GOAL}: {worst <= GOAL})")
+    med = {k: statistics.median(v) for k, v in times.items()}
+    fused, torch_ops = med["diff 2 x 256 KiB, numba"], med["diff 2 x 256 KiB, torch ops"]
+    compiling = med["diff 2 x 256 KiB, numba compiling"]
+    print(f"small diff: numba {fused:.3f} s vs torch ops {torch_ops:.3f} s "
+          f"({fused - torch_ops:+.3f} s: numba import + cached kernels); the first diff on a "
+          f"machine compiles them once: {compiling - fused:+.3f} s")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ def open_checkpoint(
         CkptExplorerError: unreadable, corrupt, unsafe or unknown input (one-line message).
     """
     from .formats import detect
+    from .io.gc_pause import gc_paused
     from .readers.param_names import attach_names
     from .remote.urls import is_url
 
@@ -61,9 +62,10 @@ def open_checkpoint(
         from .remote.session import open_remote
 
         return open_remote(str(path), model, cache, storage_options)
-    detection, spec = detect(path)
-    view = spec.open(Path(path), detection)
-    model_view = None
-    if model is not None:
-        model_view = model if isinstance(model, CheckpointView) else open_checkpoint(model)
-    return attach_names(view, model_view)
+    with gc_paused():  # a listing's objects hold no cycles (io/gc_pause.py)
+        detection, spec = detect(path)
+        view = spec.open(Path(path), detection)
+        model_view = None
+        if model is not None:
+            model_view = model if isinstance(model, CheckpointView) else open_checkpoint(model)
+        return attach_names(view, model_view)

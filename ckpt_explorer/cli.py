@@ -16,13 +16,22 @@ EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process ended by SIGPI
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .io.gc_pause import gc_paused
+
+    with gc_paused():  # the listing and its report hold no cycles (io/gc_pause.py)
+        return _inspect(args)
+
+
+def _inspect(args: argparse.Namespace) -> int:
     from .api import open_checkpoint
     from .inspect_report import format_inspect, inspect_report
 
     view = open_checkpoint(args.path, model=args.model)
     if args.json:
-        json.dump(inspect_report(view), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        from .json_stream import tensor_lines, write_json
+
+        report = inspect_report(view, tensors=False)
+        write_json(report, sys.stdout, {"tensors": tensor_lines(view.tensors)})
     else:
         print(format_inspect(view, limit=None if args.all else args.limit))
     return EXIT_OK
@@ -82,7 +91,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         device=args.device,
         nproc=args.nproc,
         chunk_bytes=args.chunk_mib * 2**20,
+        nodes=_nodes(args),
     )
+    if args.node_rank > 0:  # every node has the report; the first one prints it
+        return EXIT_OK if result.equal else EXIT_DIFFERENT
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -118,7 +130,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             print(plan.describe(limit=args.limit))
         return EXIT_OK
     return _run_and_report(
-        args, plan, lambda bar: run_conversion(plan, progress=bar, nproc=args.nproc), "wrote"
+        args,
+        plan,
+        lambda bar: run_conversion(plan, progress=bar, nproc=args.nproc, nodes=_nodes(args)),
+        "wrote",
     )
 
 
@@ -135,6 +150,8 @@ def _run_and_report(
     finally:
         if bar is not None:
             bar.close()
+    if getattr(args, "node_rank", 0) > 0:  # every node has the result; the first prints it
+        return EXIT_OK if result.verified else EXIT_DIFFERENT
     if args.json:
         json.dump({"plan": plan.to_json(), "result": result.to_json()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -200,11 +217,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from contextlib import nullcontext
+
+    from .io.gc_pause import gc_paused
     from .validate import validate_checkpoint
 
-    report = validate_checkpoint(
-        args.path, model=args.model, numeric=not args.no_numeric, hf_load=args.hf_load
-    )
+    # headers only: the rules' objects hold no cycles (io/gc_pause.py); a numeric scan or
+    # from_pretrained runs long enough, and through torch, to keep the collector on
+    with gc_paused() if args.no_numeric and not args.hf_load else nullcontext():
+        report = validate_checkpoint(
+            args.path, model=args.model, numeric=not args.no_numeric, hf_load=args.hf_load
+        )
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -258,6 +281,48 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     else:
         print(report.format_text())
     return EXIT_OK
+
+
+def _cmd_repair(args: argparse.Namespace) -> int:
+    from .repair import plan_repair, run_repair
+
+    plan = plan_repair(args.path)
+    if plan.refused:
+        raise CkptExplorerError(plan.folder, "a folder whose lost file can be rebuilt exactly",
+                                f"{plan.what}: {plan.refused}")  # fmt: skip
+    if args.dry_run:
+        print(json.dumps({"plan": plan.to_json()}, indent=2) if args.json else plan.describe())
+        return EXIT_OK
+    result = run_repair(plan)
+    if args.json:
+        out = {"plan": plan.to_json(), "written": str(result.path), "verified": result.verified,
+               "checks": list(result.checks)}  # fmt: skip
+        print(json.dumps(out, indent=2))
+    else:
+        print(plan.describe())
+        print(f"wrote {result.path}; " + ("verified" if result.verified else "NOT verified"))
+        for c in result.checks:
+            print(f"  {c}")
+    return EXIT_OK if result.verified else EXIT_DIFFERENT
+
+
+def _nodes(args: argparse.Namespace) -> Any:
+    """The ``--nnodes`` part of a torchrun job (None on one node)."""
+    from .io.torchrun import nodes_from_args
+
+    try:
+        return nodes_from_args(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id)
+    except ValueError as e:
+        raise CkptExplorerError(None, "a consistent multi-node launch", str(e)) from e
+
+
+def _add_node_options(p: argparse.ArgumentParser) -> None:
+    """``--nnodes`` and its rendezvous: the ``--nproc`` job over several nodes."""
+    g = p.add_argument_group("several nodes (a shared filesystem; run on every node)")
+    g.add_argument("--nnodes", type=int, default=1, help="nodes of the torchrun job")
+    g.add_argument("--node-rank", type=int, default=0, help="this node (0 prints the result)")
+    g.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="the first node's address")
+    g.add_argument("--rdzv-id", help="job id shared by the nodes (default ckpt-explorer)")
 
 
 def _positive(text: str) -> int:
@@ -319,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     p.add_argument("--nproc", type=int, default=1, help="processes (torchrun job when > 1)")
+    _add_node_options(p)
     p.add_argument(
         "--rename",
         nargs="+",
@@ -379,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-shard-size", help="e.g. 5GB, 500MB: shard into a folder with an index")
     p.add_argument("--dtype", help="cast floating-point tensors (bf16, fp16, fp32); off by default")
     p.add_argument("--nproc", type=int, default=1, help="processes (torchrun job when > 1)")
+    _add_node_options(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     p.add_argument("--overwrite", action="store_true", help="replace an existing destination")
     p.add_argument(
@@ -433,6 +500,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--json", action="store_true", help="print fits, checks, memory, grid as JSON")
     p.set_defaults(func=_cmd_fit)
+    p = sub.add_parser(
+        "repair",
+        help="rebuild a lost index / latest from the shards: planned, atomic, verified "
+        "(exit 0 verified, 1 not, 2 refused)",
+    )
+    p.add_argument("path")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_repair)
     p = sub.add_parser("serve", help="open the dashboard in the browser (127.0.0.1 by default)")
     p.add_argument(
         "serve_paths",

@@ -21,8 +21,11 @@ def tensor_entry(r: TensorRecord) -> dict[str, Any]:
     }
 
 
-def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str, Any]:
-    """The ``inspect --json`` object: path, format, kind, evidence, files, tensors, parts, ..."""
+def inspect_report(
+    view: CheckpointView, include_parts: bool = True, tensors: bool = True
+) -> dict[str, Any]:
+    """The ``inspect --json`` object: path, format, kind, evidence, files, tensors, parts, ...
+    (``tensors=False`` leaves the list empty, for a writer that streams it: cli.py)."""
     report: dict[str, Any] = {
         "path": str(view.path),
         "format": view.family,
@@ -34,7 +37,7 @@ def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str
         "tensor_count": len(view.tensors),
         "parameter_count": parameter_count(view),  # tied aliases of one storage counted once
         "dtypes": dict(Counter(r.dtype for r in view.tensors)),
-        "tensors": [tensor_entry(r) for r in view.tensors],
+        "tensors": [tensor_entry(r) for r in view.tensors] if tensors else [],
         "values": {k: to_plain(v) for k, v in view.values.items()},
         "warnings": list(view.warnings),
     }
@@ -43,6 +46,7 @@ def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str
     from .fit.written_by import view_clues
 
     report["written_layout"] = [c.to_json() for c in view_clues(view)]
+    report["loaders"] = loaders_entry(view)
     if include_parts and view.parts:
         report["parts"] = {}
         for name, part in view.parts.items():
@@ -57,6 +61,23 @@ def inspect_report(view: CheckpointView, include_parts: bool = True) -> dict[str
                 entry["optimizer"] = optimizer_entry(part.optimizer)
             report["parts"][name] = entry
     return report
+
+
+def loaders_entry(view: CheckpointView) -> dict[str, Any] | None:
+    """The loader table of a local checkpoint (``loadable.loader_table``), else None."""
+    if not _local(view):
+        return None
+    from .loadable import loader_table
+
+    return loader_table(view.path).to_json()
+
+
+def _local(view: CheckpointView) -> bool:
+    """A loader table needs the whole local folder: a remote checkpoint's mirror holds only
+    the files and bytes its listing fetched (no config.json, no stale neighbours)."""
+    from .remote.guard import is_mirrored
+
+    return view.path.exists() and not is_mirrored(view.path)
 
 
 def parameter_count(view: CheckpointView) -> int:
@@ -193,6 +214,10 @@ def format_inspect(view: CheckpointView, limit: int | None = 40) -> str:
         )
         if len(shown) < len(view.tensors):
             lines.append(f"... {len(view.tensors) - len(shown)} more (use --all)")
+    if _local(view):
+        from .loadable import loader_table
+
+        lines += ["", *loader_table(view.path).lines()]
     scalars = {k: v for k, v in view.values.items() if isinstance(to_plain(v), int | float | str)}
     if scalars and not view.tensors:
         lines.append("")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +55,7 @@ class CheckpointView:
         self.parts: dict[str, CheckpointView] = dict(parts or {})
         self.optimizer = optimizer
         self.warnings = warnings
-        self._by_name = {r.name: r for r in tensors}
+        self._by_name = dict(zip(map(attrgetter("name"), tensors), tensors, strict=True))
 
     @property
     def family(self) -> str:
@@ -172,6 +174,9 @@ def as_rank_file(view: CheckpointView) -> CheckpointView:
 def unique_records(records: Iterable[TensorRecord]) -> list[TensorRecord]:
     """``records`` without the aliases of one storage view (same file, storage, offset, shape
     and dtype): the first name of each tied set stays."""
+    records = list(records)
+    if list(map(attrgetter("storage_key"), records)).count(None) == len(records):
+        return records  # no storages (safetensors): nothing can alias
     seen: set[tuple[object, ...]] = set()
     out = []
     for r in records:
@@ -186,4 +191,4 @@ def unique_records(records: Iterable[TensorRecord]) -> list[TensorRecord]:
 
 def unique_numel(records: Iterable[TensorRecord]) -> int:
     """Elements of ``records``, aliases of one storage view counted once."""
-    return sum(r.numel for r in unique_records(records))
+    return sum(map(math.prod, map(attrgetter("shape"), unique_records(records))))

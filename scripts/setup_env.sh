@@ -46,7 +46,8 @@ fi
 PIN="$VENV/torch-pin.txt"
 echo "torch==$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch"))')" > "$PIN"
 
-uvi -c "$PIN" -e ".[ui,dev,fast,remote]" nbclient nbformat ipykernel
+# (numba, for the fused diff kernel, is a core dependency where it has wheels)
+uvi -c "$PIN" -e ".[ui,dev,remote]" nbclient nbformat ipykernel
 
 if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   # colossalai pins torch<=2.5.1 and transformers==4.51.3: never let the resolver see its requirements.

@@ -51,11 +51,14 @@ def tiny_structure(monkeypatch: pytest.MonkeyPatch) -> None:
 def _inspect_json(
     target: str, capsys: pytest.CaptureFixture[str], local: Path | None = None
 ) -> dict[str, Any]:
-    """``inspect --json`` of ``target``; a URL's output reads as ``local``'s would."""
+    """``inspect --json`` of ``target``; a URL's output reads as ``local``'s would, but for the
+    loader table, which needs the whole local folder: null for a URL, present for a path."""
     assert main(["inspect", target, "--json"]) == 0
     out = capsys.readouterr().out
     doc = json.loads(out.replace(target, str(local)) if local else out)
     doc.pop("path")
+    loaders = doc.pop("loaders")
+    assert (loaders is None) == (local is not None), loaders
     return doc
 
 

@@ -6,7 +6,8 @@ bytes (largest first, each to the least-loaded rank) and each rank writes and ve
 share in the temp folder that rank 0 made beside the destination (its name is broadcast), so
 the same launch works across nodes with a shared filesystem (torchrun ``--nnodes``). After a
 barrier rank 0 writes the index and side files, checks the index, gathers the ranks'
-mismatches, and moves the output into place only when all is verified.
+mismatches, and moves the output into place only when all is verified; the first process
+of every node writes the result for its node's launcher.
 Backend: nccl when CUDA is available (``--backend`` overrides), gloo otherwise.
 """
 
@@ -118,6 +119,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         gathered: list[object] | None = [None] * world if rank == 0 else None
         dist.gather_object(problems, gathered, dst=0)
         verified = False
+        result: str | None = None
         if rank == 0:
             assert gathered is not None
             mismatches = [str(m) for share in gathered if isinstance(share, list) for m in share]
@@ -132,7 +134,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
             else:
                 discard(tmp)
             if args.result:
-                result = ConversionResult(
+                summary = ConversionResult(
                     verified,
                     str(plan.destination),
                     plan.output_files(),
@@ -143,9 +145,12 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
                     world,
                     plan.fast_bytes,
                 )
-                Path(args.result).write_text(json.dumps(result.to_json()))
-        flag = [verified]
+                result = json.dumps(summary.to_json())
+        # every node's first process writes the result where its own launcher reads it
+        flag = [verified, result if rank == 0 else None]
         dist.broadcast_object_list(flag, src=0)
+        if args.result and int(os.environ.get("LOCAL_RANK", "0")) == 0 and flag[1] is not None:
+            Path(args.result).write_text(str(flag[1]))
         dist.barrier()
         return 0 if flag[0] else 1
     finally:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..io.torchrun import Nodes
 from .atomic import clean_stale, discard, install, make_temp
 from .flush import BackgroundSync
 from .plan import ConversionPlan, PlannedFile
@@ -154,6 +155,7 @@ def run_conversion(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     nproc: int = 1,
+    nodes: Nodes | None = None,
     verify: bool = True,
 ) -> ConversionResult:
     """Carry out ``plan``: write into a temp folder, verify, then move into place.
@@ -164,6 +166,8 @@ def run_conversion(
         cancel: set it to stop the job; the temp folder is removed and
             :class:`ConversionCancelled` raised; the destination is untouched.
         nproc: >1 runs the job under ``torch.distributed.run`` with that many processes.
+        nodes: run that job over several nodes sharing a filesystem
+            (:class:`~ckpt_explorer.io.torchrun.Nodes`; each node calls this with its rank).
         verify: compare the output with the source (on by default; an unverified result is
             installed only when ``verify`` is False).
 
@@ -171,12 +175,12 @@ def run_conversion(
         ConversionResult; when verification fails, ``verified`` is False and nothing was
         installed at the destination.
     """
-    if nproc > 1:
+    if nproc > 1 or nodes is not None:
         if progress is not None:
             progress(ProgressEvent(0, plan.total_bytes, f"{nproc} processes", None))
         from .launcher import launch  # torchrun machinery, only for nproc > 1
 
-        result = ConversionResult(**launch(plan, nproc))
+        result = ConversionResult(**launch(plan, nproc, nodes=nodes))
         if progress is not None:
             progress(ProgressEvent(plan.total_bytes, plan.total_bytes, "", 0.0))
         result.left_out = list(plan.dropped)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
-from ..io.torchrun import run_torchrun
+from ..io.torchrun import Nodes, run_torchrun
 from .plan import ConversionPlan
 
 
@@ -28,8 +28,11 @@ def job_arguments(plan: ConversionPlan, result_path: Path) -> list[str]:
     return args
 
 
-def launch(plan: ConversionPlan, nproc: int, timeout_s: float = 3600) -> dict[str, Any]:
-    """Run ``plan`` in ``nproc`` processes; the result rank 0 wrote (ConversionResult fields)."""
+def launch(
+    plan: ConversionPlan, nproc: int, timeout_s: float = 3600, nodes: Nodes | None = None
+) -> dict[str, Any]:
+    """Run ``plan`` in ``nproc`` processes (on each of ``nodes`` when given, each node calling
+    this with its own node rank); the result rank 0 made (ConversionResult fields)."""
     with tempfile.TemporaryDirectory(prefix="ckpt-convert-") as td:
         result_path = Path(td) / "result.json"
         ended = run_torchrun(
@@ -38,6 +41,7 @@ def launch(plan: ConversionPlan, nproc: int, timeout_s: float = 3600) -> dict[st
             nproc,
             Path(td),
             timeout_s=timeout_s,
+            nodes=nodes,
         )
         if not result_path.is_file():
             raise CkptExplorerError(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.torchrun import Nodes
 from ..view import CheckpointView
 from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, ProgressFn, plan_pairs
 from .hf_side import hf_sides
@@ -38,6 +39,7 @@ def diff_checkpoints(
     cancel: CancelArg = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     on_row: Callable[[TensorDiff], Any] | None = None,
+    nodes: Nodes | None = None,
 ) -> DiffResult:
     """Compare two checkpoints of any known families, tensor by tensor, and their values.
 
@@ -51,6 +53,8 @@ def diff_checkpoints(
         nproc: >1 runs a real distributed job (``torch.distributed.run``, gloo on CPU) that
             splits the pairs by bytes across processes; ``a`` and ``b`` must then be paths
             (a view is reopened from its path).
+        nodes: run that job over several nodes (:class:`~ckpt_explorer.io.torchrun.Nodes`:
+            every node calls this with its own node rank; ``nproc`` processes on each).
         progress: called with ``(bytes_done, bytes_total)``; returning ``False`` cancels.
         cancel: a ``threading.Event`` (set = cancel) or a callable returning True to cancel.
         chunk_bytes: bytes per chunk of a tensor (large tensors are walked in chunks).
@@ -67,7 +71,7 @@ def diff_checkpoints(
     """
     if nproc < 1:
         raise CkptExplorerError(None, "nproc >= 1", str(nproc))
-    if nproc > 1:
+    if nproc > 1 or nodes is not None:
         return launch(
             a if not isinstance(a, CheckpointView) else a.path,
             b if not isinstance(b, CheckpointView) else b.path,
@@ -79,6 +83,7 @@ def diff_checkpoints(
             chunk_bytes=chunk_bytes,
             progress=progress,
             cancel=cancel,
+            nodes=nodes,
         )
     t0 = time.perf_counter()
     view_a, view_b = hf_sides(_open(a), _open(b))

@@ -3,7 +3,10 @@ A B --out result.json``.
 
 Every rank opens both checkpoints and plans the same pairs; the pairs are split by bytes
 (largest first, each to the least-loaded rank); each rank compares its share; rank 0 gathers
-the rows (``gather_object``), compares the values and writes the merged JSON report.
+the rows (``gather_object``), compares the values and merges the report, which the first
+process of every node writes to its ``--out`` (over several nodes — torchrun ``--nnodes``
+with a c10d rendezvous, the checkpoints on a shared filesystem — each node's launcher reads
+its own copy).
 Backend: gloo on CPU, nccl when ``--device`` resolves to CUDA.
 """
 
@@ -112,8 +115,12 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
                     t0,
                 ),
             )
-            tmp = Path(args.out).with_suffix(".partial")
-            tmp.write_text(json.dumps(result.to_json()))
+        # every node's first process writes the report where its own launcher reads it
+        report = [json.dumps(result.to_json()) if rank == 0 else None]
+        dist.broadcast_object_list(report, src=0)
+        if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            tmp = Path(args.out).with_suffix(f".partial-{rank}")
+            tmp.write_text(str(report[0]))
             tmp.replace(args.out)
         dist.barrier()
     finally:

@@ -1,8 +1,10 @@
 """Fused float64 reductions over one chunk: every figure in one pass, in registers.
 
-Compiled with numba when it is installed (optional: ``pip install ckpt-explorer[fast]``);
-:func:`have_numba` says so (importing numba on first call) and callers fall back to torch
-ops otherwise.
+Compiled with numba, a core dependency where numba has wheels (elsewhere
+``pip install ckpt-explorer[fast]`` asks for it); :func:`have_numba` says whether it loaded
+(importing numba on first call, never at import) and callers fall back to torch ops otherwise.
+The compiled kernels are cached on disk (``cache=True``), so only a machine's first diff
+compiles them.
 
 The kernels read a chunk where it lies (mmapped bytes, no copy): bfloat16 and float16 as
 their 16-bit patterns, widened per element to float64 (exact), float32/float64 as they are;

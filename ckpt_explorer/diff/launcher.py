@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import CkptExplorerError
-from ..io.torchrun import Cancel, run_torchrun
+from ..io.torchrun import Cancel, Nodes, run_torchrun
 from .engine import DEFAULT_CHUNK_BYTES, ProgressFn
 from .report import DiffResult
 
@@ -24,15 +24,18 @@ def launch(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: ProgressFn | None = None,
     cancel: Cancel = None,
+    nodes: Nodes | None = None,
 ) -> DiffResult:
-    """Run the diff in ``nproc`` processes and read rank 0's report back.
+    """Run the diff in ``nproc`` processes (on each of ``nodes``, when given: every node runs
+    this with its own node rank and reads the same report back) and read rank 0's report.
 
     Progress is reported once, at the end; cancellation terminates the job and returns an
     empty result flagged as cancelled.
     """
     from .engine import resolve_device
 
-    resolve_device(device)  # a clear error before starting processes
+    if device != "cpu":  # a clear error before starting processes (torch is not needed here)
+        resolve_device(device)
     with tempfile.TemporaryDirectory(prefix="ckpt-diff-") as tmp:
         out = Path(tmp) / "result.json"
         args = [str(a), str(b), "--out", str(out), "--atol", repr(float(atol))]
@@ -41,14 +44,14 @@ def launch(
         for old, new in (rename or {}).items():
             args += ["--rename", f"{old}={new}"]
         ended = run_torchrun(
-            "ckpt_explorer.diff.distributed", args, nproc, Path(tmp), cancel=cancel
+            "ckpt_explorer.diff.distributed", args, nproc, Path(tmp), cancel=cancel, nodes=nodes
         )
         if ended.cancelled:
             return DiffResult([], [], True, {"a": str(a), "b": str(b), "nproc": nproc})
         if ended.returncode != 0 or not out.is_file():
             raise CkptExplorerError(
                 None,
-                f"the {nproc}-process diff job to finish",
+                f"the {nproc}-process{' per node' if nodes else ''} diff job to finish",
                 f"exit status {ended.returncode}: {ended.log_tail.strip().splitlines()[-1:] or ''}",
                 "Run it by hand with torchrun to see the whole log.",
             )

@@ -119,7 +119,7 @@ def _vocab_clue(tensors: tuple[TensorRecord, ...], vocab: int | None) -> list[La
     if vocab is None:
         return []
     for r in tensors:
-        if _EMBED.search(r.name) and len(r.shape) == 2 and r.shape[0] > vocab:
+        if len(r.shape) == 2 and r.shape[0] > vocab and _EMBED.search(r.name):
             rows = r.shape[0]
             tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if padded_vocab(vocab, t) == rows]
             value = f"tp ∈ {{{', '.join(map(str, tps))}}}" if tps else "not ColossalAI's padding"

@@ -87,6 +87,12 @@ def detect(path: str | Path) -> tuple[Detection, FormatSpec]:
         "a checkpoint (safetensors, torch.save, HF/ColossalAI index, DCP, DeepSpeed, PEFT, "
         "or a training-state folder)"
     )
+    if target == "dir":
+        from ..loadable.damaged import explain  # shards whose index / metadata / latest is gone
+
+        damaged = explain(path)
+        if damaged is not None:
+            raise FormatDetectionError(path, expected, *damaged)
     pipeline = pipeline_summary(path) if target == "dir" else None
     if pipeline is not None:
         found, first = pipeline

@@ -8,9 +8,8 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import CkptExplorerError, TruncatedFileError
 from ..types import shape_numel
@@ -84,12 +83,12 @@ class MappedFile:
         return mapping
 
 
-@dataclass(frozen=True, eq=False)
-class MappedTensor:
+class MappedTensor(NamedTuple):
     """A record's loader: the tensor at a storage of a mapped file (a view, never a copy).
 
     :meth:`dense_bytes` gives its elements' bytes without torch when they are one dense
-    little-endian block, for the few values listing reads (an optimizer's ``step``).
+    little-endian block, for the few values listing reads (an optimizer's ``step``). A named
+    tuple (immutable, and cheap to make by the ten thousand: one per listed tensor).
     """
 
     mapped: MappedFile

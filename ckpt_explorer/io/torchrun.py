@@ -1,9 +1,10 @@
 """Run a module as a real distributed job: ``python -m torch.distributed.run`` on 127.0.0.1.
 
 The diff and conversion jobs start their ranks the same way: a free loopback port for the
-rendezvous, the caller's environment without a parent job's rank variables, OpenMP threads
-shared among the ranks, the log kept in a file, cancellation and a time limit polled while
-the job runs. Each rank writes its result where the caller's arguments say.
+rendezvous (over several nodes: torchrun's c10d rendezvous at the first node, see
+:class:`Nodes`), the caller's environment without a parent job's rank variables, OpenMP
+threads shared among the ranks, the log kept in a file, cancellation and a time limit polled
+while the job runs. Each rank writes its result where the caller's arguments say.
 """
 
 from __future__ import annotations
@@ -21,6 +22,41 @@ from .ports import free_port
 
 Cancel = threading.Event | Callable[[], bool] | None
 RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """This machine's place in a job over several nodes (a shared filesystem between them).
+
+    Every node runs the same command with its own ``node_rank``; the nodes meet at
+    ``endpoint`` (``host:port`` of the first node, c10d rendezvous) under ``job_id``.
+    """
+
+    nnodes: int
+    node_rank: int
+    endpoint: str
+    job_id: str = "ckpt-explorer"
+
+    def torchrun_args(self) -> list[str]:
+        return [
+            "--nnodes", str(self.nnodes), "--node-rank", str(self.node_rank),
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", self.endpoint,
+            "--rdzv-id", self.job_id,
+        ]  # fmt: skip
+
+
+def nodes_from_args(
+    nnodes: int, node_rank: int, endpoint: str | None, job_id: str | None
+) -> Nodes | None:
+    """The :class:`Nodes` of ``--nnodes/--node-rank/--rdzv-endpoint/--rdzv-id``, None for one
+    node. Raises ValueError when the endpoint is missing or the rank is out of range."""
+    if nnodes <= 1:
+        return None
+    if not endpoint:
+        raise ValueError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (the first node)")
+    if not 0 <= node_rank < nnodes:
+        raise ValueError(f"--node-rank {node_rank} is not in 0..{nnodes - 1}")
+    return Nodes(nnodes, node_rank, endpoint, job_id or "ckpt-explorer")
 
 
 @dataclass(frozen=True)
@@ -50,6 +86,7 @@ def run_torchrun(
     cancel: Cancel = None,
     timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
+    nodes: Nodes | None = None,
 ) -> JobExit:
     """Run ``python -m <module> <args>`` in ``nproc`` ranks and wait for it.
 
@@ -61,11 +98,17 @@ def run_torchrun(
         cancel: an Event or a callable; when set, the job is terminated.
         timeout_s: terminate the job after this long (it then ends with a non-zero code).
         env: variables set for the job on top of the caller's environment.
+        nodes: this node's part of a job over several nodes (None: this machine alone, the
+            rendezvous on a free loopback port).
     """
+    meet = (
+        nodes.torchrun_args()
+        if nodes is not None
+        else ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    )
     cmd = [
         sys.executable, "-m", "torch.distributed.run",
-        "--nproc-per-node", str(nproc),
-        "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+        "--nproc-per-node", str(nproc), *meet,
         "-m", module, *args,
     ]  # fmt: skip
     job_env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import struct
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError, TruncatedFileError, UnsafeCheckpointError
 from ..io.mapped import MappedFile, MappedTensor
 from ..io.safe_pickle import safe_loads
-from ..io.safetensors_header import SafetensorsHeader, read_header
-from ..types import Detection, FileInfo, TensorRecord
+from ..io.safetensors_header import DTYPES, SafetensorsHeader, read_header
+from ..types import Detection, FileInfo, TensorRecord, frozen_rows
 from ..view import CheckpointView
 from .optimizer_info import optimizer_info_from_tree, split_state_name
 
@@ -114,22 +116,25 @@ def probe(path: Path) -> Detection | None:
 def safetensors_records(path: Path, rel: str) -> tuple[list[TensorRecord], SafetensorsHeader]:
     """Records in on-disk order for one safetensors file (``rel`` is its reported name)."""
     header = safetensors_header(path)
+    if not header.entries:
+        return [], header
     mapped = MappedFile(path)
-    records = []
-    for e in sorted(header.entries, key=lambda e: e.begin):
-        offset = header.data_start + e.begin
-        records.append(
-            TensorRecord(
-                name=e.name,
-                dtype=e.torch_dtype,
-                shape=e.shape,
-                nbytes=e.end - e.begin,
-                file=rel,
-                offset=offset,
-                loader=MappedTensor(mapped, offset, e.end - e.begin, e.torch_dtype, e.shape),
-            )
-        )
+    # column by column (a shard of a 90k-tensor checkpoint lists hundreds of tensors)
+    names, dtypes, shapes, begins, ends = zip(*sorted(header.entries, key=_BEGIN), strict=True)
+    kinds = [DTYPES[d][0] for d in dtypes]
+    offsets = list(map(header.data_start.__add__, begins))
+    sizes = list(map(operator.sub, ends, begins))
+    fixed = repeat(None), repeat(0), repeat("little")  # stride, storage_offset, byteorder
+    loaders = list(map(_NEW_LOADER, zip(repeat(mapped), offsets, sizes, kinds, shapes, *fixed)))
+    records = frozen_rows(
+        TensorRecord,
+        zip(names, kinds, shapes, sizes, repeat(rel), offsets, repeat(None), loaders),
+    )
     return records, header
+
+
+_BEGIN = operator.itemgetter(3)  # HeaderEntry.begin
+_NEW_LOADER = functools.partial(tuple.__new__, MappedTensor)  # MappedTensor._make, in C
 
 
 def _record_bytes(path: Path, record: TensorRecord) -> bytes:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import os
 import re
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +64,7 @@ def _cached_index(name: str, mtime_ns: int, size: int) -> dict[str, Any]:
             "an index object with a 'weight_map' mapping",
             f"keys {sorted(doc)[:5]}" if isinstance(doc, dict) else type(doc).__name__,
         )
-    if not all(isinstance(v, str) for v in doc["weight_map"].values()):
+    if not set(map(type, doc["weight_map"].values())) <= {str}:  # json makes no str subclass
         raise CorruptCheckpointError(path, "weight_map values that are file names", "other values")
     metadata = doc.get("metadata", {})
     if not isinstance(metadata, dict):
@@ -183,32 +185,25 @@ def open_sharded(path: Path, detection: Detection) -> CheckpointView:
     from .single_file import open_file_records  # late: single_file imports the file readers
 
     doc = load_index(path)
-    names_by_file: dict[str, set[str]] = {}
-    for name, rel in doc.weight_map.items():
-        names_by_file.setdefault(rel, set()).add(name)
+    owner = doc.weight_map  # tensor name -> the shard the index names for it
     records: list[TensorRecord] = []
     values: dict[str, Any] = {"index.metadata": doc.metadata}
     file_infos = [FileInfo(_rel(doc.source, doc.root), doc.source.stat().st_size)]
     warnings: list[str] = []
     optimizer_kind = detection.kind == "optimizer"
-    for rel, wanted in names_by_file.items():
+    for rel in dict.fromkeys(owner.values()):  # the shards in the index's order
         shard = _named_file(doc, rel, "shard", "copy the missing shard or re-save")
         shard_records, shard_values = open_file_records(shard, rel, optimizer_shard=optimizer_kind)
         file_infos.append(FileInfo(rel, shard.stat().st_size))
-        if not optimizer_kind:
-            extra = [r.name for r in shard_records if r.name not in wanted]
-            if extra:
-                warnings.append(f"{rel} holds {len(extra)} tensor(s) the index does not name")
-            shard_records = [r for r in shard_records if r.name in wanted]
+        owners = map(owner.get, map(_NAME, shard_records))
+        if not optimizer_kind and not all(map(operator.eq, repeat(rel), owners)):
+            extra = [r.name for r in shard_records if owner.get(r.name) != rel]
+            warnings.append(f"{rel} holds {len(extra)} tensor(s) the index does not name")
+            shard_records = [r for r in shard_records if owner.get(r.name) == rel]
         records += shard_records
         values.update(shard_values)
     if not optimizer_kind:
-        order = {name: i for i, name in enumerate(doc.weight_map)}
-        # a pipeline save merges the stages' indexes in whatever order the stage files were
-        # listed: the parameter order is stage by stage, each stage's own order within
-        records.sort(
-            key=lambda r: (_stage_of(doc.weight_map.get(r.name, "")), order.get(r.name, len(order)))
-        )
+        records = _index_order(records, doc.weight_map)
     optimizer = None
     if optimizer_kind:
         group_name = doc.metadata.get("param_groups")
@@ -222,7 +217,7 @@ def open_sharded(path: Path, detection: Detection) -> CheckpointView:
             file_infos.insert(1, FileInfo(group_name, group_path.stat().st_size))
         values["param_groups"] = groups
         optimizer = optimizer_info_from_tree(records, values, groups)
-    if not optimizer_kind:
+    if not optimizer_kind and len(records) != len(doc.weight_map):
         listed = {r.name for r in records}
         missing = [k for k in doc.weight_map if k not in listed]
         if missing:
@@ -238,6 +233,33 @@ def open_sharded(path: Path, detection: Detection) -> CheckpointView:
         optimizer=optimizer,
         warnings=tuple(warnings),
     )
+
+
+def _index_order(records: list[TensorRecord], weight_map: dict[str, str]) -> list[TensorRecord]:
+    """Records in the index's order. A pipeline save merges the stages' indexes in whatever
+    order the stage files were listed: the parameter order is stage by stage, each stage's own
+    order within."""
+    stages = {rel: _stage_of(rel) for rel in set(weight_map.values())}
+    if set(stages.values()) <= {(0, 0)}:  # one stage: the index order alone
+        by_name = dict(zip(map(_NAME, records), records, strict=True))
+        if len(by_name) == len(records):  # names unique: the index's order, then the rest
+            listed = [by_name[n] for n in weight_map if n in by_name]
+            if len(listed) < len(records):
+                listed += [r for r in records if r.name not in weight_map]
+            return listed
+    order = {name: i for i, name in enumerate(weight_map)}
+    if set(stages.values()) <= {(0, 0)}:
+        return sorted(records, key=lambda r: order.get(r.name, len(order)))
+    return sorted(
+        records,
+        key=lambda r: (
+            stages.get(weight_map.get(r.name, ""), (0, 0)),
+            order.get(r.name, len(order)),
+        ),
+    )
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _stage_of(file: str) -> tuple[int, int]:

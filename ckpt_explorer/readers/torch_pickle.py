@@ -16,6 +16,7 @@ from .optimizer_info import optimizer_info_from_tree
 from .roles import META_KEYS, RNG_KEYS
 from .tree import flatten
 
+LIGHTNING_EVIDENCE = "written by PyTorch Lightning"  # evidence of a Lightning .ckpt
 SCHEDULER_KEYS = {"last_epoch", "base_lrs", "_step_count", "_last_lr"}
 
 
@@ -91,7 +92,7 @@ def classify(root: Any, nested: bool = False) -> tuple[str, str, list[str]]:
             evidence = [f"entries {shown} side by side"]
             writer = root.get("pytorch-lightning_version")
             if isinstance(writer, str):
-                evidence.append(f"written by PyTorch Lightning {writer} (ModelCheckpoint)")
+                evidence.append(f"{LIGHTNING_EVIDENCE} {writer} (ModelCheckpoint)")
             return "training_state", one_file.DETAIL, evidence
         if keys & RNG_KEYS:
             found = ", ".join(sorted(keys & RNG_KEYS))

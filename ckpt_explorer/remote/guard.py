@@ -47,6 +47,15 @@ def unregister(root: Path) -> None:
         _mirrors.pop(os.path.abspath(root), None)
 
 
+def is_mirrored(path: Path) -> bool:
+    """True when ``path`` lies in a registered mirror (a remote checkpoint's partial copy)."""
+    if not _mirrors:
+        return False
+    text = os.path.abspath(path)
+    with _lock:
+        return any(text == root or text.startswith(root + os.sep) for root in _mirrors)
+
+
 def check_range(path: Path, offset: int, nbytes: int) -> None:
     """Raise :class:`HoleReadError` if ``[offset, offset + nbytes)`` of ``path`` is a hole."""
     if not _mirrors:

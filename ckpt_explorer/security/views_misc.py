@@ -225,7 +225,7 @@ def decompress(buf: Any, start: int, end: int, kind: str, scope: Any) -> tuple[b
             skip = 0
             if kind == "joblib-zlib":  # joblib < 0.10: "ZF", the length in 19 hex chars, zlib
                 skip = 21 + (bytes(buf[start + 21 : start + 22]) == b" ")
-            data = zlib.decompressobj().decompress(bytes(buf[start + skip : end]), limit + 1)
+            data = _inflate(buf, start + skip, end, limit + 1)
         else:
             return None, f"{kind}-compressed: not judged here (a loader with {kind} reads it)"
     except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error):
@@ -234,6 +234,22 @@ def decompress(buf: Any, start: int, end: int, kind: str, scope: Any) -> tuple[b
         return None, f"{kind}-compressed to over {limit >> 20} MiB: not judged completely"
     scope.inflated += len(data)
     return data, ""
+
+
+def _inflate(buf: Any, start: int, end: int, most: int) -> bytes:
+    """``zlib.decompressobj().decompress(bytes(buf[start:end]), most)``, fed 1 MiB at a time:
+    the same bytes and errors without copying the whole input first (a zlib magic at the
+    start of a 4 GB weights file made that copy)."""
+    d = zlib.decompressobj()
+    out: list[bytes] = []
+    got = 0
+    with memoryview(buf) as view:
+        for at in range(start, end, 1 << 20):
+            out.append(d.decompress(view[at : min(end, at + (1 << 20))], most - got))
+            got += len(out[-1])
+            if got >= most or d.eof:
+                break
+    return b"".join(out)
 
 
 # --- ColossalAI's flattened optimizer safetensors ------------------------------------------

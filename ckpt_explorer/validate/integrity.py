@@ -341,6 +341,10 @@ def _key(name: str, optimizer: bool) -> str:
 def _placement(
     weight_map: dict[str, str], contents: dict[str, list[TensorRecord]], optimizer: bool, label: str
 ) -> list[Finding]:
+    if not optimizer:  # the common case first: every indexed tensor in its shard
+        held = {rel: {r.name for r in records} for rel, records in contents.items()}
+        if all(name in held[rel] for name, rel in weight_map.items() if rel in held):
+            return []
     where: dict[str, list[str]] = {}
     for rel, records in contents.items():
         for key in dict.fromkeys(_key(r.name, optimizer) for r in records):

@@ -14,6 +14,7 @@ from . import bundle, config, counters, integrity, optimizer, scheduler
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .findings import Finding, ValidationReport
+from .loadable import check_loadable
 from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
 from .scheduler_pairing import pair_schedulers
 from .security_severity import weigh_refusals
@@ -127,12 +128,17 @@ def validate_checkpoint(
         view = _open(path_or_view, model_view)
         findings += security_findings(view.path)
         findings += integrity.check_path(view.path) if view.path.is_dir() else []
+        if view.path.exists():
+            findings += check_loadable(view.path)
+            checked.append("loadable")
     else:
         root = Path(path_or_view)
         if not root.exists():
             raise CkptExplorerError(root, "a checkpoint file or folder", "nothing at that path")
         findings += security_findings(root)  # every pickle judged before anything is opened
         findings += integrity.check_path(root)
+        findings += check_loadable(root)  # each real loader's own resolution, from the files
+        checked.append("loadable")
         try:
             view = _open(root, model_view)
         except CkptExplorerError as e:

@@ -1,0 +1,49 @@
+"""Who can load this? Each real loader's own file resolution, restated without importing it.
+
+``loader_table(path)`` says, for ColossalAI 0.5.0 ``load_model`` / ``load_optimizer`` /
+``load_lr_scheduler``, transformers ``from_pretrained`` (5.x and 4.x), ``torch.load`` (the
+installed torch's defaults), accelerate ``load_state``, DeepSpeed ``load_checkpoint`` and DCP
+``load``: which files each would read, whether it succeeds, and if not the message it raises.
+
+Example:
+    >>> table = loader_table("run/epoch-1_step-3")   # doctest: +SKIP
+    >>> [(v.loader, v.target, v.outcome) for v in table.verdicts]   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import accelerate, colossalai, conflicts, dcp, deepspeed, torch_load, transformers
+from .files import torch_version
+from .layout import targets
+from .model import Conflict, Layout, LoaderTable, Verdict
+
+# Every loader: (path, target, layout) -> verdicts; [] where it does not apply.
+LOADERS = (
+    colossalai.load_model,
+    colossalai.load_optimizer,
+    colossalai.load_lr_scheduler,
+    transformers.from_pretrained,
+    torch_load.torch_load,
+    accelerate.load_state,
+    deepspeed.load_checkpoint,
+    dcp.load,
+)
+
+
+def loader_table(path: str | Path) -> LoaderTable:
+    """The loader table of ``path`` and, for a training-state folder, of its parts."""
+    root = Path(path)
+    layouts = targets(root)
+    verdicts: list[Verdict] = []
+    found: list[Conflict] = []
+    for target, layout in layouts.items():
+        p = root / target if target else root
+        rows = [v for loader in LOADERS for v in loader(p, target, layout)]
+        verdicts += rows
+        found += conflicts.find(root, target, rows)
+    return LoaderTable(str(root), layouts, tuple(verdicts), tuple(found), torch_version())
+
+
+__all__ = ["Conflict", "Layout", "LoaderTable", "Verdict", "loader_table"]

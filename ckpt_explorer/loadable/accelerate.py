@@ -1,0 +1,80 @@
+"""accelerate ``Accelerator.load_state(folder)`` (``checkpointing.load_accelerator_state``):
+per prepared model ``model[_i].safetensors`` else ``pytorch_model[_i].bin``, then
+``optimizer[_i].bin``, ``scheduler[_i].bin``, ``random_states_<rank>.pkl`` (silently skipped
+when absent), all through ``torch.load(weights_only=True)``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .files import Listing, refused_global
+from .model import Layout, Verdict
+
+LOADER = "accelerate.load_state"
+FSDP_MODEL = "pytorch_model_fsdp"  # FULL .bin, _rank<N>.bin and SHARDED _<i>/ folders
+
+
+def _count(listing: Listing, pattern: str) -> int:
+    rx = re.compile(pattern)
+    idx = {int(m.group(1) or 0) for n in listing.files if (m := rx.fullmatch(n))}
+    return max(idx) + 1 if idx else 0
+
+
+def load_state(p: Path, target: str, layout: Layout) -> list[Verdict]:
+    if layout.kind != "accelerate-state":
+        return []
+    listing = Listing.of(p)
+    if any(n.startswith(FSDP_MODEL) for n in (*listing.files, *listing.dirs)):
+        return []  # saved through the FSDP plugin (load_fsdp_model's names): not modelled
+    call = f"accelerator.load_state({str(p)!r})"
+    models = max(_count(listing, r"(?:model|pytorch_model)(?:_(\d+))?\.(?:safetensors|bin)"), 1)
+    optims = max(_count(listing, r"optimizer(?:_(\d+))?\.bin"), 1)
+    reads: list[str] = []
+    for i in range(models):
+        end = f"_{i}" if i else ""
+        st, pt = f"model{end}.safetensors", f"pytorch_model{end}.bin"
+        reads.append(st if listing.has(st) else pt)
+    reads += [f"optimizer{'_' + str(i) if i else ''}.bin" for i in range(optims)]
+    scheds = _count(listing, r"scheduler(?:_(\d+))?\.bin")
+    reads += [f"scheduler{'_' + str(i) if i else ''}.bin" for i in range(scheds)]
+    notes = [f"for {models} prepared model(s), {optims} optimizer(s), {scheds} scheduler(s)"]
+    if not scheds:
+        notes.append("a prepared scheduler fails: FileNotFoundError (no scheduler.bin)")
+    if not listing.has("random_states_0.pkl"):
+        notes.append("random_states_0.pkl is absent: RNG states are silently not restored")
+    else:
+        reads.append("random_states_0.pkl")
+    for name in reads:
+        f = p / name
+        if not f.is_file():
+            return [
+                Verdict(
+                    LOADER,
+                    call,
+                    target,
+                    "fails",
+                    tuple(reads),
+                    "FileNotFoundError",
+                    f"[Errno 2] No such file or directory: '{f}'",
+                    "Save with accelerator.save_state, or prepare fewer objects.",
+                    True,
+                    tuple(notes),
+                )
+            ]
+        if name.endswith(".bin") and refused_global(f) is not None:
+            return [
+                Verdict(
+                    LOADER,
+                    call,
+                    target,
+                    "fails",
+                    tuple(reads),
+                    "UnpicklingError",
+                    "Weights only load failed",
+                    "",
+                    True,
+                    tuple(notes),
+                )
+            ]
+    return [Verdict(LOADER, call, target, "loads", tuple(reads), meant=True, notes=tuple(notes))]

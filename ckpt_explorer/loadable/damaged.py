@@ -1,0 +1,122 @@
+"""Layouts recognised by their shards when the file that ties them together is gone: a
+ColossalAI sharded model or optimizer without its index, an HF sharded folder without its
+index, a DCP folder without ``.metadata``, a DeepSpeed save folder without ``latest``.
+
+Used where detection finds no family, so a user hears what the folder is and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .files import Listing
+from .model import Layout
+
+_P = r"(?:\.[^.\-]+)?"  # ColossalAI's optional prefix component: pytorch_model.<prefix>-00001.bin
+HF_MODEL_SHARD = re.compile(
+    r"(model|pytorch_model)(?:\.[^-]+)?-(\d{5})-of-(\d{5})\.(safetensors|bin)"
+)
+CAI_MODEL_SHARD = re.compile(
+    rf"(model|pytorch_model){_P}-(?:(\d{{5}})|stage-\d{{5}}(?:-\d{{5}})?-shard-\d{{5}})"
+    r"\.(safetensors|bin)"
+)
+CAI_OPTIM_SHARD = re.compile(
+    rf"(pytorch_optim|optimizer){_P}-(?:\d{{5}}|stage-\d{{5}}(?:-\d{{5}})?-shard-\d{{5}})"
+    r"\.(bin|safetensors)"
+)
+CAI_GROUP = re.compile(rf"pytorch_optim_group{_P}\.bin")
+DS_STATES = re.compile(r"(?:(?:bf16_)?zero_pp_rank_\d+_)?mp_rank_\d+_(?:model|optim)_states\.pt")
+
+
+def deepspeed_tags(path: Path, listing: Listing) -> list[str]:
+    """Sub-folders holding DeepSpeed model/optimizer state files (the tags)."""
+    tags = []
+    for d in listing.dirs:
+        try:
+            if any(DS_STATES.fullmatch(p.name) for p in (path / d).iterdir()):
+                tags.append(d)
+        except OSError:
+            continue
+    return tags
+
+
+def recognise(path: Path, listing: Listing | None = None) -> Layout | None:
+    """The damaged layout ``path`` is, or None when it is none of them (or not damaged)."""
+    if not path.is_dir():
+        return None
+    listing = listing or Listing.of(path)
+    if any(n.endswith(".distcp") for n in listing.files) and not listing.has(".metadata"):
+        n = sum(n.endswith(".distcp") for n in listing.files)
+        return Layout(
+            "dcp",
+            (f"{n} .distcp data file(s), no .metadata",),
+            "torch DCP folder without .metadata",
+            "",
+        )
+    tags = deepspeed_tags(path, listing)
+    if tags and not listing.has("latest") and not listing.has("latest_universal"):
+        repair = f"write latest = {tags[0]!r}" if len(tags) == 1 else ""
+        return Layout(
+            "deepspeed",
+            (f"tag folder(s) {', '.join(tags[:4])} hold DeepSpeed state files, no 'latest'",),
+            "DeepSpeed save folder without 'latest'",
+            repair,
+        )
+    if listing.colossal_indexes():
+        return None
+    optim = listing.matching(CAI_OPTIM_SHARD)
+    groups = listing.matching(CAI_GROUP)
+    if optim or groups:
+        shown = ", ".join((optim + groups)[:3])
+        repair = (
+            "rebuild the optimizer index from the shards and the group file"
+            if (optim and groups)
+            else ""
+        )
+        return Layout(
+            "colossalai-optimizer",
+            (f"ColossalAI optimizer shards / param-group file ({shown}), no index",),
+            "ColossalAI sharded optimizer without its index"
+            + ("" if groups else " (and without its param-group file)"),
+            repair,
+        )
+    hf = listing.matching(HF_MODEL_SHARD)
+    if hf:
+        return Layout(
+            "hf-model",
+            (f"{len(hf)} HF -of-N shard(s) ({hf[0]}), no index",),
+            "HF sharded model without its index",
+            "rebuild the index from the shards' headers",
+        )
+    cai = listing.matching(CAI_MODEL_SHARD)
+    if cai:
+        return Layout(
+            "colossalai-model",
+            (f"{len(cai)} ColossalAI model shard(s) ({cai[0]}), no index",),
+            "ColossalAI sharded model without its index",
+            "rebuild the index from the shards",
+        )
+    return None
+
+
+def explain(path: Path) -> tuple[str, str] | None:
+    """(what was found, what to do) for a damaged folder, for a detection error: the layout,
+    what the loader it was written for does with it, and the repair."""
+    layout = recognise(path)
+    if layout is None:
+        return None
+    from . import LOADERS  # the package imports this module
+
+    found = f"{layout.damaged} ({'; '.join(layout.evidence)})"
+    for v in (v for f in LOADERS for v in f(path, "", layout) if v.meant and not v.ok):
+        said = f"{v.error}: {v.message}" if v.error else v.message
+        found += f"; {v.label} would fail with {said}"
+        break
+    if layout.repair:
+        todo = f"Run `ckpt-explorer repair {path}` to {layout.repair}."
+    elif layout.kind == "dcp":
+        todo = "Copy .metadata again from the source: it maps every chunk and cannot be rebuilt."
+    else:
+        todo = "Copy the missing files again from the source."
+    return found, todo

@@ -1,0 +1,114 @@
+"""Static facts the loaders decide on: a folder's names, its index files, what ``torch.load``
+would refuse. Nothing here imports a loader or unpickles freely."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ..errors import CkptExplorerError
+from ..readers.sharded_index import read_index_json
+
+COLOSSAL_INDEX_GLOB = "*.index.*json"  # colossalai has_index_file: Path.glob, non-recursive
+INDEX_FILE = re.compile(r"(.*?).index((\..*)?).json")  # colossalai's own (unescaped) pattern
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The entries directly inside a folder (names only, sorted)."""
+
+    path: Path
+    files: tuple[str, ...]
+    dirs: tuple[str, ...]
+
+    @classmethod
+    def of(cls, path: Path) -> Listing:
+        files: list[str] = []
+        dirs: list[str] = []
+        for p in sorted(path.iterdir()):
+            (dirs if p.is_dir() else files).append(p.name)
+        return cls(path, tuple(files), tuple(dirs))
+
+    def has(self, name: str) -> bool:
+        return name in self.files
+
+    def matching(self, pattern: re.Pattern[str]) -> list[str]:
+        return [n for n in self.files if pattern.fullmatch(n)]
+
+    def colossal_indexes(self) -> list[str]:
+        """What ``has_index_file`` globs: files and folders alike, dotfiles included."""
+        names = [*self.files, *self.dirs]
+        return sorted(n for n in names if fnmatch.fnmatchcase(n, COLOSSAL_INDEX_GLOB))
+
+
+def index_doc(path: Path) -> dict[str, Any] | None:
+    """The parsed index JSON, or None when it cannot be read as one."""
+    try:
+        return read_index_json(path)
+    except (CkptExplorerError, OSError):
+        return None
+
+
+def weight_files(doc: dict[str, Any]) -> list[str]:
+    """The shard files an index names, as the loaders list them: ``sorted(set(...))``."""
+    return sorted(set(doc.get("weight_map", {}).values()))
+
+
+def torch_version() -> str | None:
+    """The installed torch's version, read from its metadata (torch is not imported)."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def weights_only_default() -> bool:
+    """``torch.load``'s default ``weights_only``: True since torch 2.6."""
+    v = torch_version()
+    if v is None:
+        return True
+    parts = [int(p) for p in re.findall(r"\d+", v)[:2]]
+    return tuple(parts) >= (2, 6)
+
+
+def refused_global(path: Path) -> str | None:
+    """The first global ``torch.load(weights_only=True)`` refuses in ``path``, else None."""
+    st = path.stat()
+    return _refused(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _refused(name: str, mtime_ns: int, size: int) -> str | None:
+    from ..security.judge import REFUSED, judge_file
+
+    verdict = judge_file(Path(name))
+    for f in verdict.findings:
+        if f.rule == REFUSED:
+            m = re.search(r"refuses (\S+)", f.message)
+            return m.group(1) if m else "a global"
+    return None
+
+
+def is_safetensors(path: Path) -> bool:
+    """An 8-byte little-endian header length followed by ``{``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(9)
+    except OSError:
+        return False
+    return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") > 1
+
+
+def is_torch_file(path: Path) -> bool:
+    from ..io.torch_file import sniff_torch
+
+    try:
+        with open(path, "rb") as f:
+            return sniff_torch(f.read(16)) is not None
+    except OSError:
+        return False

@@ -1,0 +1,90 @@
+"""What each target of a table is (by content, damaged layouts included), and its targets:
+the path itself and, for a training-state folder, its parts one level down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import CkptExplorerError
+from ..types import Detection
+from . import damaged
+from .files import Listing, is_safetensors
+from .model import Layout
+
+ACCELERATE_MARKS = ("optimizer.bin", "random_states_0.pkl", "scheduler.bin")
+MAX_PARTS = 32
+_FAMILY_KIND = {
+    "hf-sharded": "hf-model",
+    "hf-single": "hf-model",
+    "colossalai-sharded-model": "colossalai-model",
+    "colossalai-sharded-optimizer": "colossalai-optimizer",
+    "torch-dcp": "dcp",
+    "deepspeed": "deepspeed",
+    "peft-adapter": "peft-adapter",
+}
+
+
+def _detect(path: Path) -> Detection | None:
+    from ..formats import detect
+
+    try:
+        return detect(path)[0]
+    except CkptExplorerError:
+        return None
+
+
+def _file_kind(path: Path, det: Detection | None) -> str:
+    if det is None:
+        return "other"
+    if det.family in ("hf-sharded", "colossalai-sharded-model", "colossalai-sharded-optimizer"):
+        return _FAMILY_KIND[det.family]  # an index file handed to the loader
+    if det.kind in ("model", "optimizer", "scheduler"):
+        return f"{det.kind}-file"
+    if det.family.startswith("torch"):
+        return "torch-file"
+    return "other"
+
+
+def layout_of(path: Path) -> Layout:
+    """The layout of one target, intact or damaged."""
+    det = _detect(path)
+    if path.is_file():
+        kind = _file_kind(path, det)
+        if kind == "other" and is_safetensors(path):
+            kind = "model-file"
+        return Layout(kind, det.evidence if det else ())
+    listing = Listing.of(path)
+    if det is None:
+        return damaged.recognise(path, listing) or Layout("other")
+    if det.family == "deepspeed":
+        kind = "deepspeed" if listing.has("latest") else "deepspeed-tag"
+        return Layout(kind, det.evidence[:2])
+    if _is_accelerate(listing):
+        return Layout(
+            "accelerate-state", ("model weights beside optimizer.bin / random_states_0.pkl",)
+        )
+    kind = _FAMILY_KIND.get(det.family, "")
+    if not kind and det.family == "training-state":
+        has_weights = listing.has("model.safetensors") or listing.has("pytorch_model.bin")
+        kind = "hf-model" if has_weights and listing.has("config.json") else "training-state"
+    return Layout(kind or "other", det.evidence[:2])
+
+
+def _is_accelerate(listing: Listing) -> bool:
+    weights = any(n.startswith(("model", "pytorch_model")) for n in listing.files)
+    return weights and any(listing.has(m) for m in ACCELERATE_MARKS)
+
+
+def targets(root: Path) -> dict[str, Layout]:
+    """``{"": root's layout}`` plus, for a training-state folder, its recognised parts."""
+    top = layout_of(root)
+    out = {"": top}
+    if top.kind != "training-state" or not root.is_dir():
+        return out
+    for child in sorted(root.iterdir())[:MAX_PARTS]:
+        if child.name.startswith(".") or child.name.endswith(".json"):
+            continue
+        lay = layout_of(child)
+        if lay.kind not in ("other", "torch-file", "peft-adapter"):
+            out[child.name] = lay
+    return out

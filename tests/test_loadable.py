@@ -1,0 +1,90 @@
+"""The loader table against the real loaders: each prediction (loads, or fails with the
+loader's own message) is checked by running that loader on the same files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from loadable_cases import agrees, run_all
+
+
+@pytest.fixture(scope="module")
+def state(real_checkpoints: Any) -> dict[str, Any]:
+    return run_all(real_checkpoints)
+
+
+def test_every_prediction_matches_the_real_loader(state: dict[str, Any]) -> None:
+    wrong, n = [], 0
+    for name, table in state["tables"].items():
+        for v in table.verdicts:
+            if name == "hf_noconfig" and v.loader == "colossalai.load_model":
+                continue  # strict keys depend on a model that no config.json here describes
+            real = state["results"][f"{name}|{v.loader}|{v.target}"]
+            n += 1
+            if why := agrees(v, real):
+                wrong.append(f"{name} {v.loader} {v.target or '.'}: {why}")
+    print(f"{n - len(wrong)}/{n} loader predictions right")
+    assert not wrong, "\n".join(wrong)
+    assert n >= 40
+
+
+def _row(state: dict[str, Any], case: str, loader: str, target: str = "") -> Any:
+    return next(
+        v for v in state["tables"][case].verdicts if v.loader == loader and v.target == target
+    )
+
+
+def test_the_issue_cases_are_said(state: dict[str, Any]) -> None:
+    two = state["tables"]["hf_two_index"]
+    assert _row(state, "hf_two_index", "colossalai.load_model").error == "AssertionError"
+    assert any("different weights" in c.message for c in two.conflicts)
+    stale = state["tables"]["hf_stale_bin"]
+    assert any("pytorch_model.bin is older" in c.message for c in stale.conflicts)
+    v = _row(state, "cai_optim_noindex", "colossalai.load_optimizer")
+    assert (v.error, v.meant) == ("ValueError", True) and "repair" in v.fix
+    assert state["tables"]["cai_optim_noindex"].layouts[""].damaged
+    assert _row(state, "ds_nolatest", "deepspeed.load_checkpoint").outcome == "silent"
+    assert _row(state, "cai_state", "colossalai.load_optimizer", "optimizer").ok
+
+
+def test_validate_turns_them_into_findings(state: dict[str, Any]) -> None:
+    from ckpt_explorer.validate import validate_checkpoint
+
+    def rules(case: str) -> dict[str, str]:
+        report = validate_checkpoint(state["cases"][case], numeric=False)
+        return {f.rule: f.severity for f in report.findings if f.rule.startswith("loadable.")}
+
+    assert rules("cai_optim_noindex") == {"loadable.damaged": "error", "loadable.fails": "error"}
+    assert rules("hf_two_index")["loadable.conflict"] == "warning"
+    assert rules("hf_stale_bin")["loadable.conflict"] == "warning"  # and ColossalAI's info
+    assert rules("ds_nolatest")["loadable.fails"] == "error"
+    assert rules("hf_ok") == {"loadable.fails": "info"}  # ColossalAI's strict load: tied lm_head
+    assert rules("dcp_ok") == {}
+
+
+def test_cli_inspect_shows_the_table_and_damage_is_named(state: dict[str, Any], capsys) -> None:
+    import json
+
+    from ckpt_explorer.cli import main
+
+    assert main(["inspect", str(state["cases"]["hf_two_index"])]) == 0
+    out = capsys.readouterr().out
+    assert "who can load this" in out and "AssertionError" in out
+    assert main(["inspect", str(state["cases"]["hf_ok"]), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {v["loader"] for v in doc["loaders"]["verdicts"]} >= {"transformers.from_pretrained@5"}
+    assert main(["inspect", str(state["cases"]["dcp_nometa"])]) == 2
+    err = capsys.readouterr().err
+    assert "DCP folder without .metadata" in err and "Traceback" not in err
+
+
+def test_dashboard_card_rows(state: dict[str, Any]) -> None:
+    from ckpt_explorer import open_checkpoint
+    from ckpt_explorer.ui.components.loaders import loader_rows, loaders_block
+
+    view = open_checkpoint(state["cases"]["hf_two_index"])
+    rows = loader_rows(view)
+    assert any(r["loader"] == "conflict" for r in rows)
+    assert any(r["outcome"] == "fails" and "AssertionError" in r["says"] for r in rows)
+    assert len(loaders_block(view)) == 1

@@ -1,0 +1,113 @@
+"""The column-wise header checks accept exactly what the entry-by-entry checks accept."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from ckpt_explorer.errors import CkptExplorerError
+from ckpt_explorer.io import safetensors_header as sh
+from ckpt_explorer.io.safetensors_fast import checked_entries
+
+
+def _slow(raw: bytes) -> tuple[list[sh.HeaderEntry], dict[str, str]]:
+    """The entry-by-entry path alone (what parse_header did before the fast path)."""
+    doc = json.loads(raw.decode(), object_pairs_hook=sh._no_duplicates)
+    metadata = doc.pop("__metadata__", None) or {}
+    entries = [sh._entry("t", k, v) for k, v in doc.items()]
+    sh._check_coverage("t", entries)
+    return entries, metadata
+
+
+def _agree(raw: bytes) -> None:
+    fast = checked_entries(raw, raw.decode("utf-8", "replace"), sh.DTYPES)
+    try:
+        slow = _slow(raw)
+    except (CkptExplorerError, ValueError, TypeError, RecursionError, UnicodeDecodeError):
+        slow = None
+    if fast is not None:  # accepted here only if accepted there, with the same entries
+        assert slow is not None, raw
+        assert fast[0] == slow[0] and fast[1] == slow[1]
+
+
+def _header(entries: list[tuple[str, str, list[int], int, int]], sep: str = ",") -> str:
+    doc: dict = {"__metadata__": {"format": "pt"}}
+    for name, dtype, shape, b, e in entries:
+        doc[name] = {"dtype": dtype, "shape": shape, "data_offsets": [b, e]}
+    return json.dumps(doc, separators=(sep, ":"))
+
+
+GOOD = _header(
+    [
+        ("w", "F32", [2, 3], 0, 24),
+        ("b:x", "BF16", [3], 24, 30),
+        ("z", "F8_E4M3", [0, 5], 30, 30),
+        ("f4", "F4", [4], 30, 32),
+        ("s", "I64", [], 32, 40),
+    ]
+)
+
+CASES = [
+    GOOD,
+    "{}",
+    '{"__metadata__":{"a":"b:c"}}',
+    '{"__metadata__":null,"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    # duplicates: top level, inside an entry, inside metadata, and hidden by an extra ':'
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+    '"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","dtype":"I32","shape":[1],"data_offsets":[0,4]}}',
+    '{"__metadata__":{"a":"1","a":"2"}}',
+    '{"__metadata__":{"a":"1","a":"2:"}}',
+    '{"w":5,"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    # escapes, wrong types, gaps, overlaps, wrong sizes, extra keys
+    '{"w\\u003a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[true],"data_offsets":[0,1]}}',
+    '{"w":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+    '"v":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}}',
+    '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F4","shape":[3],"data_offsets":[0,1]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}',
+    '{"w":{"dtype":["F32"],"shape":[1],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}}',
+    '{"__metadata__":{"a":1}}',
+    '{"__metadata__":[]}',
+    "[]",
+]
+
+
+@pytest.mark.parametrize("text", CASES)
+def test_cases_agree(text: str) -> None:
+    _agree(text.encode())
+
+
+def test_good_header_takes_the_fast_path() -> None:
+    for sep in (",", ", "):
+        raw = _header([("w", "F32", [2, 3], 0, 24), ("b", "BF16", [3], 24, 30)], sep).encode()
+        fast = checked_entries(raw, raw.decode(), sh.DTYPES)
+        assert fast is not None and fast == _slow(raw)
+        header = sh.parse_header("t", raw, 8 + len(raw) + 30)
+        assert list(header.entries) == _slow(raw)[0]
+
+
+def test_random_mutations_agree() -> None:
+    rng = random.Random(0)
+    alphabet = b'{}[]":,0123456789 -\\ufFIBE_'
+    base = GOOD.encode()
+    for _ in range(3000):
+        raw = bytearray(base)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(raw))
+            op = rng.random()
+            if op < 0.4:
+                raw[i] = rng.choice(alphabet)
+            elif op < 0.7:
+                del raw[i]
+            else:
+                raw[i:i] = bytes([rng.choice(alphabet)])
+        _agree(bytes(raw))
