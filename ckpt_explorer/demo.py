@@ -3,7 +3,8 @@
 A tiny transformer is trained for a few steps with AdamW and a warm-up scheduler, then saved
 as a ColossalAI-style training-state folder (sharded model + index in MiB, sharded optimizer
 with a param-group file, scheduler file, ``running_states.json``). A second folder is a
-"resumed" run with a planted mistake: the scheduler was not restored.
+"resumed" run with a planted mistake: the scheduler was not restored. A short run folder
+(``run/step-2, step-4, step-6``) is what the Timeline reads.
 """
 
 from __future__ import annotations
@@ -91,9 +92,29 @@ def save_training_state(folder: Path, model: nn.Module, opt: Any, sched: Any, st
     (folder / "running_states.json").write_text(json.dumps(running) + "\n")
 
 
+def save_run(folder: Path, steps: int = 6, every: int = 2, seed: int = 1) -> None:
+    """A short run folder for the Timeline: ``folder/step-N`` training states saved every
+    ``every`` steps of one training run."""
+    torch.manual_seed(seed)
+    model = TinyLM()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10))
+    for step in range(1, steps + 1):
+        ids = torch.randint(0, 256, (4, 16))
+        nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        if step % every == 0:
+            save_training_state(folder / f"step-{step}", model, opt, sched, step)
+
+
 def make_demo(out: str | Path, steps: int = 6) -> Path:
-    """Write the demo under ``out`` (kept if already there) and return its path."""
+    """Write the demo under ``out`` (kept if already there) and return its path: the two
+    states of a resume (``resumed_from``, ``after_resume``) and a short run (``run/step-N``)."""
     root = Path(out)
+    if not (root / "run" / f"step-{steps}" / "running_states.json").is_file():
+        save_run(root / "run", steps)
     if (root / "resumed_from" / "running_states.json").is_file():
         return root
     model, opt, sched = _train(steps)

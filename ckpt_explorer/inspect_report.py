@@ -73,11 +73,9 @@ def loaders_entry(view: CheckpointView) -> dict[str, Any] | None:
 
 
 def _local(view: CheckpointView) -> bool:
-    """A loader table needs the whole local folder: a remote checkpoint's mirror holds only
-    the files and bytes its listing fetched (no config.json, no stale neighbours)."""
-    from .remote.guard import is_mirrored
+    from .loadable import has_table
 
-    return view.path.exists() and not is_mirrored(view.path)
+    return has_table(view.path)
 
 
 def parameter_count(view: CheckpointView) -> int:

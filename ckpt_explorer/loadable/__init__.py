@@ -32,6 +32,16 @@ LOADERS = (
 )
 
 
+def has_table(path: str | Path) -> bool:
+    """Whether ``path`` gets a loader table: a local checkpoint, not a remote checkpoint's
+    mirror (it holds only the files and bytes its listing fetched: no config.json, no stale
+    neighbours, holes where tensor bytes would be)."""
+    from ..remote.guard import is_mirrored
+
+    root = Path(path)
+    return root.exists() and not is_mirrored(root)
+
+
 def loader_table(path: str | Path) -> LoaderTable:
     """The loader table of ``path`` and, for a training-state folder, of its parts."""
     root = Path(path)
@@ -46,4 +56,4 @@ def loader_table(path: str | Path) -> LoaderTable:
     return LoaderTable(str(root), layouts, tuple(verdicts), tuple(found), torch_version())
 
 
-__all__ = ["Conflict", "Layout", "LoaderTable", "Verdict", "loader_table"]
+__all__ = ["Conflict", "Layout", "LoaderTable", "Verdict", "has_table", "loader_table"]

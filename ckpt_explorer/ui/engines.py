@@ -23,6 +23,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...]]] = {
     "resume": ("ckpt_explorer.resume", ("resume_doctor",)),
     "convert": ("ckpt_explorer.convert", ("plan_conversion", "run_conversion")),
     "security": ("ckpt_explorer.security", ("view_security_findings", "unsafe_paths")),
+    "loadable": ("ckpt_explorer.loadable", ("loader_table", "has_table")),
 }
 
 

@@ -85,10 +85,52 @@ class CompareState(JobState):
     rtol = param.Number(default=0.0, bounds=(0, None))
     result = param.Parameter(default=None, doc="DiffResult of the last run")
     partial = param.List(default=[], doc="rows so far, while the diff runs (when streamed)")
+    selected = param.String(default="", doc="the tensor shown side by side (A's name)")
+    ab = param.Parameter(default=None, doc="ABDetail of `selected`")
+    ab_loading = param.Boolean(default=False)
+    ab_error = param.String(default="")
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
         self.guard = guard
+        self._ab_gen = 0
+        self._ab_lock = threading.Lock()
+
+    def select(self, name: str, name_b: str = "", wait: bool = False) -> None:
+        """Show A's ``name`` against B's ``name_b`` (default the same name) side by side;
+        both are read in the background."""
+        from ..api import open_checkpoint
+        from .ab_detail import ab_detail
+
+        with self._ab_lock:
+            self._ab_gen += 1
+            gen = self._ab_gen
+        self.param.update(selected=name, ab=None, ab_loading=bool(name), ab_error="")
+        if not name:
+            return
+        a_path, b_path, other = self.a, self.b, name_b or name
+
+        def work(_cancel: threading.Event) -> Any:
+            va = open_checkpoint(self.guard.resolve(a_path))
+            vb = open_checkpoint(self.guard.resolve(b_path))
+            for side, view, n in (("A", va, name), ("B", vb, other)):
+                if n not in view:
+                    raise CkptExplorerError(
+                        f"{a_path if side == 'A' else b_path}", f"a tensor {n!r}", "none"
+                    )
+            return ab_detail(name, va.load(name), vb.load(other), other)
+
+        def done(d: Any) -> None:
+            if gen == self._ab_gen:
+                self.param.update(ab=d, ab_loading=False)
+
+        def failed(msg: str) -> None:
+            if gen == self._ab_gen:
+                self.param.update(ab_error=msg, ab_loading=False)
+
+        job = Job(work, done, failed, name="ckpt-explorer-ab").start()
+        if wait:
+            job.join()
 
     def run(self, wait: bool = False) -> None:
         """Diff A against B in the background (``wait`` blocks until it ends)."""
@@ -128,6 +170,7 @@ class CompareState(JobState):
             self.finish(f"{state} — {s['tensors']} tensors, {verdict}")
 
         self.param.update(result=None, partial=[])
+        self.select("")  # a new run: the pair shown before is stale
         self.begin(f"comparing {self.a} with {self.b}")
         self._start(work, done, wait, "ckpt-explorer-diff")
 
@@ -206,6 +249,52 @@ class ResumeState(JobState):
         self._start(work, done, wait, "ckpt-explorer-resume")
 
 
+# the engine's errors name its CLI flags; the page names its own controls instead
+CONTROL_WORDS = (
+    ("--model-only", "the “Model weights only” box"),
+    ("--max-shard-size N", "a “Max shard size”"),
+    ("--max-shard-size", "“Max shard size”"),
+    ("--dtype", "“Cast to”"),
+    ("--to ", "“Convert to” "),
+    ("--to", "“Convert to”"),
+    ("--overwrite", "a new output path"),
+    ("Pass ", "Tick "),
+)
+CAST_CHECK_LIMIT = 2 * 2**30  # cast bytes up to which the difference to the original is read
+
+
+def control_words(message: str) -> str:
+    """An engine message in the page's words: ``Pass --model-only`` -> ``Tick the “Model
+    weights only” box``."""
+    for flag, words in CONTROL_WORDS:
+        if flag == "Pass " and "“Model weights only”" not in message:
+            continue
+        message = message.replace(flag, words)
+    return message
+
+
+def cast_difference(plan: Any) -> float | None:
+    """Max |cast − original| over the plan's cast tensors (float64), None when nothing was
+    cast or there is too much to read again."""
+    cast = [t for t in plan.tensors if getattr(t, "cast_from", None) and t.loader is not None]
+    if not cast or sum(t.nbytes for t in cast) > CAST_CHECK_LIMIT:
+        return None
+    import torch
+
+    from ..api import open_checkpoint
+
+    view = open_checkpoint(plan.source)
+    worst = 0.0
+    for t in cast:
+        if t.source not in view:
+            return None
+        a = view.load(t.source).to(torch.float64)
+        b = t.loader().to(torch.float64)
+        if a.numel():
+            worst = max(worst, float((a - b).abs().max()))
+    return worst
+
+
 class ConvertState(JobState):
     """Conversion: the form's arguments, the plan, the run and its verification."""
 
@@ -217,6 +306,7 @@ class ConvertState(JobState):
     model_only = param.Boolean(default=False, doc="a training state's model part only")
     plan = param.Parameter(default=None)
     result = param.Parameter(default=None)
+    cast_max_diff = param.Number(default=None, allow_None=True, doc="max |cast − original|")
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
@@ -270,7 +360,7 @@ class ConvertState(JobState):
                 **({"model_only": True} if self.model_only else {}),
             )
         except CkptExplorerError as e:
-            self.param.update(plan=None, error=e.one_line())
+            self.param.update(plan=None, result=None, error=control_words(e.one_line()))
             return False
         self.param.update(plan=plan, result=None, error="", message="planned")
         return True
@@ -302,15 +392,20 @@ class ConvertState(JobState):
                 kw["progress"] = progress
             if engines.accepts(fn, "cancel"):
                 kw["cancel"] = cancel
-            return fn(plan, **kw)
+            result = fn(plan, **kw)
+            diff = cast_difference(plan) if getattr(result, "verified", False) else None
+            return result, diff
 
-        def done(result: Any) -> None:
-            self.result = result
+        def done(out: Any) -> None:
+            result, diff = out
+            self.param.update(cast_max_diff=diff, result=result)
             ok = getattr(result, "verified", None)
-            self.add_log("verified: every output tensor equals its source" if ok else "done")
+            cast = plan.options.get("dtype") if hasattr(plan, "options") else None
+            said = f"its source cast to {cast}" if cast else "its source"
+            self.add_log(f"verified: every output tensor equals {said}" if ok else "done")
             self.finish("verified" if ok else "done (not verified)" if ok is False else "done")
 
-        self.param.update(result=None)
+        self.param.update(result=None, cast_max_diff=None)
         self.begin(f"converting {self.source} → {self.destination}")
         self._start(work, done, wait, "ckpt-explorer-convert")
 

@@ -14,6 +14,7 @@ from .components.common import ACCENT, error_pane
 from .components.picker import PathPicker
 from .remote_paths import RemoteAccess
 from .state import AppState
+from .url_state import bind_url
 from .views import TABS, VIEWS, view_class
 
 EXTENSIONS = ("tabulator", "plotly")
@@ -147,4 +148,6 @@ def create_app(
         raw_css=[PAGE_CSS],
     )
     template.state = state  # type: ignore[attr-defined]  # for tests and notebooks
+    if not notebook:
+        bind_url(state)  # the address holds the view: a link reopens it
     return template

@@ -35,6 +35,7 @@ class BrowseState(param.Parameterized):
     opening = param.String(default="", doc="what is being opened in the background")
     name_filter = param.String(default="", doc="weight-map name filter (substring)")
     file_filter = param.String(default="", doc="weight-map file filter (substring)")
+    name_prefix = param.Boolean(default=False, doc="name_filter matches from the start only")
     selected = param.String(default="", doc="tensor shown in the detail panel")
     detail = param.Parameter(default=None, doc="TensorDetail of `selected`")
     detail_loading = param.Boolean(default=False)
@@ -118,12 +119,34 @@ class BrowseState(param.Parameterized):
             opening="",
             name_filter="",
             file_filter="",
+            name_prefix=False,
             selected="",
             detail=None,
             detail_loading=False,
             detail_error="",
             opt_stats=None,
         )
+
+    @param.depends("name_filter", "file_filter", "name_prefix", watch=True)
+    def _filters_changed(self) -> None:
+        """A new filter: the detail of a tensor chosen before is no longer in view."""
+        if self.selected or self.detail is not None or self.detail_loading:
+            with self._lock:
+                self._detail_gen += 1
+            self.param.update(selected="", detail=None, detail_loading=False, detail_error="")
+
+    def filter_module(self, prefix: str) -> None:
+        """Show the tensors under ``prefix`` only (a module-tree box): exact prefix match."""
+        self.param.update(name_filter=prefix, name_prefix=True, file_filter="")
+
+    def filter_text(self, name: str | None = None, file: str | None = None) -> None:
+        """A typed filter: substring match."""
+        upd: dict[str, Any] = {"name_prefix": False}
+        if name is not None:
+            upd["name_filter"] = name
+        if file is not None:
+            upd["file_filter"] = file
+        self.param.update(**upd)
 
     def frame(self, which: str) -> Any:
         """A table of the open view, built once: ``weights``, ``dtypes``, ``files``, ``parts``,
@@ -182,14 +205,14 @@ class BrowseState(param.Parameterized):
         if tensor:
             for cand in (tensor, *(f"{p}/{tensor}" for p in view.parts)):
                 if cand in view:
-                    self.param.update(name_filter=cand, file_filter="")
+                    self.param.update(name_filter=cand, file_filter="", name_prefix=True)
                     self.select(cand)
                     return True
         if file:
             known = {f.path for f in view.files}
             cands = [f for f in known if f == file or f.endswith("/" + file)]
             if cands:
-                self.param.update(file_filter=cands[0], name_filter="")
+                self.param.update(file_filter=cands[0], name_filter="", name_prefix=False)
                 return True
         return False
 
@@ -221,8 +244,8 @@ class BrowseState(param.Parameterized):
                         out[state] = float(t.reshape(-1)[0])
                     else:
                         s = tensor_stats(t)
-                        out[f"{state} mean|x|"] = float(f"{s['mean_abs']:.4g}")
-                        out[f"{state} max|x|"] = float(f"{max(abs(s['min']), abs(s['max'])):.4g}")
+                        out[f"{state} mean|x|"] = float(s["mean_abs"])
+                        out[f"{state} max|x|"] = float(max(abs(s["min"]), abs(s["max"])))
                         if s["nan"] or s["inf"]:
                             out[f"{state} nan/inf"] = s["nan"] + s["inf"]
                 rows.append(out)
@@ -310,7 +333,9 @@ class AppState(param.Parameterized):
             return True
         pid = row.get("param_id")
         if isinstance(pid, int | float) and pid == pid:
-            self.browse.param.update(name_filter=f"state.{int(pid)}.", file_filter="")
+            self.browse.param.update(
+                name_filter=f"state.{int(pid)}.", file_filter="", name_prefix=False
+            )
             self.active = "Weight map"
             return True
         return False

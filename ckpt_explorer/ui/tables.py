@@ -6,37 +6,117 @@ import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from ..inspect_report import human_bytes
+from ..natural import natural_if_string_ordered, natural_sorted
 from ..plain import to_plain
 from ..view import CheckpointView, unique_numel
-from .numbers import fmt_value
+from .numbers import fmt_bytes, fmt_value
 
 if TYPE_CHECKING:
     import pandas as pd
 
-WEIGHT_COLUMNS = ["name", "dtype", "shape", "numel", "bytes", "file"]
-_SPLIT = re.compile(r"[./]")
+WEIGHT_COLUMNS = ["name", "parameter", "dtype", "shape", "numel", "bytes", "file", "key"]
+_SPLIT = re.compile(r"[./]| → ")
+ARROW = " → "
 
 
 def shape_text(shape: tuple[int, ...] | list[int] | None) -> str:
+    """``192 × 64``, ``scalar`` for a 0-d tensor, "" when unknown (one spelling everywhere)."""
     if shape is None:
         return ""
     return " × ".join(map(str, shape)) if shape else "scalar"
 
 
+def folded_names(view: CheckpointView) -> dict[str, tuple[str, str]]:
+    """Optimizer state name -> (its parameter's name, the state) for ids whose parameter is
+    known: ``optimizer/state.3.exp_avg`` -> (``model.layers.1.mlp.up_proj.weight``,
+    ``exp_avg``)."""
+    found = optimizer_of(view)
+    if found is None:
+        return {}
+    prefix, opt_view = found
+    info = opt_view.optimizer
+    assert info is not None
+    out = {}
+    for pid, name in param_labels(opt_view).items():
+        for state in info.state_names.get(pid, ()):
+            out[f"{prefix}state.{pid}.{state}"] = (name, state)
+    return out
+
+
+def tensor_key(name: str, folded: dict[str, tuple[str, str]]) -> str:
+    """What a name filter and the module tree match: the name, or for an optimizer state of
+    a known parameter ``<part>/<parameter> → <state>``."""
+    hit = folded.get(name)
+    if hit is None:
+        return name
+    part = name[: name.rfind("/") + 1] if "/" in name else ""
+    return f"{part}{hit[0]}{ARROW}{hit[1]}"
+
+
+def filter_weights(df: Any, name: str = "", file: str = "", prefix: bool = False) -> Any:
+    """Rows of :func:`weight_map` whose name or key holds ``name`` (case-insensitive); with
+    ``prefix`` (a module-tree box), whose name or key starts with it exactly
+    (``model.layers.2.``), or is it when it names one tensor; and whose file holds ``file``."""
+    if df is None:
+        return df
+    if name:
+        cols = [c for c in ("name", "key") if c in df]
+        if prefix and name.endswith((".", "/", ARROW)):
+            hit = [df[c].str.startswith(name) for c in cols]
+        elif prefix:  # a whole name: that tensor alone
+            hit = [df[c] == name for c in cols]
+        else:
+            hit = [df[c].str.contains(name, regex=False, case=False) for c in cols]
+        df = df[hit[0] | hit[1]] if len(hit) > 1 else df[hit[0]]
+    if file:
+        df = df[df["file"].str.contains(file, regex=False, case=False)]
+    return df
+
+
+def _common_start(texts: list[str]) -> str:
+    first, last = min(texts), max(texts)
+    i = 0
+    while i < min(len(first), len(last)) and first[i] == last[i]:
+        i += 1
+    return first[:i]
+
+
+def short_labels(names: list[str]) -> list[str]:
+    """Names without the prefix and suffix they all share, never cut inside a number:
+    ``model-00001-of-00020.safetensors`` … -> ``00001`` …"""
+    if len(names) < 2:
+        return list(names)
+    pre = _common_start(names)
+    while pre and pre[-1].isdigit():
+        pre = pre[:-1]
+    rev = [n[len(pre) :][::-1] for n in names]
+    suf = _common_start(rev)
+    while suf and suf[-1].isdigit():
+        suf = suf[:-1]
+    out = [n[len(pre) : len(n) - len(suf)] for n in names]
+    return out if all(out) and len(set(out)) == len(out) else list(names)
+
+
 def weight_map(view: CheckpointView) -> pd.DataFrame:
-    """One row per tensor, in the checkpoint's logical order."""
+    """One row per tensor, in the checkpoint's logical order (natural order when the files
+    only kept names sorted as text); optimizer states of known parameters say which."""
     import pandas as pd
 
-    t = view.tensors
+    t = natural_if_string_ordered(list(view.tensors), lambda r: r.name)
+    folded = folded_names(view)
     return pd.DataFrame(
         {
             "name": [r.name for r in t],
+            "parameter": [
+                f"{folded[r.name][0]}{ARROW}{folded[r.name][1]}" if r.name in folded else ""
+                for r in t
+            ],
             "dtype": [r.dtype for r in t],
             "shape": [shape_text(r.shape) for r in t],
             "numel": [r.numel for r in t],
             "bytes": [r.nbytes for r in t],
             "file": [r.file for r in t],
+            "key": [tensor_key(r.name, folded) for r in t],
         },
         columns=WEIGHT_COLUMNS,
     )
@@ -59,7 +139,7 @@ def dtype_breakdown(view: CheckpointView) -> pd.DataFrame:
 
 
 def files_frame(view: CheckpointView) -> pd.DataFrame:
-    """Every file with its size and the tensors it holds."""
+    """Every file with its size and the tensors it holds, in natural order of names."""
     import pandas as pd
 
     count: dict[str, int] = defaultdict(int)
@@ -68,8 +148,8 @@ def files_frame(view: CheckpointView) -> pd.DataFrame:
         count[r.file] += 1
         tensor_bytes[r.file] += r.nbytes
     rows = [
-        (f.path, f.nbytes, human_bytes(f.nbytes), count.get(f.path, 0), tensor_bytes.get(f.path, 0))
-        for f in view.files
+        (f.path, f.nbytes, fmt_bytes(f.nbytes), count.get(f.path, 0), tensor_bytes.get(f.path, 0))
+        for f in natural_sorted(view.files, lambda f: f.path)
     ]
     return pd.DataFrame(rows, columns=["file", "bytes", "size", "tensors", "tensor_bytes"])
 
@@ -105,59 +185,78 @@ def parts_frame(view: CheckpointView) -> pd.DataFrame:
 
 
 def values_frame(view: CheckpointView, limit: int = 500) -> pd.DataFrame:
-    """Non-tensor leaves (steps, hyperparameters, scheduler fields) as short text."""
+    """Non-tensor leaves (steps, hyperparameters, scheduler fields) as key/value rows, dicts
+    opened into one row per key (:func:`key_values`)."""
     import pandas as pd
 
-    rows = [(key, fmt_value(to_plain(v))) for key, v in list(view.values.items())[:limit]]
-    return pd.DataFrame(rows, columns=["key", "value"])
+    rows: list[tuple[str, str]] = []
+    for key, v in view.values.items():
+        rows += key_values(key, v)
+        if len(rows) >= limit:
+            break
+    return pd.DataFrame(rows[:limit], columns=["key", "value"])
+
+
+def key_values(key: str, value: Any, depth: int = 4) -> list[tuple[str, str]]:
+    """A JSON-like value as (key, value text) rows: dicts opened into ``key.sub`` rows (up to
+    ``depth`` levels), lists and scalars as one JSON-like cell (``[0.9, 0.999]``, ``null``)."""
+    if isinstance(value, dict) and value and depth > 0:
+        out: list[tuple[str, str]] = []
+        for k, v in value.items():
+            out += key_values(f"{key}.{k}", v, depth - 1)
+        return out
+    return [(key, fmt_value(_scalar_or_plain(value)))]
+
+
+def _scalar_or_plain(v: Any) -> Any:
+    """A Python scalar as it is (NaN stays a number), anything else as plain data."""
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    return to_plain(v)
 
 
 def module_tree(view: CheckpointView, max_depth: int = 4, max_nodes: int = 800) -> pd.DataFrame:
-    """Tensors grouped by name prefix: ``id, parent, label, bytes, tensors`` for a treemap.
+    """Tensors grouped by name prefix, in natural order: ``id, parent, label, bytes, tensors,
+    filter`` for a treemap.
 
-    Names are split at ``.`` and ``/``; a node's id is the name's prefix up to that point (so
-    it works as a name filter). The depth is reduced until the tree has at most ``max_nodes``
-    nodes, so 100k tensors stay a readable chart. An optimizer state id's node is labelled
-    with its parameter's name where it is known (``3 · layers.0.weight``).
+    Keys (:func:`tensor_key`: optimizer states folded under their parameter) are split at
+    ``.``, ``/`` and `` → ``; a node's id is the key's prefix up to that point and its
+    ``filter`` that prefix with the separator after it (``model.layers.2.``), so a click on
+    layer 2 finds layer 2 only, never 20–29. The depth is reduced until the tree has at most
+    ``max_nodes`` nodes, so 100k tensors stay a readable chart.
     """
     import pandas as pd
 
-    names = optimizer_node_labels(view)
+    folded = folded_names(view)
+    keyed = natural_sorted(
+        ((tensor_key(r.name, folded), r.nbytes) for r in view.tensors), lambda kv: kv[0]
+    )
     depth = max_depth
     while True:
         nodes: dict[str, list[Any]] = {}
-        for r in view.tensors:
-            cuts = [m.start() for m in _SPLIT.finditer(r.name)] + [len(r.name)]
-            parts = _SPLIT.split(r.name)
+        for key, nbytes in keyed:
+            seps = list(_SPLIT.finditer(key))
+            parts = _SPLIT.split(key)
             n = min(depth, len(parts))
             parent = ""
             for i in range(n):
-                node_id = r.name[: cuts[i]]
-                label = parts[i]
+                end = seps[i].start() if i < len(seps) else len(key)
+                node_id, label = key[:end], parts[i]
+                filt = key[: seps[i].end()] if i < len(seps) else key
                 if i == n - 1 and len(parts) > depth and depth > 1:
                     node_id, label = node_id + "…", label + "…"
                 node = nodes.get(node_id)
                 if node is None:
-                    node = nodes[node_id] = [node_id, parent, names.get(node_id, label), 0, 0]
-                node[3] += r.nbytes
+                    node = nodes[node_id] = [node_id, parent, label, 0, 0, filt]
+                node[3] += nbytes
                 node[4] += 1
                 parent = node_id
         if len(nodes) <= max_nodes or depth <= 1:
             break
         depth -= 1
-    return pd.DataFrame(list(nodes.values()), columns=["id", "parent", "label", "bytes", "tensors"])
-
-
-def optimizer_node_labels(view: CheckpointView) -> dict[str, str]:
-    """Tree node id ``<prefix>state.<id>`` -> ``<id> · <name>`` for ids whose name is known."""
-    found = optimizer_of(view)
-    if found is None:
-        return {}
-    prefix, opt_view = found
-    assert opt_view.optimizer is not None
-    return {
-        f"{prefix}state.{pid}": f"{pid} · {name}" for pid, name in param_labels(opt_view).items()
-    }
+    return pd.DataFrame(
+        list(nodes.values()), columns=["id", "parent", "label", "bytes", "tensors", "filter"]
+    )
 
 
 def param_labels(opt_view: CheckpointView, known_only: bool = True) -> dict[int, str]:
@@ -169,11 +268,6 @@ def param_labels(opt_view: CheckpointView, known_only: bool = True) -> dict[int,
     if not info.names:
         return dict(info.param_names)
     return {pid: pn.label() for pid, pn in info.names.items() if pn.known or not known_only}
-
-
-def prefix_of(node_id: str) -> str:
-    """The name filter a tree node stands for (``layers.0…`` -> ``layers.0``)."""
-    return node_id.rstrip("…")
 
 
 def optimizer_of(view: CheckpointView) -> tuple[str, CheckpointView] | None:
@@ -196,7 +290,7 @@ def param_groups_frame(opt_view: CheckpointView) -> pd.DataFrame:
         row: dict[str, Any] = {"group": i, "params": len(g.get("params", ()))}
         for k, v in g.items():
             if k != "params":
-                plain = to_plain(v)
+                plain = _scalar_or_plain(v)
                 row[k] = plain if isinstance(plain, int | float | str | bool) else fmt_value(plain)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -6,7 +6,6 @@ in the default cache folder, so reopening a run reads no tensor); nothing is rec
 
 from __future__ import annotations
 
-import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,10 @@ from typing import Any
 import param
 
 from ..errors import CkptExplorerError
+from ..natural import natural_key as natural_key  # re-exported for the view
 from .job_states import JobState
 from .jobs import Job, Throttle
+from .numbers import plural
 from .paths import RootGuard
 
 # share of the progress bar per build stage (reading checkpoints, then consecutive pairs)
@@ -25,11 +26,6 @@ STAGE_WORDS = {"open": "checkpoints read", "pair": "pairs compared", "values": "
 
 class _Cancelled(Exception):
     """Raised from the progress callback to stop a build (summaries cached so far are kept)."""
-
-
-def natural_key(name: str) -> list[Any]:
-    """Sort key that puts ``h.2`` before ``h.10``."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
 def default_run_dir(open_path: str) -> str:
@@ -44,6 +40,24 @@ def default_run_dir(open_path: str) -> str:
     if parent.name and name_step(parent.name, True) is not None:
         parent = parent.parent  # run/checkpoint-6/model.safetensors -> run
     return parent.as_posix()
+
+
+def run_beside(root: Path, run_dir: str) -> str:
+    """``run_dir`` when it holds checkpoints named by step, else the one sub-folder of it
+    that does (the demo: ``demo/resumed_from`` open -> ``demo/run``); ``run_dir`` if none."""
+    from ..timeline.discover import name_step
+
+    def runs(folder: Path) -> bool:
+        try:
+            return sum(1 for e in folder.iterdir() if name_step(e.name, e.is_dir())) >= 2
+        except OSError:
+            return False
+
+    here = root / run_dir
+    if not run_dir or runs(here) or not here.is_dir():
+        return run_dir
+    found = [d for d in sorted(here.iterdir()) if d.is_dir() and runs(d)]
+    return (Path(run_dir) / found[0].name).as_posix() if len(found) == 1 else run_dir
 
 
 class TimelineState(JobState):
@@ -161,14 +175,16 @@ def summary_line(t: Any) -> str:
     n_err = sum(a.severity == "error" for a in t.anomalies)
     unread = sum(c.error is not None for c in t.checkpoints)
     parts = [
-        f"{len(t.checkpoints)} checkpoints",
-        f"{len(t.pairs)} pairs",
-        f"{len(t.anomalies)} anomalies" + (f" ({n_err} errors)" if n_err else ""),
+        plural(len(t.checkpoints), "checkpoint"),
+        plural(len(t.pairs), "pair"),
+        plural(len(t.anomalies), "anomaly", "anomalies")
+        + (f" ({plural(n_err, 'error')})" if n_err else ""),
     ]
     if unread:
         parts.append(f"{unread} unreadable")
     cached = t.stats.get("cached", 0)
-    return ", ".join(parts) + (f"; {cached} summaries from the cache" if cached else "")
+    cache = f"; {plural(cached, 'summary', 'summaries')} from the cache" if cached else ""
+    return ", ".join(parts) + cache
 
 
 def _first_flagged_pair(t: Any) -> int:

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..loadable import loader_table
+from ..loadable import has_table, loader_table
 from .findings import Finding
 
 
 def check_loadable(path: Path) -> list[Finding]:
     """The findings of ``path``'s loader table; none for a remote checkpoint's mirror, which
     holds only what its listing fetched (the table needs the whole folder)."""
-    from ..remote.guard import is_mirrored
-
-    if is_mirrored(path):
+    if not has_table(path):
         return []
     table = loader_table(path)
     out: list[Finding] = []

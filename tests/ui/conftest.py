@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -58,17 +59,41 @@ def write_sharded_safetensors(folder: Path, perturb: bool) -> None:
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
 
 
+PLANTED = {"eps": 1e-08, "lr": 5e-07, "weight_decay": 0.0, "max_norm": 1.5e12, "odd": math.nan}
+
+
+def write_planted_optimizer(path: Path) -> None:
+    """A real AdamW state (torch.save) with planted values: param-group fields ``PLANTED``
+    and every ``exp_avg_sq`` filled with 5e-07, the numbers the page must show as they are."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    opt = torch.optim.AdamW(model.parameters(), lr=PLANTED["lr"], eps=PLANTED["eps"])
+    model(torch.randn(2, 8)).sum().backward()
+    opt.step()
+    sd = opt.state_dict()
+    for g in sd["param_groups"]:
+        g.update(weight_decay=0.0, max_norm=PLANTED["max_norm"], odd=PLANTED["odd"])
+    for st in sd["state"].values():
+        st["exp_avg_sq"].fill_(5e-07)
+    path.parent.mkdir(parents=True)
+    torch.save(sd, path)
+
+
 @pytest.fixture(scope="session")
 def ui_root(tmp_path_factory: pytest.TempPathFactory, real_checkpoints: Any) -> Path:
-    """A root folder: the demo training state (resumed_from / after_resume, made by torch
-    with a real training loop), an HF sharded GPT-2 (transformers save_pretrained) and a
-    10,000-tensor sharded safetensors pair (big_a, big_b)."""
+    """A root folder: the demo (resumed_from / after_resume and a short run/step-N, made by
+    torch with a real training loop), an HF sharded GPT-2 (transformers save_pretrained), an
+    optimizer with planted values (planted/optim.pt) and a 10,000-tensor sharded
+    safetensors pair (big_a, big_b)."""
     from ckpt_explorer.demo import make_demo
 
     root = tmp_path_factory.mktemp("ui_root")
     make_demo(root / "demo")
     hf_dir, manifest = real_checkpoints("hf")
     shutil.copytree(hf_dir / manifest["cases"]["gpt2_sharded"]["path"], root / "hf_gpt2")
+    write_planted_optimizer(root / "planted" / "optim.pt")
     write_sharded_safetensors(root / "big_a", perturb=False)
     write_sharded_safetensors(root / "big_b", perturb=True)
     (root / "outside_link").symlink_to("/etc")

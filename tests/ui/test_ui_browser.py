@@ -7,6 +7,7 @@ page logged a console error, and saves a screenshot of its end state under test-
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -133,6 +134,17 @@ def test_compare_runs_to_the_end(page: Any) -> None:
     page.locator(".tabulator-cell[tabulator-field='status']").first.wait_for()
     page.locator("text=Per layer").first.wait_for()
     shot(page, "compare")
+    # the A/B view: a changed row's tensor in A and B, side by side
+    matrix = page.locator(".diff-table .tabulator-row", has_text="×").first  # a 2-D tensor
+    matrix.locator(".tabulator-cell[tabulator-field='name']").click()
+    wait_text(
+        page,
+        "t.includes('Histograms of A and B') && t.includes('Histogram of A − B') "
+        "&& t.includes('one colour scale')",
+    )
+    assert "max |A − B|" in text(page)
+    page.locator(".ab-title").first.scroll_into_view_if_needed()
+    shot(page, "compare-ab")
 
 
 @pytest.mark.skipif(not engines.available("convert"), reason="convert engine not in this version")
@@ -144,7 +156,8 @@ def test_conversion_plan_run_verify(page: Any, ui_root: Path) -> None:
     page.get_by_placeholder("e.g. model-hf").fill(out)
     # the demo is a training state: safetensors holds only its model, asked for explicitly
     page.get_by_role("button", name="Plan").click()
-    page.locator("text=--model-only").first.wait_for()
+    page.locator("text=/Tick the .Model weights only. box/").first.wait_for()
+    assert "--model-only" not in text(page)  # the page names its checkbox, not a CLI flag
     page.locator("input[type=checkbox]").first.check()
     page.get_by_role("button", name="Plan").click()
     page.locator("text=Byte copy").first.wait_for()
@@ -185,7 +198,7 @@ def test_layout_view(page: Any) -> None:
     page.locator("text=hf-sharded").first.wait_for()
     tab(page, "Layout")
     page.locator("text=which sizes load").first.wait_for()
-    wait_text(page, "t.includes('✓') && t.includes('✗') && t.includes('GiB per GPU')")
+    wait_text(page, "t.includes('✓') && t.includes('✗') && t.includes('iB per GPU')")
     assert "kv_heads_tp" not in text(page)  # tp 1: no head check asked
     box = page.get_by_placeholder("80GB, 80GiB")
     box.fill("eighty")
@@ -255,3 +268,44 @@ def test_timing_report_10k_tensors(page: Any) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "dashboard-timing.json").write_text(json.dumps(report, indent=2) + "\n")
     print("\ndashboard timing (10,000 tensors):", json.dumps(report, indent=2))
+
+
+def _cells(page: Any, field: str) -> list[str]:
+    loc = page.locator(f".tabulator-cell[tabulator-field='{field}']")
+    loc.first.wait_for(state="attached")
+    return [c.strip() for c in loc.all_inner_texts()]
+
+
+def _same(shown: str, truth: float) -> bool:
+    if math.isnan(truth):
+        return shown == "NaN"
+    return float(shown) == pytest.approx(truth, rel=1e-6, abs=0.0)
+
+
+def test_planted_numbers_read_off_the_page(page: Any, served_app: str) -> None:
+    """Issue 24: 1e-08, 5e-07, 0.0, 1.5e+12 and NaN read off the page equal the truth (no
+    fixed 6 decimals turning them into 0.0); the address then holds the view, and a link
+    reopens the weight map filtered to layer 2 only (an exact module prefix, not 20–29) with
+    where the page is."""
+    open_path(page, "planted/optim.pt")
+    tab(page, "Optimizer")
+    page.locator("text=param_groups").first.wait_for()
+    truth = {"eps": 1e-08, "lr": 5e-07, "weight_decay": 0.0, "max_norm": 1.5e12, "odd": math.nan}
+    shown = {k: _cells(page, k)[0] for k in truth}
+    assert all(_same(shown[k], v) for k, v in truth.items()), shown
+    assert shown["max_norm"] == "1.5e+12" and shown["eps"] == "1e-08"
+    page.get_by_role("button", name="Compute state statistics").click()
+    page.locator("text=/exp_avg_sq mean/").first.wait_for()
+    means = _cells(page, "exp_avg_sq mean|x|")
+    assert means and all(_same(m, 5e-07) for m in means), means
+    shot(page, "planted-numbers")
+    page.wait_for_function("() => window.location.search.includes('tab=Optimizer')")
+    assert "ckpt=planted/optim.pt" in page.evaluate("window.location.search")
+    # a link to a view: big_a, layer 2 of the module tree, in the weight map
+    page.goto(served_app + "?tab=Weight+map&ckpt=big_a&filter=model.layers.2.&module=1")
+    wait_text(page, "t.includes('of 10,000 tensors')", timeout=120_000)
+    count = count_text(page)
+    assert count.startswith("100 of 10,000 tensors") and "page 1 of 6" in count, count
+    names = [n for n in _cells(page, "name") if n]
+    assert names and all(n.startswith("model.layers.2.") for n in names), names
+    shot(page, "link-layer-2")

@@ -33,7 +33,11 @@ from ckpt_explorer.ui.tensor_stats import ordinal, slice_2d
         (123456.7, "123457"),
         (1e20, "1e+20"),
         (float(2**53 + 2), "9.0072e+15"),  # an integral float past exact integers: rounded
-        (float("nan"), "nan"),
+        (float("nan"), "NaN"),
+        (1.5e12, "1.5e+12"),  # large magnitudes: scientific
+        (5e-07, "5e-07"),
+        (0.0, "0"),
+        (1500000000000, "1500000000000"),  # an integer stays an integer
         (float("-inf"), "-inf"),
         (True, "True"),
     ],
@@ -52,10 +56,11 @@ def test_display_number_keeps_numbers_numeric() -> None:
 
 def test_fmt_value_formats_numbers_inside_values() -> None:
     assert fmt_value([0.00020999999999999998, 6.0]) == "[0.00021, 6]"
-    assert fmt_value((0.9, 0.999)) == "(0.9, 0.999)"
-    assert fmt_value((1.0,)) == "(1,)"
-    assert fmt_value({"lr": 3e-4 * 0.7, "name": "adam"}) == "{'lr': 0.00021, 'name': 'adam'}"
-    assert fmt_value("adam") == "adam" and fmt_value("") == "''" and fmt_value(None) == "None"
+    assert fmt_value((0.9, 0.999)) == "[0.9, 0.999]"  # JSON-like, not Python's repr
+    assert fmt_value((1.0,)) == "[1]"
+    assert fmt_value({"lr": 3e-4 * 0.7, "name": "adam"}) == '{"lr": 0.00021, "name": "adam"}'
+    assert fmt_value("adam") == "adam" and fmt_value("") == '""' and fmt_value(None) == "null"
+    assert fmt_value(False) == "false" and fmt_value([None, True]) == "[null, true]"
     long = fmt_value(list(range(100)))
     assert len(long) == 160 and long.endswith("...")
 
@@ -74,7 +79,7 @@ def test_every_table_shows_numbers_by_the_one_rule() -> None:
     assert out["step"].dtype == np.int64 and list(out["step"]) == [6, 12]
     assert list(out["lr"]) == [0.00021, 1.0]
     assert out["missing"][0] == 0.5 and math.isnan(out["missing"][1])
-    assert list(out["betas"]) == ["(0.9, 0.999)", "[0.9, 0.95]"]
+    assert list(out["betas"]) == ["[0.9, 0.999]", "[0.9, 0.95]"]
     assert out["name"].equals(df["name"])
     mixed = display_frame(pd.DataFrame({"v": pd.Series([None, 6.0, "x"], dtype=object)}))
     assert list(mixed["v"]) == [None, 6, "x"]

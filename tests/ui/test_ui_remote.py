@@ -75,7 +75,10 @@ def test_an_allowed_url_opens_like_the_local_folder(
         state.target = target
         state.run(wait=True)
         assert state.error == "" and state.findings is not None, state.error
-    assert len(app.validate.findings) == len(local.validate.findings)
+    # the same findings, but for the loader table's, which needs the whole local folder
+    remote_rules = list(app.validate.findings["rule"])
+    local_rules = [r for r in local.validate.findings["rule"] if not r.startswith("loadable.")]
+    assert remote_rules == local_rules
 
     # the served checkpoint is rewritten (same names and sizes): a new open sees the new bytes
     from safetensors.torch import load_file, save_file

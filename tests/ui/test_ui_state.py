@@ -38,7 +38,16 @@ def test_open_builds_the_tables(ui_root: Path) -> None:
     assert b.error == "" and b.path == "demo/resumed_from"
     weights = b.frame("weights")
     assert len(weights) == len(b.view.tensors) == 112
-    assert list(weights.columns) == ["name", "dtype", "shape", "numel", "bytes", "file"]
+    assert list(weights.columns) == [
+        "name",
+        "parameter",
+        "dtype",
+        "shape",
+        "numel",
+        "bytes",
+        "file",
+        "key",
+    ]
     assert b.frame("dtypes")["bytes"].sum() == b.view.tensor_bytes
     assert set(b.frame("parts")["part"]) == {
         "modeling",
@@ -163,7 +172,7 @@ def test_parameters_card_counts_the_model_only(ui_root: Path) -> None:
 
 
 def test_optimizer_tables_and_treemap_name_parameters(ui_root: Path) -> None:
-    from ckpt_explorer.ui.tables import prefix_of
+    from ckpt_explorer.ui.tables import filter_weights
 
     b = AppState(ui_root).browse
     assert b.open("demo/resumed_from")
@@ -171,16 +180,25 @@ def test_optimizer_tables_and_treemap_name_parameters(ui_root: Path) -> None:
     names = b.view.parts["optimizer"].optimizer.names
     assert len(params) == 28 and set(params["named"]) == {"aligned"}
     assert list(params["name"]) == [names[i].name for i in params["id"]]
-    tree = b.frame("tree")
-    node = tree.set_index("id").loc["optimizer/state.0"]
-    assert node["label"] == "0 · embed_tokens.weight" and node["tensors"] == 3
-    tensor_names = [r.name for r in b.view.tensors]
-    for node_id in tree["id"]:  # every box filters the weight map to its own tensors
-        assert any(n.startswith(prefix_of(node_id)) for n in tensor_names), node_id
+    tree = b.frame("tree").set_index("id")
+    # optimizer states folded under their parameter's name, states as leaves
+    node = tree.loc["optimizer/embed_tokens.weight"]
+    assert node["tensors"] == 3 and node["filter"] == "optimizer/embed_tokens.weight → "
+    leaf = tree.loc["optimizer/embed_tokens.weight → exp_avg"]
+    assert leaf["label"] == "exp_avg" and leaf["parent"] == "optimizer/embed_tokens.weight"
+    weights = b.frame("weights")
+    for node_id, row in tree.iterrows():  # every box filters the weight map to its own tensors
+        shown = filter_weights(weights, row["filter"], prefix=True)
+        assert len(shown) == row["tensors"], node_id
+    # a filter on a layer finds its optimizer states too
+    layer0 = filter_weights(weights, "layers.0.")
+    assert any(n.startswith("optimizer/state.") for n in layer0["name"])
+    row = weights.set_index("name").loc["optimizer/state.0.exp_avg"]
+    assert row["parameter"] == "embed_tokens.weight → exp_avg"
     assert b.open("demo/resumed_from/optimizer")  # no model to align against: unknown
     params = b.frame("opt_params")
     assert set(params["named"]) == {"unknown"} and set(params["name"]) == {"unknown"}
-    assert not b.frame("tree")["label"].str.contains("·").any()
+    assert not b.frame("weights")["parameter"].str.len().any()
 
 
 def test_ambiguous_names_are_shown_as_ambiguous(tmp_path: Path) -> None:
@@ -201,7 +219,7 @@ def test_ambiguous_names_are_shown_as_ambiguous(tmp_path: Path) -> None:
     params = b.frame("opt_params")
     assert set(params["named"]) == {"ambiguous"}
     assert params["name"].iloc[0] == "ambiguous: 0.weight | 0.bias"
-    assert not b.frame("tree")["label"].str.contains("·").any()
+    assert not b.frame("weights")["parameter"].str.len().any()
 
 
 def test_parameters_card_of_a_dcp_training_state(real_checkpoints: Any) -> None:

@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import panel as pn
+from panel.io.model import JSCode
 
-from ...inspect_report import human_bytes
-from ..numbers import display_frame
+from ..numbers import JS_NUMBER, display_frame, number_columns
+from ..numbers import fmt_bytes as fmt_bytes  # re-exported: the views format through these
+from ..numbers import fmt_count as fmt_count
 
 ACCENT = "#4f46e5"
 GOOD, BAD = "#10b981", "#ef4444"
@@ -35,7 +37,8 @@ CARD_CSS = """
 .card .sub {font-size: 12px; color: #6b7280;}
 .cards.compact {display: grid; grid-template-columns: 1fr 1fr; gap: 8px;}
 .cards.compact .card {min-width: 0; padding: 6px 10px;}
-.cards.compact .card .value {font-size: 16px;}
+.cards.compact .card .value {font-size: 16px; white-space: normal; overflow-wrap: anywhere;}
+.cards .card .value.long {white-space: normal; overflow-wrap: anywhere;}
 .card.accent {border-left: 4px solid var(--card-accent, #4f46e5);}
 .evidence {margin: 0; padding-left: 0; list-style: none;}
 .evidence li {padding: 3px 0; color: #374151;}
@@ -85,7 +88,24 @@ def placeholder(text: str) -> pn.pane.Markdown:
 
 
 def error_pane(message: str) -> pn.pane.Alert:
-    return pn.pane.Alert(message, alert_type="danger", sizing_mode="stretch_width")
+    """A red box; long words (paths, bytes) wrap inside it instead of spilling out."""
+    return pn.pane.Alert(
+        message,
+        alert_type="danger",
+        sizing_mode="stretch_width",
+        styles={"overflow-wrap": "anywhere", "word-break": "break-word"},
+    )
+
+
+def fit_list(names: Any, limit: int = 40) -> str:
+    """``a, b, c`` cut at a whole name, with ``+N more`` (never ``runni``)."""
+    names = [str(n) for n in names]
+    out: list[str] = []
+    for n in names:
+        if out and len(", ".join([*out, n])) > limit:
+            return ", ".join(out) + f" +{len(names) - len(out)} more"
+        out.append(n)
+    return ", ".join(out)
 
 
 def job_status(job: Any) -> str:
@@ -96,22 +116,13 @@ def job_status(job: Any) -> str:
     return f"*{html.escape(text)}*" if text else ""
 
 
-def fmt_count(n: int) -> str:
-    for unit, div in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= div:
-            return f"{n / div:.2f}{unit}"
-    return str(n)
-
-
-def fmt_bytes(n: float) -> str:
-    return human_bytes(n)
-
-
 BYTES_FORMAT = {"type": "money", "precision": 0, "thousand": ",", "symbol": ""}
 TABLE_CSS = """
 .tabulator {font-size: 13px; border-radius: 8px;}
 .tabulator .tabulator-header .tabulator-col .tabulator-col-title {font-size: 12px;}
 .tabulator-row .tabulator-cell {padding: 5px 8px; font-size: 13px;}
+.tabulator-row.tabulator-selected .tabulator-cell {color: #111827 !important;
+  background-color: #c7d2fe !important;}
 """
 NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
 
@@ -119,8 +130,10 @@ NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
 def table(df: Any, **kw: Any) -> pn.widgets.Tabulator:
     """A read-only Tabulator with the dashboard's defaults; numbers shown by the one display
     rule (:func:`~ckpt_explorer.ui.numbers.display_frame`)."""
+    numeric: list[str] = []
     if df is not None:
         df = display_frame(df)
+        numeric = number_columns(df)
     defaults: dict[str, Any] = {
         "show_index": False,
         "disabled": True,
@@ -131,6 +144,7 @@ def table(df: Any, **kw: Any) -> pn.widgets.Tabulator:
         "stylesheets": [TABLE_CSS],
     }
     defaults["formatters"] = {
+        **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
         **dict.fromkeys(NUMBER_COLUMNS, BYTES_FORMAT),
         **kw.pop("formatters", {}),
     }
@@ -148,6 +162,7 @@ def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
         colorway=PALETTE,
         title={"text": title, "x": 0.01, "font": {"size": 14}} if title else None,
         legend={"orientation": "h", "y": -0.2},
+        modebar={"orientation": "v"},  # at the side: never over a title or axis labels
     )
     return fig
 

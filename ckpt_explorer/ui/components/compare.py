@@ -6,9 +6,12 @@ from typing import Any
 
 import panel as pn
 
+from ...natural import natural_key
 from ..engines import available
-from ..numbers import fmt_value
+from ..numbers import fmt_value, plural
 from ..state import AppState
+from ..tables import shape_text
+from .ab_view import ABView
 from .common import (
     BAD,
     GOOD,
@@ -26,6 +29,7 @@ from .common import (
     table,
     watch,
 )
+from .export import export_buttons
 from .picker import PathPicker
 
 COLUMNS = [
@@ -57,6 +61,12 @@ STATUS_COLOURS = {
 }
 
 
+def natural_order(names: Any) -> list[int]:
+    """Positions of ``names`` in natural order."""
+    keys = [natural_key(str(n)) for n in names]
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
 def _row_style(row: Any) -> list[str]:
     colour = STATUS_COLOURS.get(row.get("status", ""), "")
     return [f"background-color: {colour}" if colour else ""] * len(row)
@@ -72,10 +82,13 @@ def diff_rows(rows: Any, changed_only: bool) -> Any:
     df = df[[c for c in COLUMNS if c in df.columns]].copy()
     for c in ("shape_a", "shape_b"):
         if c in df:
-            df[c] = df[c].map(lambda s: "×".join(map(str, s)) if isinstance(s, list) else "")
+            df[c] = df[c].map(lambda s: shape_text(s) if isinstance(s, list | tuple) else "")
     if changed_only:
         df = df[~df["status"].isin(SAME)]
-    return df.sort_values("rel_l2", ascending=False, na_position="last", ignore_index=True)
+    df = df.iloc[natural_order(df["name"])]  # ties of rel_l2 stay in natural name order
+    return df.sort_values(
+        "rel_l2", ascending=False, na_position="last", ignore_index=True, kind="stable"
+    )
 
 
 class CompareView(pn.viewable.Viewer):
@@ -105,6 +118,7 @@ class CompareView(pn.viewable.Viewer):
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._changed_only = pn.widgets.Switch(value=True, width=40, align="center")
         self._results = pn.Column(sizing_mode="stretch_width")
+        self._ab = ABView(c)
         watch(c, self._on_progress, ["running", "progress", "message", "error"])
         watch(c, lambda *_: self._render(), ["result", "partial"])
         self._changed_only.param.watch(lambda *_: self._render(), "value")
@@ -113,9 +127,12 @@ class CompareView(pn.viewable.Viewer):
             pn.Column(pn.Row(self._atol, self._rtol), pn.Row(self._run, self._cancel)),
             sizing_mode="stretch_width",
         )
+        # outside the re-rendered results: one A/B view for the page's whole life
+        self._ab_section = section("A / B: the row's tensor in A and B", self._ab, visible=False)
         self._body = pn.Column(
             section("Checkpoints", form, pn.Column(self._progress, self._status)),
             self._results,
+            self._ab_section,
             sizing_mode="stretch_width",
         )
         self._on_progress()
@@ -135,6 +152,7 @@ class CompareView(pn.viewable.Viewer):
         c = self.app.compare
         r = c.result
         if r is None:
+            self._ab_section.visible = False
             if c.partial:
                 self._results[:] = [
                     section(
@@ -151,6 +169,7 @@ class CompareView(pn.viewable.Viewer):
                 self._results[:] = [placeholder("Choose A and B, then Compare.")]
             return
         s = r.summary()
+        self._ab_section.visible = True
         verdict = "EQUAL" if s["equal"] else "DIFFERENT"
         kpis = cards(
             [
@@ -170,20 +189,59 @@ class CompareView(pn.viewable.Viewer):
         )
         rows = diff_rows(r.tensors, self._changed_only.value)
         tbl = table(
-            rows, pagination="remote", page_size=15, css_classes=["diff-table"], titles=TITLES
+            rows,
+            pagination="remote",
+            page_size=15,
+            css_classes=["diff-table"],
+            titles=TITLES,
+            selectable=1,
         )
+
+        names_b = {t.name: t.name_b or "" for t in r.tensors}
+
+        def on_select(event: Any) -> None:
+            if event.new and 0 <= event.new[0] < len(rows):
+                row = rows.iloc[event.new[0]]
+                if row["status"] not in ("only_in_a", "only_in_b"):
+                    c.select(str(row["name"]), names_b.get(str(row["name"]), ""))
+
+        tbl.param.watch(on_select, "selection")
         tbl.style.apply(  # type: ignore[union-attr]
             _row_style, axis=1
         )
-        blocks: list[Any] = [
-            kpis,
-            section("Per layer: largest relative L2 and max |Δ|", self._layer_plot(r)),
-            section(
-                "Tensors",
-                pn.Row(pn.pane.Markdown("Changed only", align="center"), self._changed_only),
-                tbl,
-            ),
-        ]
+        same = s["identical"] + s["equal_within_tolerance"]
+        if s["tensors"] and same == s["tensors"]:  # nothing differs: say so, no empty chart
+            words = (
+                f"All {plural(s['tensors'], 'tensor')} are identical"
+                if s["identical"] == s["tensors"]
+                else f"All {plural(s['tensors'], 'tensor')} are equal within tolerance "
+                f"({s['identical']:,} identical)"
+            )
+            blocks: list[Any] = [
+                kpis,
+                pn.pane.Alert(
+                    f"**{words}** — nothing to plot.",
+                    alert_type="success",
+                    sizing_mode="stretch_width",
+                    css_classes=["all-identical"],
+                ),
+            ]
+            if not self._changed_only.value:
+                blocks.append(section("Tensors", tbl))
+        else:
+            blocks = [
+                kpis,
+                section("Per layer: largest relative L2 and max |Δ|", self._layer_plot(r)),
+                section(
+                    "Tensors (click a row to see it in A and B)",
+                    pn.Row(
+                        pn.pane.Markdown("Changed only", align="center"),
+                        self._changed_only,
+                        export_buttons(tbl, "compare"),
+                    ),
+                    tbl,
+                ),
+            ]
         only = self._only(r)
         if only is not None:
             blocks.append(only)
@@ -223,6 +281,7 @@ class CompareView(pn.viewable.Viewer):
             key = "/".join(x for x in (g["part"], g["state"]) if x) or "model"
             series.setdefault(key, []).append(g)
         for i, (key, gs) in enumerate(series.items()):
+            gs = sorted(gs, key=lambda g: (g["layer"] is None, natural_key(str(g["layer"]))))
             x = ["other" if g["layer"] is None else str(g["layer"]) for g in gs]
             colour = PALETTE[i % len(PALETTE)]
             common = {"x": x, "name": key, "legendgroup": key, "marker_color": colour}

@@ -8,6 +8,7 @@ from typing import Any
 import panel as pn
 
 from ..engines import available
+from ..numbers import fmt_number, plural
 from ..state import AppState
 from .common import (
     cards,
@@ -42,6 +43,35 @@ def plan_frame(plan: Any) -> Any:
         for f in getattr(plan, "files", [])
     ]
     return pd.DataFrame(rows, columns=["file", "writer", "tensors", "bytes", "first tensors"])
+
+
+def byte_copy_card(fast: int, total: int, cast: str | None) -> tuple[str, str, str]:
+    """(title, value, subtitle) of how much is copied byte for byte, without contradiction."""
+    if not total:
+        return ("Byte copy", "—", "nothing to write")
+    if fast >= total:
+        return ("Byte copy", "100%", "copied byte for byte")
+    why = f"cast to {cast}" if cast else "re-serialised"
+    if not fast:
+        return ("Byte copy", "none", f"every tensor {why}")
+    return ("Byte copy", f"{fast / total:.0%}", f"the rest {why}")
+
+
+def verified_words(cast: str | None, max_diff: float | None, destination: str) -> str:
+    """What verification proved: bit for bit against the source, or against the source cast
+    to ``cast`` (with the largest difference to the original when it was measured)."""
+    where = f" Written to `{destination}`."
+    if not cast:
+        return "**Verified bit for bit** — every output tensor equals its source." + where
+    diff = (
+        f" (max difference to the original {fmt_number(max_diff)})"
+        if max_diff is not None
+        else " (the difference to the original was not measured)"
+    )
+    return (
+        f"**Verified** — every output tensor equals its source cast to {cast}{diff}; "
+        "tensors not cast are equal bit for bit." + where
+    )
 
 
 class ConvertView(pn.viewable.Viewer):
@@ -162,7 +192,7 @@ class ConvertView(pn.viewable.Viewer):
                         "folder" if plan.output_is_dir else "file",
                     ),
                     ("Tensors", f"{len(plan.tensors):,}", fmt_bytes(total)),
-                    ("Byte copy", f"{fast / total:.0%}" if total else "-", "no re-serialising"),
+                    byte_copy_card(fast, total, getattr(plan, "options", {}).get("dtype")),
                     ("Files", str(len(plan.files)), "written atomically"),
                 ]
             ),
@@ -182,10 +212,11 @@ class ConvertView(pn.viewable.Viewer):
             return
         ok = bool(getattr(r, "verified", False))
         rate = r.bytes / r.seconds / 2**20 if r.seconds else 0.0
+        plan = self.app.convert.plan
+        cast = getattr(plan, "options", {}).get("dtype") if plan is not None else None
         alert = pn.pane.Alert(
             (
-                f"**Verified bit for bit** — every output tensor equals its source. "
-                f"Written to `{r.destination}`."
+                verified_words(cast, self.app.convert.cast_max_diff, str(r.destination))
                 if ok
                 else "**Verification failed** — nothing was installed:\n\n"
                 + "\n".join(f"- {m}" for m in r.mismatches[:20])
@@ -195,7 +226,7 @@ class ConvertView(pn.viewable.Viewer):
         )
         stats = cards(
             [
-                ("Written", fmt_bytes(r.bytes), f"{len(r.files)} file(s)"),
+                ("Written", fmt_bytes(r.bytes), plural(len(r.files), "file")),
                 ("Write time", f"{r.seconds:.2f} s", f"{rate:.0f} MiB/s"),
                 ("Verify time", f"{r.verify_seconds:.2f} s", "compared with the source"),
             ]

@@ -14,6 +14,7 @@ import panel as pn
 
 from ...inspect_report import human_bytes
 from ..fit_state import FORM
+from ..numbers import fmt_bytes, fmt_size_typed
 from ..state import AppState
 from .common import (
     BAD,
@@ -48,6 +49,18 @@ MEMORY_KINDS = (
     ("master_weights", "fp32 master weights"),
     ("optimizer_moments", "Adam moments"),
 )
+
+
+def gpu_words(typed: str, n: int) -> str:
+    """The GPU memory as the user typed it (``80 GB (74.5 GiB)``), else in binary units."""
+    try:
+        from ...fit import parse_size
+
+        if typed.strip() and parse_size(typed) == n:
+            return fmt_size_typed(typed, n)
+    except ValueError:
+        pass
+    return fmt_bytes(n)
 
 
 def _wrap(text: str, width: int = 90) -> str:
@@ -173,6 +186,7 @@ class LayoutView(pn.viewable.Viewer):
     def _render(self) -> None:
         f = self.app.fit
         self._status.object = f"*{f.message}…*" if f.running else ""
+        memory_chart = self._memory(f.report, f.gpu_mem) if f.report is not None else None
         if f.error:
             self._results[:] = [error_pane(f.error)]
             return
@@ -195,7 +209,7 @@ class LayoutView(pn.viewable.Viewer):
                 (
                     "Memory per GPU",
                     human_bytes(m.total) if m is not None else "—",
-                    (f"of {human_bytes(m.gpu_mem)}" if m.gpu_mem is not None else "no limit set")
+                    (f"of {gpu_words(f.gpu_mem, m.gpu_mem)}" if m.gpu_mem is not None else "no limit set")
                     if m is not None
                     else "no model tensors to count",
                     PALETTE[1],
@@ -216,7 +230,7 @@ class LayoutView(pn.viewable.Viewer):
             section("Checks", checks),
             pn.Row(
                 section("tp × pp: which sizes load (hover a cell for the reason)", self._grid(r)),
-                section("Memory per GPU, by kind", self._memory(r)),
+                section("Memory per GPU, by kind", memory_chart),
                 sizing_mode="stretch_width",
             ),
             section(
@@ -268,7 +282,9 @@ class LayoutView(pn.viewable.Viewer):
         return plot(fig, name="fit-grid")
 
     @staticmethod
-    def _memory(r: Any) -> pn.viewable.Viewable:
+    def _memory(r: Any, typed: str = "") -> pn.viewable.Viewable:
+        """Stacked bars of what one GPU holds, in a unit that shows them (MiB below 1 GiB);
+        the GPU's memory as a bar only when it does not dwarf them, else said in words."""
         import plotly.graph_objects as go
 
         m = r.memory
@@ -279,37 +295,41 @@ class LayoutView(pn.viewable.Viewer):
             )
         fig = go.Figure()
         label = f"stage {m.stage}"
+        dwarfed = m.gpu_mem is not None and m.gpu_mem > 20 * max(m.total, 1)
+        top = m.total if m.gpu_mem is None or dwarfed else max(m.total, m.gpu_mem)
+        unit, div = ("MiB", 2**20) if top < 2**30 else ("GiB", 2**30)
+        share = ""
+        if dwarfed:
+            share = f" — {m.total / m.gpu_mem:.2%} of {gpu_words(typed, m.gpu_mem)}"
         fig.add_annotation(
             y=label,
             x=0,
             xanchor="left",
             yshift=34,
             showarrow=False,
-            text=f"total {human_bytes(m.total)} per GPU",
+            text=f"total {fmt_bytes(m.total)} per GPU{share}",
         )
         for i, (key, name) in enumerate(MEMORY_KINDS):
             b = int(getattr(m, key))
             fig.add_bar(
                 y=[label],
-                x=[b / 2**30],
+                x=[b / div],
                 name=name,
                 orientation="h",
                 marker_color=PALETTE[i],
                 hovertemplate=f"{name}: {human_bytes(b)}<extra></extra>",
             )
-        if m.gpu_mem is not None:
+        if m.gpu_mem is not None and not dwarfed:
             fig.add_bar(
                 y=["GPU"],
-                x=[m.gpu_mem / 2**30],
+                x=[m.gpu_mem / div],
                 name="GPU memory",
                 orientation="h",
                 marker_color="#d1d5db",
                 hovertemplate=f"GPU memory: {human_bytes(m.gpu_mem)}<extra></extra>",
             )
-            fig.add_vline(
-                x=m.gpu_mem / 2**30, line={"color": BAD if m.fits is False else "#6b7280"}
-            )
-        fig.update_xaxes(title="GiB per GPU")
+            fig.add_vline(x=m.gpu_mem / div, line={"color": BAD if m.fits is False else "#6b7280"})
+        fig.update_xaxes(title=f"{unit} per GPU")
         style_figure(fig, height=330)
         fig.update_layout(barmode="stack", legend={"orientation": "h", "y": -0.3})
         return plot(fig, name="fit-memory")

@@ -9,6 +9,11 @@ import panel as pn
 from ..state import AppState
 from ..tables import optimizer_of
 from .common import cards, error_pane, placeholder, section, table, watch
+from .export import export_buttons
+
+
+def _exportable(tbl: pn.widgets.Tabulator, name: str) -> list[Any]:
+    return [export_buttons(tbl, name), tbl]
 
 
 class OptimizerView(pn.viewable.Viewer):
@@ -76,7 +81,7 @@ class OptimizerView(pn.viewable.Viewer):
         )
         self._body[:] = [
             kpis,
-            section("param_groups", table(groups)),
+            section("param_groups", *_exportable(table(groups), "param_groups")),
             section(
                 "Parameters with optimizer state (click a row to open its state in the weight map)",
                 self._params_table(params),
@@ -120,7 +125,9 @@ class OptimizerView(pn.viewable.Viewer):
                 )
             ]
             return
-        self._stats_area[:] = [table(df, pagination="remote", page_size=15)]
+        self._stats_area[:] = _exportable(
+            table(df, pagination="remote", page_size=15), "optimizer_state_statistics"
+        )
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self._body

@@ -15,6 +15,7 @@ from ..tables import model_parameter_count
 from .common import (
     PALETTE,
     cards,
+    fit_list,
     fmt_bytes,
     fmt_count,
     html_pane,
@@ -25,6 +26,8 @@ from .common import (
     table,
     watch,
 )
+from .export import export_buttons
+from .loaders import loaders_block
 
 
 def parameters_card(view: Any) -> tuple[str, str, str]:
@@ -106,7 +109,7 @@ class Overview(pn.viewable.Viewer):
                 ("Tensors", f"{len(view.tensors):,}", f"{fmt_bytes(view.tensor_bytes)} of data"),
                 ("On disk", fmt_bytes(view.total_bytes), f"{len(view.files)} file(s)"),
                 *(
-                    [("Parts", str(len(view.parts)), ", ".join(view.parts)[:40])]
+                    [("Parts", str(len(view.parts)), fit_list(view.parts, 48))]
                     if view.parts
                     else []
                 ),
@@ -127,7 +130,7 @@ class Overview(pn.viewable.Viewer):
             section("Data types (by bytes)", self._dtype_chart(dtypes), height=340),
             sizing_mode="stretch_width",
         )
-        blocks: list[Any] = [*security_banner(view), kpis, row1]
+        blocks: list[Any] = [*security_banner(view), kpis, *loaders_block(view), row1]
         if clues:
             blocks.append(
                 section(
@@ -143,15 +146,13 @@ class Overview(pn.viewable.Viewer):
                     table(parts),
                 )
             )
+        files_table = table(
+            files.drop(columns=["size"]),
+            pagination="local" if len(files) > 20 else None,
+            page_size=20,
+        )
         blocks.append(
-            section(
-                f"Files ({len(files)})",
-                table(
-                    files.drop(columns=["size"]),
-                    pagination="local" if len(files) > 20 else None,
-                    page_size=20,
-                ),
-            )
+            section(f"Files ({len(files)})", export_buttons(files_table, "files"), files_table)
         )
         values = b.frame("values")
         if len(values):

@@ -7,18 +7,15 @@ from typing import Any
 
 import panel as pn
 
+from ..numbers import fmt_int, fmt_number, plural
 from ..state import BrowseState
 from ..tables import shape_text
 from ..tensor_stats import TensorDetail
-from .common import ACCENT, cards, error_pane, fmt_count, placeholder, plot, style_figure, watch
+from .common import ACCENT, cards, error_pane, placeholder, plot, style_figure, watch
 
 
 def _num(x: float | int) -> str:
-    if isinstance(x, int):
-        return f"{x:,}"
-    if x != x:  # NaN
-        return "-"
-    return f"{x:.4g}"
+    return fmt_int(x) if isinstance(x, int) else fmt_number(x)
 
 
 class TensorDetailView(pn.viewable.Viewer):
@@ -58,7 +55,7 @@ class TensorDetailView(pn.viewable.Viewer):
         header = pn.pane.HTML(
             f"<div style='font-weight:600;font-size:15px;word-break:break-all'>"
             f"{html.escape(d.name)}</div><div class='muted' style='color:#6b7280'>"
-            f"{d.dtype} · {shape_text(d.shape)} · {fmt_count(int(s['numel']))} elements</div>",
+            f"{d.dtype} · {shape_text(d.shape)} · {plural(int(s['numel']), 'element')}</div>",
             sizing_mode="stretch_width",
             css_classes=["tensor-title"],
         )
@@ -69,7 +66,7 @@ class TensorDetailView(pn.viewable.Viewer):
                 ("mean |x|", _num(s["mean_abs"]), f"zeros {_num(int(s['zeros']))}"),
                 (
                     "NaN / Inf",
-                    f"{s['nan']:,} / {s['inf']:,}",
+                    f"{fmt_int(int(s['nan']))} / {fmt_int(int(s['inf']))}",
                     "all finite" if not bad else "non-finite values!",
                     "#10b981" if not bad else "#ef4444",
                 ),
@@ -90,7 +87,7 @@ class TensorDetailView(pn.viewable.Viewer):
         centers = [(a + b) / 2 for a, b in zip(d.hist_edges, d.hist_edges[1:], strict=False)]
         fig = go.Figure(go.Bar(x=centers, y=d.hist_counts, marker_color=ACCENT, opacity=0.85))
         fig.update_layout(bargap=0.02)
-        note = "" if d.sampled >= int(d.stats["numel"]) else f" (sample of {d.sampled:,})"
+        note = "" if d.sampled >= int(d.stats["numel"]) else f" (sample of {fmt_int(d.sampled)})"
         return style_figure(fig, height=220, title=f"Histogram{note}")
 
     @staticmethod

@@ -17,9 +17,9 @@ from typing import Any
 import panel as pn
 
 from ..engines import available
-from ..numbers import fmt_number
+from ..numbers import fmt_number, plural
 from ..state import AppState
-from ..timeline_state import default_run_dir, natural_key
+from ..timeline_state import default_run_dir, natural_key, run_beside
 from .common import (
     BAD,
     SEVERITY_COLOURS,
@@ -187,7 +187,9 @@ def lines_figure(
         )
     for step, group in by_step(t.anomalies).items():
         _mark(fig, step, group)
-    fig.update_xaxes(title="step")
+    fig.update_xaxes(title="step", tickformat="d")  # steps are integers: no 6.5 between 6 and 7
+    if steps and len({s for s in steps if s is not None}) <= 12:
+        fig.update_xaxes(tickmode="array", tickvals=sorted({s for s in steps if s is not None}))
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", exponentformat="e")
     style_figure(fig, height=300, title=title)
     fig.update_layout(margin={"t": 60})
@@ -262,7 +264,7 @@ class TimelineView(pn.viewable.Viewer):
         st = self.app.timeline
         if st.run_dir and st.run_dir != self._auto:
             return
-        self._auto = default_run_dir(self.app.browse.path)
+        self._auto = run_beside(self.app.guard.root, default_run_dir(self.app.browse.path))
         st.run_dir = self._auto
 
     def open_pair(self, index: int) -> bool:
@@ -312,7 +314,7 @@ class TimelineView(pn.viewable.Viewer):
             return
         n_err = sum(a.severity == "error" for a in t.anomalies)
         found: tuple[Any, ...] = ("Anomalies", fmt_number(len(t.anomalies)))
-        found += (f"{fmt_number(n_err)} errors", BAD) if n_err else ("no error",)
+        found += (plural(n_err, "error"), BAD) if n_err else ("no error",)
         kpis = cards(
             [
                 ("Checkpoints", fmt_number(len(t.checkpoints)), Path(t.run_dir).name),

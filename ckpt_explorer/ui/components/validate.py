@@ -18,6 +18,7 @@ from .common import (
     table,
     watch,
 )
+from .export import export_buttons
 
 SEVERITY_ORDER = {"critical": 0, "error": 1, "warning": 2, "warn": 2, "info": 3, "ok": 4}
 
@@ -114,7 +115,10 @@ class ValidateView(pn.viewable.Viewer):
             "Select a finding to open its tensor or file in the weight map.",
             styles={"color": "#6b7280"},
         )
-        self._results[:] = [kpis, section("Findings (worst first)", note, tbl)]
+        self._results[:] = [
+            kpis,
+            section("Findings (worst first)", pn.Row(note, export_buttons(tbl, "findings")), tbl),
+        ]
 
     def _follow(self, df: Any, selection: list[int]) -> None:
         if selection:

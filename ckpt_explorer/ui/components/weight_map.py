@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import panel as pn
+from panel.io.model import JSCode
 
+from ..numbers import fmt_bytes, fmt_int, plural
 from ..state import AppState
-from ..tables import prefix_of
+from ..tables import filter_weights, short_labels
 from .common import PALETTE, placeholder, plot, section, style_figure, table, watch
+from .export import export_buttons
 from .tensor_detail import TensorDetailView
 
 # names and files are filtered by the inputs above the table (state-driven: the module tree,
@@ -17,22 +20,21 @@ HEADER_FILTERS = {
     "dtype": {"type": "input", "func": "like", "placeholder": "dtype"},
     "shape": {"type": "input", "func": "like", "placeholder": "shape"},
 }
-# long names and shard files wrap inside their cells instead of being cut off
+# long names and shard files wrap at their dots and slashes, never cut off
 WRAP_CSS = """
-.tabulator-cell[tabulator-field='name'], .tabulator-cell[tabulator-field='file'] {
-  white-space: normal !important; overflow-wrap: anywhere; text-overflow: clip;
+.tabulator-cell[tabulator-field='name'], .tabulator-cell[tabulator-field='file'],
+.tabulator-cell[tabulator-field='parameter'] {
+  white-space: normal !important; overflow-wrap: break-word; text-overflow: clip;
 }
 """
-
-
-def _contains(df: Any, name: str = "", file: str = "") -> Any:
-    if df is None:
-        return df
-    if name:
-        df = df[df["name"].str.contains(name, regex=False, case=False)]
-    if file:
-        df = df[df["file"].str.contains(file, regex=False, case=False)]
-    return df
+# names break after "." and "/" (a <wbr>, no character: copied names stay exact)
+JS_BREAKABLE = """function(cell) {
+  const v = cell.getValue();
+  if (v === null || v === undefined) return '';
+  const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
+  return String(v).replace(/[&<>"']/g, (c) => map[c]).replace(/([./])/g, '$1<wbr>');
+}"""
+BREAKABLE = dict.fromkeys(("name", "parameter", "file"), JSCode(JS_BREAKABLE))
 
 
 class WeightMap(pn.viewable.Viewer):
@@ -47,8 +49,8 @@ class WeightMap(pn.viewable.Viewer):
             name="Filter names", placeholder="e.g. layers.3.  or  exp_avg", width=300
         )
         self._file = pn.widgets.TextInput(name="Filter files", placeholder="shard file", width=220)
-        self._name.param.watch(lambda e: setattr(b, "name_filter", e.new), "value_input")
-        self._file.param.watch(lambda e: setattr(b, "file_filter", e.new), "value_input")
+        self._name.param.watch(self._typed_name, "value_input")
+        self._file.param.watch(self._typed_file, "value_input")
         watch(b, self._sync_inputs, ["name_filter", "file_filter"])
         self._clear = pn.widgets.Button(name="Clear filters", button_type="light", align="end")
         self._clear.on_click(lambda *_: self._clear_filters())
@@ -59,25 +61,44 @@ class WeightMap(pn.viewable.Viewer):
             page_size=18,
             header_filters=HEADER_FILTERS,
             selectable=1,
-            height=560,
-            layout="fit_columns",
-            hidden_columns=["numel"],
-            widths={"name": "38%", "dtype": 80, "shape": 100, "bytes": 90, "file": "28%"},
-            formatters={"name": {"type": "textarea"}, "file": {"type": "textarea"}},
+            layout="fit_columns",  # no fixed height: every row of the page shows, one scrollbar
+            hidden_columns=["numel", "key"],
+            widths={
+                "name": "28%",
+                "parameter": "22%",
+                "dtype": 80,
+                "shape": 100,
+                "bytes": 100,
+                "file": "18%",
+            },
+            formatters=BREAKABLE,
             css_classes=["weight-map"],
         )
         self._table.stylesheets = [*self._table.stylesheets, WRAP_CSS]
         self._table.add_filter(
-            pn.bind(_contains, name=b.param.name_filter, file=b.param.file_filter)
+            pn.bind(
+                filter_weights,
+                name=b.param.name_filter,
+                file=b.param.file_filter,
+                prefix=b.param.name_prefix,
+            )
         )
         self._table.param.watch(self._on_select, "selection")
-        self._table.param.watch(lambda *_: self._update_count(), ["filters", "value"])
-        watch(b, lambda *_: self._update_count(), ["name_filter", "file_filter"])
+        self._table.param.watch(lambda *_: self._update_count(), ["filters", "value", "page"])
+        watch(b, lambda *_: self._filters_changed(), ["name_filter", "file_filter", "name_prefix"])
+        self._export = export_buttons(self._table, "tensors")
         self._detail = TensorDetailView(browse=b)
         self._charts = pn.Row(sizing_mode="stretch_width")
         self._empty = placeholder("Open a checkpoint to see its tensors.")
         self._main = pn.Column(
-            pn.Row(self._name, self._file, self._clear, self._count, sizing_mode="stretch_width"),
+            pn.Row(
+                self._name,
+                self._file,
+                self._clear,
+                self._count,
+                self._export,
+                sizing_mode="stretch_width",
+            ),
             pn.Row(
                 pn.Column(self._table, sizing_mode="stretch_width"),
                 section("Tensor detail", self._detail, width=420, height=620),
@@ -87,11 +108,42 @@ class WeightMap(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         self._body = pn.Column(sizing_mode="stretch_width")
+        self._zoom = ""
         watch(b, lambda *_: self._load(), "view")
         self._load()
 
     def _clear_filters(self) -> None:
-        self.app.browse.param.update(name_filter="", file_filter="")
+        self.app.browse.filter_text(name="", file="")
+
+    def _typed_name(self, event: Any) -> None:
+        if event.new != self.app.browse.name_filter:
+            self.app.browse.filter_text(name=event.new)
+
+    def _typed_file(self, event: Any) -> None:
+        if event.new != self.app.browse.file_filter:
+            self.app.browse.filter_text(file=event.new)
+
+    def _filters_changed(self) -> None:
+        """Back to page 1 (where the result starts), the count, and the treemap redrawn
+        zoomed to the module filtered (or not zoomed)."""
+        self._table.page = 1
+        self._update_count()
+        if (
+            self.app.browse.view is not None
+            and len(self._charts)
+            and self._zoom_target() != (self._zoom)
+        ):  # redrawn only when the zoom changes, not on every key typed
+            self._charts[0] = section(
+                "Module tree (bytes; click a box to filter)", self._tree_chart()
+            )
+
+    def _zoom_target(self) -> str:
+        """The tree node the filter stands for ("" for none: the whole tree)."""
+        b = self.app.browse
+        if not (b.name_prefix and b.name_filter):
+            return ""
+        filters = getattr(self, "_tree_filters", {})
+        return next((i for i, f in filters.items() if f == b.name_filter), "")
 
     def _sync_inputs(self, *_: Any) -> None:
         b = self.app.browse
@@ -105,7 +157,14 @@ class WeightMap(pn.viewable.Viewer):
         if b.view is None:
             self._body[:] = [self._empty]
             return
-        self._table.param.update(value=b.frame("weights"), selection=[])
+        weights = b.frame("weights")
+        folded = bool(weights["parameter"].astype(bool).any())  # optimizer states named
+        self._table.param.update(
+            value=weights,
+            selection=[],
+            page=1,
+            hidden_columns=["numel", "key"] + ([] if folded else ["parameter"]),
+        )
         self._sync_inputs()
         self._update_count()
         self._charts[:] = [
@@ -119,7 +178,12 @@ class WeightMap(pn.viewable.Viewer):
         if df is None:
             return
         shown = len(self._table.current_view)
-        self._count.object = f"**{shown:,}** of {len(df):,} tensors"
+        size = self._table.page_size or 18
+        pages = max(1, -(-shown // size))
+        page = min(self._table.page or 1, pages)
+        first, last = (page - 1) * size + 1, min(page * size, shown)
+        where = f" · rows {first:,}–{last:,}, page {page} of {pages}" if shown else ""
+        self._count.object = f"**{fmt_int(shown)}** of {plural(len(df), 'tensor')}{where}"
 
     def _on_select(self, event: Any) -> None:
         if not event.new:
@@ -132,9 +196,13 @@ class WeightMap(pn.viewable.Viewer):
     def _tree_chart(self) -> pn.viewable.Viewable:
         import plotly.graph_objects as go
 
-        tree = self.app.browse.frame("tree")
+        b = self.app.browse
+        tree = b.frame("tree")
         if not len(tree):
             return placeholder("No tensors.")
+        self._tree_filters = dict(zip(tree["id"], tree["filter"], strict=True))
+        zoom = self._zoom = self._zoom_target()
+        sizes = [fmt_bytes(x) for x in tree["bytes"]]
         fig = go.Figure(
             go.Treemap(
                 ids=tree["id"],
@@ -142,10 +210,12 @@ class WeightMap(pn.viewable.Viewer):
                 labels=tree["label"],
                 values=tree["bytes"],
                 branchvalues="total",
-                customdata=tree["tensors"],
-                hovertemplate="%{id}<br>%{value:,} bytes, %{customdata} tensors<extra></extra>",
+                customdata=list(zip(tree["tensors"], sizes, strict=True)),
+                hovertemplate="%{id}<br>%{customdata[1]}, %{customdata[0]} tensors<extra></extra>",
                 maxdepth=3,
                 marker={"colorscale": "Blues"},
+                sort=False,  # natural order of names, as the tree lists them
+                level=zoom or None,
             )
         )
         style_figure(fig, height=380)
@@ -156,8 +226,10 @@ class WeightMap(pn.viewable.Viewer):
 
     def _on_tree_click(self, event: Any) -> None:
         points = (event.new or {}).get("points") or []
-        if points and points[0].get("id"):
-            self.app.browse.param.update(name_filter=prefix_of(points[0]["id"]), file_filter="")
+        node = points[0].get("id") if points else None
+        filters = getattr(self, "_tree_filters", {})
+        if node in filters:
+            self.app.browse.filter_module(filters[node])
 
     def _shard_chart(self) -> pn.viewable.Viewable:
         import plotly.graph_objects as go
@@ -166,17 +238,24 @@ class WeightMap(pn.viewable.Viewer):
         data = files[files["tensors"] > 0]
         if not len(data):
             return placeholder("No data files.")
+        files = list(data["file"])
         fig = go.Figure(
             go.Bar(
-                x=data["file"],
+                x=short_labels(files),
                 y=data["bytes"] / 2**20,
-                customdata=data[["tensors", "size"]],
+                customdata=list(zip(data["tensors"], data["size"], files, strict=True)),
                 marker_color=PALETTE[1],
-                hovertemplate="%{x}<br>%{customdata[1]}, %{customdata[0]} tensors<extra></extra>",
+                hovertemplate="%{customdata[2]}<br>%{customdata[1]}, %{customdata[0]} tensors"
+                "<extra></extra>",
             )
         )
         fig.update_yaxes(title="MiB")
-        fig.update_xaxes(showticklabels=len(data) <= 40, tickangle=-30)
+        fig.update_xaxes(
+            type="category",  # in the files' natural order, never re-sorted
+            showticklabels=len(data) <= 60,
+            tickangle=-45 if len(data) > 8 else 0,
+            automargin=True,
+        )
         return plot(style_figure(fig, height=380))
 
     def __panel__(self) -> pn.viewable.Viewable:

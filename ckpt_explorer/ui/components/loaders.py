@@ -1,0 +1,62 @@
+"""The Overview's "Who can load this" card: each modeled loader's verdict on the open
+checkpoint (``ckpt_explorer.loadable`` through ui/engines.py)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import panel as pn
+
+from ..engines import engine
+from .common import html_pane, section
+
+_MARK = {"loads": ("✓", "#15803d"), "fails": ("✗", "#b91c1c"), "silent": ("∅", "#b45309")}
+
+
+def loader_rows(view: Any) -> list[dict[str, Any]]:
+    """One row per verdict: target, loader, outcome, meant, what it says (no widgets)."""
+    mod = engine("loadable")
+    if mod is None or not mod.has_table(view.path):
+        return []
+    table = mod.loader_table(view.path)
+    return [
+        {
+            "target": v.target or ".",
+            "loader": v.label,
+            "outcome": v.outcome,
+            "meant": v.meant,
+            "says": (f"{v.error}: {v.message}" if v.error else v.message) if not v.ok else "",
+        }
+        for v in table.verdicts
+    ] + [
+        {
+            "target": c.target or ".",
+            "loader": "conflict",
+            "outcome": "warning",
+            "meant": False,
+            "says": c.message,
+        }
+        for c in table.conflicts
+    ]
+
+
+def loaders_block(view: Any) -> list[pn.viewable.Viewable]:
+    """The card as a list of zero or one section (none when no loader applies)."""
+    rows = loader_rows(view)
+    if not rows:
+        return []
+    items = []
+    for r in rows:
+        mark, colour = _MARK.get(r["outcome"], ("⚠", "#b45309"))
+        meant = " <b>(written for it)</b>" if r["meant"] else ""
+        says = f"<br><small>{html.escape(r['says'][:300])}</small>" if r["says"] else ""
+        where = f"{html.escape(r['target'])}: " if r["target"] != "." else ""
+        items.append(
+            f"<li><span style='color:{colour}'>{mark}</span> {where}"
+            f"{html.escape(r['loader'])}{meant}{says}</li>"
+        )
+    body = html_pane(
+        "<ul class='evidence'>" + "".join(items) + "</ul>", sizing_mode="stretch_width"
+    )
+    return [section("Who can load this", body)]
