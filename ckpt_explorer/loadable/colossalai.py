@@ -11,6 +11,8 @@ shards with safetensors.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import CkptExplorerError
@@ -54,31 +56,32 @@ def _torch_file(p: Path) -> tuple[str, str] | None:
     return _read_files(p.parent, [p.name], safetensors=False)
 
 
+def _verdict(
+    loader: str,
+    call: str,
+    target: str,
+    meant: bool,
+    reads: list[str],
+    failure: tuple[str, str] | None,
+    fix: str = "",
+    notes: Iterable[str] = (),
+) -> Verdict:
+    """``loads`` when ``failure`` is None, else ``fails`` with its (error, message)."""
+    if failure is None:
+        return Verdict(loader, call, target, "loads", tuple(reads), meant=meant, notes=tuple(notes))
+    error, message = failure
+    return Verdict(
+        loader, call, target, "fails", tuple(reads), error, message, fix, meant, tuple(notes)
+    )
+
+
 def load_model(p: Path, target: str, layout: Layout) -> list[Verdict]:
     if layout.kind not in ("hf-model", "colossalai-model", "model-file"):
         return []
     meant = layout.kind == "colossalai-model"
     call = f"booster.load_model(model, {str(p)!r})"
 
-    def verdict(
-        reads: list[str], failure: tuple[str, str] | None, fix: str = "", notes=()
-    ) -> Verdict:
-        if failure is None:
-            return Verdict(
-                MODEL, call, target, "loads", tuple(reads), meant=meant, notes=tuple(notes)
-            )
-        return Verdict(
-            MODEL,
-            call,
-            target,
-            "fails",
-            tuple(reads),
-            failure[0],
-            failure[1],
-            fix,
-            meant,
-            tuple(notes),
-        )
+    verdict = functools.partial(_verdict, MODEL, call, target, meant)
 
     if p.is_file():
         if INDEX_FILE.fullmatch(p.name):
@@ -154,25 +157,7 @@ def load_optimizer(p: Path, target: str, layout: Layout) -> list[Verdict]:
     meant = layout.kind == "colossalai-optimizer"
     call = f"booster.load_optimizer(optimizer, {str(p)!r})"
 
-    def verdict(
-        reads: list[str], failure: tuple[str, str] | None, fix: str = "", notes=()
-    ) -> Verdict:
-        if failure is None:
-            return Verdict(
-                OPTIM, call, target, "loads", tuple(reads), meant=meant, notes=tuple(notes)
-            )
-        return Verdict(
-            OPTIM,
-            call,
-            target,
-            "fails",
-            tuple(reads),
-            failure[0],
-            failure[1],
-            fix,
-            meant,
-            tuple(notes),
-        )
+    verdict = functools.partial(_verdict, OPTIM, call, target, meant)
 
     if p.is_file() and not INDEX_FILE.fullmatch(p.name):
         if p.name.endswith(".safetensors"):
