@@ -8,7 +8,8 @@ written (a lazy import inside a function is a dependency too), except inside an
 it (``ui/engines.py`` imports the engines by name). A ``python -m`` target run in a child process
 is no import.
 ``from pkg.sub import name`` depends on ``pkg.sub`` (or on ``pkg.sub.name`` when that is a
-module) and on the packages above it (their ``__init__`` runs first), but the importer's own.
+module) and on the packages above it (their ``__init__`` runs first) that the importer is not
+itself inside.
 
 Layers: each folder (``io/``, ``readers/`` ...) is one layer; each top-level module
 (``api.py``, ``view.py``, ``errors.py`` ...) is a layer of its own, named by its module name;
@@ -137,11 +138,6 @@ def _nodes(tree: ast.AST) -> list[ast.AST]:
         else:
             todo += ast.iter_child_nodes(node)
     return out
-
-
-def _known(dotted: str) -> str | None:
-    """The package module ``dotted`` (absolute, below the package) is, or None."""
-    return dotted if dotted in MODULES else None
 
 
 def _targets(module: str, node: ast.AST, by_name: bool = False) -> list[str]:
