@@ -9,6 +9,14 @@ from .types import Detection
 from .view import CheckpointView
 
 
+def _explain_damaged(path: Path) -> tuple[str, str] | None:
+    """What a folder no format fits holds when it is a damaged layout, and what to do (the
+    loader checks of :mod:`ckpt_explorer.loadable`, imported only when detection failed)."""
+    from .loadable import explain_damaged as explain
+
+    return explain(path)
+
+
 def detect_format(path: str | Path) -> Detection:
     """The family and kind of ``path`` with the evidence that decided it.
 
@@ -27,8 +35,9 @@ def detect_format(path: str | Path) -> Detection:
 
         from .remote.session import mirror_for
 
-        return replace(detect(mirror_for(str(path)).local)[0], path=str(path))
-    return detect(path)[0]
+        local = mirror_for(str(path)).local
+        return replace(detect(local, _explain_damaged)[0], path=str(path))
+    return detect(path, _explain_damaged)[0]
 
 
 def open_checkpoint(
@@ -63,7 +72,7 @@ def open_checkpoint(
 
         return open_remote(str(path), model, cache, storage_options)
     with gc_paused():  # a listing's objects hold no cycles (io/gc_pause.py)
-        detection, spec = detect(path)
+        detection, spec = detect(path, _explain_damaged)
         view = spec.open(Path(path), detection)
         model_view = None
         if model is not None:

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 from .plain import to_plain
+from .readable import human_bytes
 from .types import OptimizerInfo, TensorRecord
 from .view import CheckpointView, unique_numel
 
@@ -142,14 +143,6 @@ def _optimizer_lines(label: str, opt: OptimizerInfo, limit: int | None) -> list[
         if len(shown) < len(items):
             lines.append(f"  ... {len(items) - len(shown)} more ids (use --all)")
     return lines
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def _table(rows: list[list[str]], headers: list[str]) -> list[str]:

@@ -45,3 +45,12 @@ def readable_pair(a: Any, b: Any) -> tuple[str, str]:
         if ta != tb or a == b:
             return ta, tb
     return repr(a), repr(b)
+
+
+def human_bytes(n: float) -> str:
+    """A byte count in binary units: ``1536`` -> ``1.5 KiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

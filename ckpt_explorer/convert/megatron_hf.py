@@ -15,7 +15,7 @@ from ..readers.megatron_hf import megatron_hf
 from ..view import CheckpointView
 from .fastpath import record_pieces
 from .plan import PlannedTensor, format_bytes
-from .sources import SourceContent
+from .source_content import SourceContent
 
 
 def megatron_hf_source(view: CheckpointView) -> SourceContent:

@@ -12,7 +12,8 @@ from ..natural import natural_if_string_ordered
 from ..readers.diffusers_config import WEIGHT_STEM, model_config
 from .plan import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
 from .renames import unwrap_names
-from .sources import SourceContent, read_source
+from .source_content import SourceContent
+from .sources import read_source
 from .writers import parse_size
 
 if TYPE_CHECKING:

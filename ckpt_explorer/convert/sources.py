@@ -10,61 +10,20 @@ are not the model (optimizer, scheduler, RNG state, ...) are left out, and each 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
-from ..types import TensorRecord
 from ..view import CheckpointView
-from .fastpath import read_pieces, record_pieces
+from .fastpath import read_pieces
+from .megatron_hf import megatron_hf_source
 from .plan import Piece, PlannedTensor, format_bytes
+from .source_content import SIDE_FILES, SourceContent, planned, tensor_loader
+from .universal import universal_source
 
 if TYPE_CHECKING:
     import torch
 
-SIDE_FILES = ("config.json", "generation_config.json")
 DCP_OPTIM_PREFIXES = ("optim.", "optimizer.", "state.", "param_groups")
-
-
-@dataclass
-class SourceContent:
-    """The tensors (in the source's logical order) and values a source gives a conversion."""
-
-    kind: str  # "model", "optimizer" or "state" (a whole DCP training state)
-    tensors: list[PlannedTensor]
-    values: dict[str, Any] = field(default_factory=dict)
-    state_order: list[str] = field(default_factory=list)
-    side_files: list[tuple[str, str]] = field(default_factory=list)
-    written: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # JSON files made
-    dropped: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    parts_left_out: list[str] = field(default_factory=list)
-    paths: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
-
-
-def _loader(view: CheckpointView, name: str) -> Callable[[], torch.Tensor]:
-    return lambda: view.load(name)
-
-
-def planned(
-    view: CheckpointView,
-    record: TensorRecord,
-    name: str | None = None,
-    memo: dict[str, tuple[str, str, int]] | None = None,
-) -> PlannedTensor:
-    """A source record as an output tensor of the same dtype (fast path when possible).
-
-    ``memo``: one dict shared by the records of ``view`` (see ``record_pieces``).
-    """
-    return PlannedTensor(
-        name=name or record.name,
-        source=record.name,
-        dtype=record.dtype,
-        shape=tuple(record.shape),
-        nbytes=record.nbytes,
-        pieces=record_pieces(view.path, record, memo),
-        loader=_loader(view, record.name),
-    )
 
 
 def _pieces_loader(
@@ -88,12 +47,8 @@ def read_source(
     if view.family == "deepspeed":
         return _deepspeed(view)
     if as_hf and view.family in ("megatron-dist", "megatron-legacy"):
-        from .megatron_hf import megatron_hf_source
-
         return megatron_hf_source(view)
     if view.family == "deepspeed-universal":  # the fp32 masters, as zero_to_fp32 gives them
-        from .universal import universal_source
-
         return universal_source(view)
     if view.kind == "training_state" and view.family == "torch-dcp":
         return _dcp_whole_state(view) if whole_state else _dcp_training_state(view)
@@ -272,7 +227,7 @@ def _deepspeed(view: CheckpointView) -> SourceContent:
                 t.shape,
                 t.nbytes,
                 t.pieces,
-                loader=_loader(model_view, f"module.{r.name}"),
+                loader=tensor_loader(model_view, f"module.{r.name}"),
             )
         )
     for alias, target in shared.items():

@@ -27,11 +27,10 @@ from ..types import TensorRecord
 from ..view import CheckpointView
 from .fastpath import record_pieces
 from .plan import PlannedTensor, format_bytes
+from .source_content import SIDE_FILES, SourceContent, planned
 
 if TYPE_CHECKING:
     import torch
-
-    from .sources import SourceContent
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -67,8 +66,6 @@ def _parts(view: CheckpointView) -> tuple[CheckpointView, CheckpointView, str]:
 
 
 def _side_files(view: CheckpointView, masters: CheckpointView) -> list[tuple[str, str]]:
-    from .sources import SIDE_FILES
-
     folder = masters.path.parent  # the universal folder
     for where in dict.fromkeys((folder, view.path, folder.parent)):
         found = [(str(where / n), n) for n in SIDE_FILES if (where / n).is_file()]
@@ -79,8 +76,6 @@ def _side_files(view: CheckpointView, masters: CheckpointView) -> list[tuple[str
 
 def universal_source(view: CheckpointView) -> SourceContent:
     """The model of a universal checkpoint for a conversion (see the module docstring)."""
-    from .sources import SourceContent, planned
-
     masters, model, model_name = _parts(view)
     shared_raw = model.values.get("shared_params")
     shared = {str(k): str(v) for k, v in (shared_raw or {}).items()}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api import open_checkpoint
-from ..inspect_report import human_bytes
+from ..readable import human_bytes
 from ..view import CheckpointView
 from .arch import ArchFacts, model_tensors, read_arch
 from .checks import Check, run_checks

@@ -1,9 +1,16 @@
-"""Every known checkpoint family, registered with its probe and its reader."""
+"""Every known checkpoint family, registered with its probe and its opener.
+
+Single-family entries come first: a reader's own probe and opener. Composite entries follow:
+their probes work over the single-family results (a training state is told by what its
+children are; a DeepSpeed save folder, a PEFT adapter or a universal save folder yields to the
+family that owns it, :mod:`.precedence`) and their openers open the parts with the parts' own
+entries. Detection tries every entry of a target in priority order, lower first, whichever
+group it was registered in.
+"""
 
 from __future__ import annotations
 
 from ..readers import (
-    bundle,
     dcp,
     deepspeed,
     deepspeed_universal,
@@ -18,8 +25,11 @@ from ..readers import (
     torchtune,
     torchtune_recipe,
 )
-from .registry import FormatSpec, detect, register, spec_for, specs
+from . import precedence, torchtune_output, training_state
+from .detect import detect
+from .registry import FormatSpec, register, spec_for, specs
 
+# --- one family: a reader's probe and opener -------------------------------------------------
 register(FormatSpec("torch-dcp", ("torch-dcp",), "dir", 10, dcp.probe, dcp.open_dcp))
 register(  # before "torch-dcp": a dist_checkpointing folder holds a DCP checkpoint too
     FormatSpec(
@@ -42,30 +52,6 @@ register(
     )
 )
 register(
-    FormatSpec("deepspeed", ("deepspeed",), "dir", 20, deepspeed.probe, deepspeed.open_deepspeed)
-)
-register(  # before "deepspeed": a universal folder holds a copied model-states file too
-    FormatSpec(
-        "deepspeed-universal",
-        ("deepspeed-universal",),
-        "dir",
-        15,
-        deepspeed_universal.probe,
-        deepspeed_universal.open_universal,
-    )
-)
-register(
-    FormatSpec(
-        "peft-adapter", ("peft-adapter",), "dir", 30, peft_adapter.probe, peft_adapter.open_adapter
-    )
-)
-register(  # an output folder: epoch_N/ weights beside recipe_state/recipe_state.pt
-    FormatSpec("torchtune", ("torchtune",), "dir", 35, torchtune.probe, torchtune.open_output)
-)
-register(
-    FormatSpec("training-state", ("training-state",), "dir", 40, bundle.probe, bundle.open_bundle)
-)
-register(
     FormatSpec(
         "sharded-index",
         ("hf-sharded", "colossalai-sharded-model", "colossalai-sharded-optimizer"),
@@ -84,16 +70,6 @@ register(
         10,
         safetensors_file.probe,
         safetensors_file.open_safetensors,
-    )
-)
-register(  # before "torch": recipe_state.pt is a torch.save file of the optimizer and run state
-    FormatSpec(
-        "torchtune-recipe-state",
-        ("torchtune",),
-        "file",
-        15,
-        torchtune_recipe.probe_file,
-        torchtune_recipe.open_recipe_state,
     )
 )
 register(
@@ -124,6 +100,63 @@ register(
         40,
         json_files.probe_running_states,
         json_files.open_running_states,
+    )
+)
+
+# --- composite: probes over the single-family results, openers over the parts' entries -------
+register(  # before "deepspeed": a universal folder holds a copied model-states file too
+    FormatSpec(
+        "deepspeed-universal",
+        ("deepspeed-universal",),
+        "dir",
+        15,
+        precedence.probe_universal,
+        deepspeed_universal.open_universal,
+    )
+)
+register(  # yields to a training state around its tag folder
+    FormatSpec(
+        "deepspeed",
+        ("deepspeed",),
+        "dir",
+        20,
+        precedence.probe_deepspeed,
+        deepspeed.open_deepspeed,
+    )
+)
+register(  # yields to a training state around the adapter
+    FormatSpec(
+        "peft-adapter",
+        ("peft-adapter",),
+        "dir",
+        30,
+        precedence.probe_peft_adapter,
+        peft_adapter.open_adapter,
+    )
+)
+register(  # an output folder: epoch_N/ weights beside recipe_state/recipe_state.pt
+    FormatSpec(
+        "torchtune", ("torchtune",), "dir", 35, torchtune.probe, torchtune_output.open_output
+    )
+)
+register(
+    FormatSpec(
+        training_state.NAME,
+        ("training-state",),
+        "dir",
+        40,
+        training_state.probe,
+        training_state.open_training_state,
+    )
+)
+register(  # before "torch": recipe_state.pt is a torch.save file of the optimizer and run state
+    FormatSpec(
+        "torchtune-recipe-state",
+        ("torchtune",),
+        "file",
+        15,
+        torchtune_recipe.probe_file,
+        torchtune_output.open_recipe_state,
     )
 )
 

@@ -11,27 +11,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..errors import CkptExplorerError, TruncatedFileError
+from ..errors import TruncatedFileError
 from ..types import shape_numel
-from .torch_names import DTYPES, DType
+from .torch_names import DTYPES, DType, torch_dtype
 
 if TYPE_CHECKING:
     import torch
-
-
-def torch_dtype(name: str, path: str | Path | None = None) -> torch.dtype:
-    """``"bfloat16"`` -> ``torch.bfloat16``; a clear error for dtypes this torch lacks."""
-    import torch
-
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise CkptExplorerError(
-            path,
-            f"a dtype this torch ({torch.__version__}) supports",
-            name,
-            "Upgrade torch to read tensors of this dtype; listing still works.",
-        )
-    return dtype
 
 
 class MappedFile:

@@ -21,7 +21,7 @@ from functools import partial
 from itertools import chain
 from typing import Any
 
-from .safetensors_header import HeaderEntry
+from .safetensors_dtypes import HeaderEntry
 
 _FIELDS = operator.itemgetter("dtype", "shape", "data_offsets")
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)

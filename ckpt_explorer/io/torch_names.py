@@ -9,7 +9,10 @@ dtype table (tests/test_cli_no_torch.py compares it with the live one, so drift 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..errors import CkptExplorerError
 
 if TYPE_CHECKING:
     import torch
@@ -32,9 +35,22 @@ class DType:
 
     def to_torch(self) -> torch.dtype:
         """The real ``torch.dtype`` (imports torch)."""
-        from .mapped import torch_dtype
-
         return torch_dtype(self.name)
+
+
+def torch_dtype(name: str, path: str | Path | None = None) -> torch.dtype:
+    """``"bfloat16"`` -> ``torch.bfloat16``; a clear error for dtypes this torch lacks."""
+    import torch
+
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise CkptExplorerError(
+            path,
+            f"a dtype this torch ({torch.__version__}) supports",
+            name,
+            "Upgrade torch to read tensors of this dtype; listing still works.",
+        )
+    return dtype
 
 
 class Size(tuple[int, ...]):

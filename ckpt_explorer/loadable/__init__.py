@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import accelerate, colossalai, conflicts, dcp, deepspeed, torch_load, transformers
+from . import accelerate, colossalai, conflicts, damaged, dcp, deepspeed, torch_load, transformers
 from .files import torch_version
 from .layout import targets
 from .model import Conflict, Layout, LoaderTable, Verdict
@@ -56,4 +56,32 @@ def loader_table(path: str | Path) -> LoaderTable:
     return LoaderTable(str(root), layouts, tuple(verdicts), tuple(found), torch_version())
 
 
-__all__ = ["Conflict", "Layout", "LoaderTable", "Verdict", "has_table", "loader_table"]
+def explain_damaged(path: Path) -> tuple[str, str] | None:
+    """(what was found, what to do) for a damaged folder, for a detection error: the layout,
+    what the loader it was written for does with it, and the repair."""
+    layout = damaged.recognise(path)
+    if layout is None:
+        return None
+    found = f"{layout.damaged} ({'; '.join(layout.evidence)})"
+    for v in (v for f in LOADERS for v in f(path, "", layout) if v.meant and not v.ok):
+        said = f"{v.error}: {v.message}" if v.error else v.message
+        found += f"; {v.label} would fail with {said}"
+        break
+    if layout.repair:
+        todo = f"Run `ckpt-explorer repair {path}` to {layout.repair}."
+    elif layout.kind == "dcp":
+        todo = "Copy .metadata again from the source: it maps every chunk and cannot be rebuilt."
+    else:
+        todo = "Copy the missing files again from the source."
+    return found, todo
+
+
+__all__ = [
+    "Conflict",
+    "Layout",
+    "LoaderTable",
+    "Verdict",
+    "explain_damaged",
+    "has_table",
+    "loader_table",
+]

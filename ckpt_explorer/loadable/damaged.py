@@ -98,25 +98,3 @@ def recognise(path: Path, listing: Listing | None = None) -> Layout | None:
             "rebuild the index from the shards",
         )
     return None
-
-
-def explain(path: Path) -> tuple[str, str] | None:
-    """(what was found, what to do) for a damaged folder, for a detection error: the layout,
-    what the loader it was written for does with it, and the repair."""
-    layout = recognise(path)
-    if layout is None:
-        return None
-    from . import LOADERS  # the package imports this module
-
-    found = f"{layout.damaged} ({'; '.join(layout.evidence)})"
-    for v in (v for f in LOADERS for v in f(path, "", layout) if v.meant and not v.ok):
-        said = f"{v.error}: {v.message}" if v.error else v.message
-        found += f"; {v.label} would fail with {said}"
-        break
-    if layout.repair:
-        todo = f"Run `ckpt-explorer repair {path}` to {layout.repair}."
-    elif layout.kind == "dcp":
-        todo = "Copy .metadata again from the source: it maps every chunk and cannot be rebuilt."
-    else:
-        todo = "Copy the missing files again from the source."
-    return found, todo

@@ -11,21 +11,28 @@ an EMAModel copy, told by its config, is listed after the trained model).
 Each part's role is its Detection.kind (model, adapter, optimizer, scheduler, rng,
 running_state, args; see readers/roles.py); other children are listed as "other" in the
 evidence and are no part.
+
+This module knows the family and nothing of the other families' probes: which children are
+parts is decided in ``formats/training_state.py`` from the children's detections; here the
+parts become a Detection (:func:`training_state_detection`) and their views one view
+(:func:`bundle_view`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import CkptExplorerError
-from ..formats.registry import FormatSpec, spec_for, specs
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
-from . import deepspeed, diffusers_config, peft_adapter
+from . import diffusers_config
+from .deepspeed import SAVE_DIR_FILES
 from .hf_folder import WEIGHT_FILES
-from .sharded_index import TMP_DIR, find_index, load_index
+from .peft_adapter import ADAPTER_FILES
+from .sharded_index import find_index, load_index
 
+FAMILY = "training-state"
 STATE_KINDS = {"model", "optimizer", "scheduler", "rng", "running_state", "adapter", "args"}
 MAX_CHILDREN = 64
 OWN_MODEL_FAMILIES = ("hf-sharded", "colossalai-sharded-model", "hf-single")
@@ -39,10 +46,20 @@ IGNORED = {
     "latest",
 }
 MODEL_SIDE_FILES = ("config.json", "generation_config.json")
+ADAPTER_OWN_FILES = frozenset({"adapter_config.json", *ADAPTER_FILES})
 DEEPSPEED = "deepspeed"  # a tag folder is a part: the one ``latest`` names (older tags are not)
 
+Part = tuple[Path, Detection]  # where a part lies, and what it was detected as
 
-def _own_model_files(path: Path) -> set[str]:
+
+def children(path: Path) -> list[Path] | None:
+    """The entries of ``path`` that may be parts (hidden ones never); None when there are too
+    many for a training state."""
+    found = [c for c in sorted(path.iterdir()) if not c.name.startswith(".")]
+    return None if len(found) > MAX_CHILDREN else found
+
+
+def own_model_files(path: Path) -> set[str]:
     """Files that belong to a model stored directly in ``path`` (index + shards)."""
     owned: set[str] = set()
     indexes = find_index(path)
@@ -53,112 +70,66 @@ def _own_model_files(path: Path) -> set[str]:
     return owned
 
 
-def _detect_child(
-    child: Path, target: str, skip: tuple[str, ...] = ("training-state",)
-) -> tuple[Detection, FormatSpec] | None:
-    for spec in specs(target):
-        if spec.name in skip:
-            continue
-        try:
-            detection = spec.probe(child)
-        except (CkptExplorerError, OSError):
-            return None
-        if detection is not None:
-            return detection, spec
-    return None
-
-
-def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
-    """Name -> (path, detection, spec) of the state parts in ``path``."""
-    parts: dict[str, tuple[Path, Detection, FormatSpec]] = {}
-    children = [c for c in sorted(path.iterdir()) if not c.name.startswith(".")]
-    if len(children) > MAX_CHILDREN:
-        return {}
-    own = _detect_child(path, "dir", ("training-state", "peft-adapter", DEEPSPEED))
-    owned: set[str] = set()
-    if own is not None and own[0].family in OWN_MODEL_FAMILIES:
-        parts["model"] = (path, *own)
-        owned = _own_model_files(path)
-    else:
-        adapter = peft_adapter.adapter_detection(path)
-        if adapter is not None:
-            parts["adapter"] = (path, adapter, spec_for(adapter, "dir"))
-            owned = {"adapter_config.json", *peft_adapter.ADAPTER_FILES}
-    for child in children:
-        if child.name in owned or child.name in IGNORED or child.name == TMP_DIR:
-            continue
-        found = _detect_child(child, "dir" if child.is_dir() else "file")
-        if found is None:
-            continue
-        if found[0].family == DEEPSPEED:
-            if child.name != deepspeed.latest_tag(path):
-                continue
-        elif found[0].kind not in STATE_KINDS:
-            continue
-        name = child.name if child.name not in parts else f"{child.name}#2"
-        parts[name] = (child, *found)
-    # EMA copies last: the trained model comes first where one model is picked (names, checks)
-    return dict(sorted(parts.items(), key=lambda kv: _ema_config(kv[1]) is not None))
-
-
-def _ema_config(part: tuple[Path, Detection, FormatSpec]) -> dict[str, Any] | None:
+def ema_config(part: Part) -> dict[str, Any] | None:
     """The config of a model part saved by diffusers' EMAModel (None for any other part)."""
-    child, detection, _ = part
+    child, detection = part
     if detection.kind != "model" or not child.is_dir():
         return None
     config = diffusers_config.model_config(child)
     return config if diffusers_config.is_ema(config) else None
 
 
-def other_files(path: Path, parts: dict[str, tuple[Path, Detection, FormatSpec]]) -> list[str]:
+def other_files(path: Path, parts: Mapping[str, Part]) -> list[str]:
     """Children of ``path`` that are no state part (role "other"; model side files excluded)."""
-    taken = {p.name for p, _, _ in parts.values()}
+    taken = {p.name for p, _ in parts.values()}
     if "model" in parts or "adapter" in parts:
-        taken |= _own_model_files(path) | set(MODEL_SIDE_FILES)
-        taken |= {"adapter_config.json", *peft_adapter.ADAPTER_FILES}
-    if any(d.family == DEEPSPEED for _, d, _ in parts.values()):
-        taken |= deepspeed.SAVE_DIR_FILES
+        taken |= own_model_files(path) | set(MODEL_SIDE_FILES)
+        taken |= ADAPTER_OWN_FILES
+    if any(d.family == DEEPSPEED for _, d in parts.values()):
+        taken |= SAVE_DIR_FILES
     return [
         c.name for c in sorted(path.iterdir()) if not c.name.startswith(".") and c.name not in taken
     ]
 
 
-def probe(path: Path) -> Detection | None:
-    parts = find_parts(path)
-    kinds = {d.kind for _, d, _ in parts.values()} - {"args"}  # args alone make no state
+def training_state_detection(path: Path, parts: Mapping[str, Part]) -> Detection | None:
+    """The Detection of ``path`` from its parts, or None when they make no training state:
+    two parts or more of two kinds or more (training args alone make no state), one of them
+    weights, an optimizer or a DeepSpeed tag folder."""
+    kinds = {d.kind for _, d in parts.values()} - {"args"}
     weights = kinds & {"model", "adapter", "optimizer"} or any(
-        d.family == DEEPSPEED for _, d, _ in parts.values()
+        d.family == DEEPSPEED for _, d in parts.values()
     )
     if len(parts) < 2 or len(kinds) < 2 or not weights:
         return None
     evidence = [
         f"{name} → {d.kind}: " + (d.detail or d.family) + " (" + "; ".join(d.evidence[:2]) + ")"
-        for name, (_, d, _) in parts.items()
+        for name, (_, d) in parts.items()
     ]
     for name, part in parts.items():
-        ema = _ema_config(part)
+        ema = ema_config(part)
         if ema is not None:
             evidence.append(f"{name} → {diffusers_config.ema_note(ema)}")
     if "model" in parts or "adapter" in parts:
         side = [n for n in MODEL_SIDE_FILES if (path / n).is_file()]
         evidence += [f"{n} → model (the model's config beside its weights)" for n in side]
-    if any(d.family == DEEPSPEED for _, d, _ in parts.values()):
-        own = sorted(n for n in deepspeed.SAVE_DIR_FILES if (path / n).is_file())
+    if any(d.family == DEEPSPEED for _, d in parts.values()):
+        own = sorted(n for n in SAVE_DIR_FILES if (path / n).is_file())
         evidence.append(f"{', '.join(own)} → deepspeed (written by save_checkpoint beside its tag)")
     evidence += [f"{name} → other" for name in other_files(path, parts)[:8]]
     return Detection(
         str(path),
-        "training-state",
+        FAMILY,
         "training_state",
         (f"{len(parts)} state parts side by side", *evidence),
-        ", ".join(sorted({d.kind for _, d, _ in parts.values()})),
+        ", ".join(sorted({d.kind for _, d in parts.values()})),
     )
 
 
-def open_bundle(path: Path, detection: Detection) -> CheckpointView:
-    views: dict[str, CheckpointView] = {}
-    for name, (child, part_detection, spec) in find_parts(path).items():
-        views[name] = spec.open(child, part_detection)
+def bundle_view(
+    path: Path, detection: Detection, views: Mapping[str, CheckpointView]
+) -> CheckpointView:
+    """One view of the parts' views: records ``<part>/<name>``, files relative to ``path``."""
     records: list[TensorRecord] = []
     files: list[FileInfo] = []
     values: dict[str, Any] = {}
@@ -172,4 +143,4 @@ def open_bundle(path: Path, detection: Detection) -> CheckpointView:
             records += prefixed(view.tensors, name, file_prefix)
             files += [FileInfo(file_prefix + f.path, f.nbytes) for f in view.files]
         values.update({f"{name}/{k}": v for k, v in view.values.items()})
-    return CheckpointView(path, detection, tuple(files), tuple(records), values, views)
+    return CheckpointView(path, detection, tuple(files), tuple(records), values, dict(views))

@@ -62,10 +62,10 @@ def latest_tag(path: Path) -> str | None:
     return found[1] if found is not None else None
 
 
-def _inside_training_state(path: Path) -> bool:
-    """Whether the save folder also holds another tool's training state around the tags (HF
-    Trainer's ``checkpoint-N``: weights, ``scheduler.pt``, ``rng_state.pth`` ...): then it is
-    that training state, the tag folder one of its parts (readers/bundle.py)."""
+def beside_other_files(path: Path) -> bool:
+    """Whether the save folder holds more than DeepSpeed wrote around its tags (HF Trainer's
+    ``checkpoint-N``: weights, ``scheduler.pt``, ``rng_state.pth`` ...): then it may be that
+    tool's training state, the tag folder one of its parts (formats/precedence.py decides)."""
     others = [
         c
         for c in path.iterdir()
@@ -73,11 +73,7 @@ def _inside_training_state(path: Path) -> bool:
         and c.name not in SAVE_DIR_FILES
         and not (c.is_dir() and _holds_states(c))
     ]
-    if not others:
-        return False
-    from . import bundle  # bundle imports the registry, which imports this module
-
-    return bundle.probe(path) is not None
+    return bool(others)
 
 
 def probe(path: Path) -> Detection | None:
@@ -85,8 +81,6 @@ def probe(path: Path) -> Detection | None:
     if found is None:
         return None
     tag_dir, tag = found
-    if tag is not None and _inside_training_state(path):
-        return None
     names = sorted(p.name for p in tag_dir.iterdir())
     models = [n for n in names if MODEL_FILE.search(n) or LAYER_FILE.search(n)]
     optims = [n for n in names if OPTIM_FILE.search(n)]

@@ -13,7 +13,8 @@ DeepSpeed's (``zero_stage`` and ``param_groups``) beside per-parameter ``fp32.pt
 probed before the generic DeepSpeed folder (which would take the copied model-states file for a
 ZeRO-0 checkpoint). A save folder whose ``latest_universal`` names such a folder is one too,
 unless its ``latest`` names an existing tag: then it is the ZeRO checkpoint DeepSpeed loads by
-default (family ``deepspeed``) and the universal folder is opened by its own path.
+default (family ``deepspeed``; formats/precedence.py) and the universal folder is opened by its
+own path.
 
 The view lists ``model/<name>`` (the module copy, each parameter once); its parts are the
 model-states file split as for a DeepSpeed tag (model, ``:lr_scheduler``, ``:run_state``), the
@@ -34,7 +35,7 @@ from ..io.safe_pickle import OpaqueObject
 from ..io.torch_file import sniff_torch
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
-from . import deepspeed, roles, torch_pickle
+from . import roles, torch_pickle
 from .deepspeed_parts import ITEMSIZE, RUN_KEYS, split_model_states
 from .deepspeed_universal_params import (
     OPTIM_STATE,
@@ -103,7 +104,8 @@ def _read_tag(path: Path) -> str | None:
 
 def universal_dir(path: Path) -> tuple[Path, str | None, list[str]] | None:
     """(the universal folder, the tag ``latest_universal`` names when ``path`` is the save
-    folder, evidence) for ``path``; None when it is neither."""
+    folder, evidence) for ``path``; None when it is neither. A save folder whose ``latest``
+    names a ZeRO tag is DeepSpeed's checkpoint first (formats/precedence.py)."""
     evidence = _folder_evidence(path)
     if evidence is not None:
         if _read_tag(path.parent) == path.name:
@@ -116,16 +118,19 @@ def universal_dir(path: Path) -> tuple[Path, str | None, list[str]] | None:
     if not folder.is_dir():
         return None
     evidence = _folder_evidence(folder)
-    if evidence is None or deepspeed.latest_tag(path) is not None:
-        return None  # 'latest' names the ZeRO checkpoint: that one is what DeepSpeed loads
+    if evidence is None:
+        return None
     found = "no 'latest'" if not (path / "latest").is_file() else "'latest' names no tag folder"
     return folder, tag, [f"'{LATEST}' names tag {tag!r} ({found})", *evidence]
 
 
 def probe(path: Path) -> Detection | None:
     found = universal_dir(path)
-    if found is None:
-        return None
+    return None if found is None else universal_detection(path, found)
+
+
+def universal_detection(path: Path, found: tuple[Path, str | None, list[str]]) -> Detection:
+    """The Detection of ``path`` from what :func:`universal_dir` found."""
     folder, tag, evidence = found
     common = _common_state(folder) or {}
     detail = f"ZeRO-{enum_value(common.get('zero_stage'))} universal checkpoint" + (

@@ -14,18 +14,8 @@ ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 
 
 def probe(path: Path) -> Detection | None:
-    """An adapter folder, unless a Trainer saved optimizer/scheduler/RNG beside the adapter
-    (then the folder is a training state whose model part is the adapter)."""
-    detection = adapter_detection(path)
-    if detection is None:
-        return None
-    from .bundle import probe as bundle_probe
-
-    return detection if bundle_probe(path) is None else None
-
-
-def adapter_detection(path: Path) -> Detection | None:
-    """The adapter stored directly in ``path`` (whatever lies beside it)."""
+    """The adapter stored directly in ``path``, whatever lies beside it (a Trainer's optimizer,
+    scheduler and RNG files beside it make the folder a training state: formats/ decides)."""
     if not (path / "adapter_config.json").is_file():
         return None
     found = [n for n in ADAPTER_FILES if (path / n).is_file()]

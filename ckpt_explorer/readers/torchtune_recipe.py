@@ -10,7 +10,8 @@ with ``last_epoch = epochs_run * steps_per_epoch - 1``; no RNG state either, the
 The file is one training state split by content: ``optimizer`` (kind optimizer, the torch
 ``state_dict`` named ``state.<id>.<name>``) and :data:`~.one_file.RUN_PART` (kind
 running_state: ``epochs_run``, ``total_epochs``, ``max_steps_per_epoch``, ``seed``,
-``dataloader`` ...), as other one-file training states are.
+``dataloader`` ...), as other one-file training states are. Opened alone, its optimizer ids are
+named from the output folder around it (``formats/torchtune_output.py``).
 """
 
 from __future__ import annotations
@@ -132,20 +133,3 @@ def recipe_parts(
             loose,
         )
     return parts, records, values
-
-
-def open_recipe_state(path: Path, detection: Detection) -> CheckpointView:
-    """A ``recipe_state.pt`` opened alone: its parts, its ids named from the output folder
-    around it when there is one (``<output_dir>/recipe_state/recipe_state.pt``)."""
-    parts, records, values = recipe_parts(path)
-    if OPT_KEY in parts:  # torchtune's names, or none: never an HF model's order
-        from .torchtune import epoch_model_order
-        from .torchtune_names import name_optimizer
-
-        output_dir = path.parent.parent if path.parent.name == RECIPE_DIR else None
-        order, reason = None, f"no {RECIPE_DIR}/ folder of a torchtune output around it"
-        if output_dir is not None:
-            order, reason = epoch_model_order(output_dir, values)
-        parts[OPT_KEY] = name_optimizer(parts[OPT_KEY], order, reason)
-    files = (FileInfo(path.name, path.stat().st_size),)
-    return CheckpointView(path, detection, files, tuple(records), values, parts)

@@ -24,7 +24,7 @@ import mmap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..validate.findings import Finding
+from ..finding import Finding
 from .inert import inert_reason, what_it_does
 from .pickle_machine import GlobalRef, PickleWalk, walk_pickle
 from .views import Judged, Scope, Stream, judge_region

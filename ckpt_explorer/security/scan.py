@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..validate.findings import Finding
+from ..finding import Finding
 from ..view import CheckpointView
 from .dcp_items import read_plan
 from .judge import CODE, UNVERIFIED, FileVerdict, decide, detach, judge_file, random_access
+from .severity import weigh_refusals
 from .shadowing import package_files, shadowing
 from .tree import Link, Tree, walk_paths
 from .views import Judged, Scope, judge_region
@@ -218,8 +219,6 @@ def view_security_findings(view: CheckpointView) -> list[Finding]:
     """:func:`security_findings` of an opened checkpoint, weighed by each file's role (a
     refusal by torch's defaults is an error for weights, info for other training-state
     parts): what validate reports and the dashboard's banner shows."""
-    from ..validate.security_severity import weigh_refusals
-
     return weigh_refusals(security_findings(view.path), view)
 
 

@@ -19,77 +19,23 @@ bytes from being judged completely (*doubts*):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import views_misc, views_zip
-from .pickle_machine import Glob, Made, PickleWalk, Tup, walk_pickle
+from .judged import Judged, Scope, Stream
+from .pickle_machine import Glob, Made, PickleWalk, Tup
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C  # torch's legacy format, first of its five pickles
 PROTOCOL_VERSION = 1001
 LEGACY_PICKLES = ("magic number", "protocol version", "system info", "data", "storage keys")
 MAX_DEPTH = 4  # containers within containers (a zip in a zip in a gzip ...)
-MAX_INFLATED = 256 * 2**20  # bytes inflated or decompressed per file, in all
 MAX_ARCHIVES = 4096  # nested archives per file
-MAX_FILE_OPS = 100_000_000  # opcodes walked per file, over all its pickles
 _JOBLIB_WRAPPERS = {"joblib.numpy_pickle.NumpyArrayWrapper"}
 _JOBLIB_OLD = {
     "joblib.numpy_pickle.NDArrayWrapper",
     "sklearn.externals.joblib.numpy_pickle.NDArrayWrapper",
 }
 _SIMPLE_DTYPE = re.compile(r"[<>|=]?([biufcmMO])(\d+)")
-
-
-@dataclass
-class Stream:
-    """One pickle a loader unpickles: where it is, how it walked, and whether
-    ``torch.load(weights_only=True)`` reads it (for torch's own verdict)."""
-
-    where: str
-    walk: PickleWalk
-    buf: Any
-    torch_loads: bool = False
-    findings: list[Any] | None = None  # judged while the bytes are still mapped
-
-
-@dataclass
-class Judged:
-    """What the loaders would unpickle from one run of bytes, and what could not be judged."""
-
-    streams: list[Stream] = field(default_factory=list)
-    doubts: list[str] = field(default_factory=list)
-    formats: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def add(self, other: Judged) -> None:
-        self.streams += other.streams
-        self.doubts += other.doubts
-        self.formats += other.formats
-        self.notes += other.notes
-
-
-@dataclass
-class Scope:
-    """Budgets shared by everything judged inside one file."""
-
-    inflated: int = 0
-    archives: int = 0
-    explained: bool = False  # a DCP data file: not being one canonical archive is expected
-    torch_suffix: bool = True  # torch's weights_only verdict applies to its top-level pickle
-    ops: int = MAX_FILE_OPS  # opcodes left to walk in this file
-
-    def walk(self, buf: Any, start: int = 0, end: int | None = None, **kw: Any) -> PickleWalk:
-        """:func:`walk_pickle` within the file's opcode budget."""
-        walk = walk_pickle(buf, start, end, max_ops=max(self.ops, 1), **kw)
-        self.ops -= walk.ops
-        return walk
-
-    def take(self, nbytes: int) -> bool:
-        """Reserve ``nbytes`` of the inflation budget (False: over it)."""
-        if self.inflated + nbytes > MAX_INFLATED:
-            return False
-        self.inflated += nbytes
-        return True
 
 
 def judge_region(

@@ -18,6 +18,7 @@ import tarfile
 import zlib
 from typing import Any
 
+from .judged import MAX_INFLATED, Judged, Stream
 from .pickle_machine import Glob, Tup
 from .zip_check import BufferFile
 
@@ -31,18 +32,6 @@ _STORAGE_SIZES = {
 _MAX_MEMBER = 64 * 2**20  # a tar member read for judging
 _MAX_HEADER = 1 << 20  # an .npy header (numpy reads any size when allow_pickle is set)
 _MAX_SAFETENSORS_HEADER = 100 * 2**20
-
-
-def _judged() -> Any:
-    from .views import Judged
-
-    return Judged()
-
-
-def _stream(where: str, walk: Any, buf: Any) -> Any:
-    from .views import Stream
-
-    return Stream(where, walk, buf)
 
 
 # --- torch's legacy tar format ---------------------------------------------------------------
@@ -66,7 +55,7 @@ def is_tar(buf: Any, start: int, end: int) -> bool:
 def judge_tar(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
     """The pickles ``torch.load`` reads from its legacy tar format (members ``storages``,
     ``tensors``, ``pickle``), found the way ``_legacy_load.legacy_load`` reads them."""
-    out = _judged()
+    out = Judged()
     try:
         tar = tarfile.open(  # noqa: SIM115 (closed by the with below)
             fileobj=io.BufferedReader(BufferFile(buf, start, end)), mode="r:"
@@ -91,7 +80,7 @@ def judge_tar(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
             if reader is None:
                 walk = scope.walk(data)
                 if walk.did_anything:
-                    out.streams.append(_stream(label, walk, data))
+                    out.streams.append(Stream(label, walk, data))
             else:
                 reader(data, label, out, scope)
     return out
@@ -100,7 +89,7 @@ def judge_tar(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
 def _chain(data: bytes, at: int, label: str, out: Any, scope: Any) -> Any:
     walk = scope.walk(data, at)
     if walk.did_anything:
-        out.streams.append(_stream(f"{label}, pickle at byte {at}", walk, data))
+        out.streams.append(Stream(f"{label}, pickle at byte {at}", walk, data))
     return walk if walk.complete else None
 
 
@@ -156,7 +145,7 @@ def _element_size(value: Any) -> int | None:
 def judge_npy(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
     """An ``.npy``'s object array: ``numpy.load(allow_pickle=True)`` unpickles what follows the
     header (read here by numpy's own header reader, which evaluates only a literal)."""
-    out = _judged()
+    out = Judged()
     try:
         from numpy.lib import format as npformat
 
@@ -175,7 +164,7 @@ def judge_npy(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
         at = start + f.tell()
         walk = scope.walk(buf, at, end)
         out.streams.append(
-            _stream(f"{where}, its object array (numpy.load allow_pickle)", walk, buf)
+            Stream(f"{where}, its object array (numpy.load allow_pickle)", walk, buf)
         )
     return out
 
@@ -207,8 +196,6 @@ def compression(head: bytes) -> str:
 def decompress(buf: Any, start: int, end: int, kind: str, scope: Any) -> tuple[bytes | None, str]:
     """(decompressed bytes, "") or (None, why it could not be judged); bounded by the file's
     inflation budget. A stream that is not valid gives (None, ""): no loader gets data."""
-    from .views import MAX_INFLATED
-
     limit = MAX_INFLATED - scope.inflated
     raw = io.BufferedReader(BufferFile(buf, start, end))
     openers: dict[str, Any] = {
@@ -260,7 +247,7 @@ def judge_safetensors_values(
 ) -> Any:
     """The values ColossalAI lists under ``non_tensor_keys`` are pickles stored as U8 tensors;
     its loader unpickles each."""
-    out = _judged()
+    out = Judged()
     if len(head) < 9 or head[8:9] != b"{":
         return out
     (n,) = struct.unpack("<Q", head[:8])
@@ -287,5 +274,5 @@ def judge_safetensors_values(
         a, b = base + offsets[0], min(base + offsets[1], end)
         walk = scope.walk(buf, a, b)
         if walk.did_anything:
-            out.streams.append(_stream(f"{where} (pickled value {key!r})", walk, buf))
+            out.streams.append(Stream(f"{where} (pickled value {key!r})", walk, buf))
     return out

@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from .judged import Judged
 from .zip_check import BufferFile, ZipLayout, check_zip
 from .zip_miniz import EOCD_SIG, LOCAL_SIG, CdEntry, MinizError, data_start
 
@@ -41,8 +42,6 @@ def may_be_zip(buf: Any, start: int, end: int, head: bytes) -> bool:
 def judge_zip(
     buf: Any, start: int, end: int, where: str, scope: Any, depth: int, judge: Judge
 ) -> Any:
-    from .views import Judged
-
     out = Judged()
     layout = check_zip(buf, start, end)
     if layout.miniz is None and layout.python is None:
@@ -76,8 +75,6 @@ def _torch_members(
     layout: ZipLayout,
     seen: set[tuple[int, int]],
 ) -> Any:
-    from .views import Judged
-
     out = Judged()
     archive = layout.miniz
     assert archive is not None
@@ -163,8 +160,6 @@ def _python_members(
     seen: set[tuple[int, int]],
 ) -> Any:
     """Members as Python's zipfile reads them (only for archives the readers disagree on)."""
-    from .views import Judged
-
     out = Judged()
     assert layout.python is not None
     try:

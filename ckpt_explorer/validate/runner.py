@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import CkptExplorerError
 from ..readers.part_pairing import paired
 from ..security import security_findings
+from ..security.severity import weigh_refusals
 from ..view import CheckpointView
 from . import bundle, config, counters, integrity, optimizer, scheduler
 from . import hf_load as hf_rules
@@ -17,7 +18,6 @@ from .findings import Finding, ValidationReport
 from .loadable import check_loadable
 from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
 from .scheduler_pairing import pair_schedulers
-from .security_severity import weigh_refusals
 
 ProgressFn = Callable[[int, int], Any]
 

@@ -1,4 +1,6 @@
-"""Shared helpers for the fixture makers: manifest entries and a loud case runner.
+"""Shared helpers for the fixture makers: manifest entries, a loud case runner, and the
+processes the real tools run in (a free port, a launcher's environment, children whose output is
+shown when they fail, side folders of other library versions).
 
 Everything here only reshapes the real tool's own objects into the manifest contract described
 in README.md; nothing here imports ckpt_explorer.
@@ -10,6 +12,9 @@ import atexit
 import json
 import os
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -160,3 +165,123 @@ def leave_worker() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Processes: ports, launcher environments, children, side folders
+# ----------------------------------------------------------------------------------------------
+
+LOCALHOST = "127.0.0.1"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A localhost TCP port nothing listens on now (a rendezvous's MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOCALHOST, 0))
+        return int(s.getsockname()[1])
+
+
+def launcher_env(rank: int = 0, world: int = 1, port: int | str | None = None) -> dict[str, str]:
+    """What ``torchrun`` sets for one rank on this host (a free port unless ``port``)."""
+    return {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(world),
+        "MASTER_ADDR": LOCALHOST,
+        "MASTER_PORT": str(free_port() if port is None else port),
+    }
+
+
+def cpu_rank_env(
+    rank: int = 0, world: int = 1, port: int | str | None = None, **extra: str
+) -> dict[str, str]:
+    """This process's environment for a child rank on the CPU: :func:`launcher_env`,
+    ``DS_ACCELERATOR=cpu``, ``OMP_NUM_THREADS`` as set here (else 1), then ``extra``."""
+    env = dict(os.environ)
+    env.update(DS_ACCELERATOR="cpu", **launcher_env(rank, world, port))
+    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")
+    env.update(extra)
+    return env
+
+
+def run_child(
+    cmd: list[str],
+    env: Mapping[str, str],
+    what: str,
+    result: Path | None = None,
+    tail: int = 6000,
+) -> subprocess.CompletedProcess[str]:
+    """Run a child to its end (10 minutes at most); raise with the end of its output when it
+    fails or does not write ``result``."""
+    proc = subprocess.run(cmd, env=dict(env), capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 or (result is not None and not result.is_file()):
+        raise RuntimeError(
+            f"{what} exited with {proc.returncode}:\n" + (proc.stdout + proc.stderr)[-tail:]
+        )
+    return proc
+
+
+def torchrun_cmd(nproc: int, port: int | str, *script: str) -> list[str]:
+    """``python -m torch.distributed.run`` of ``script`` with ``nproc`` ranks on this host."""
+    return [
+        *(sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}"),
+        *(f"--master-addr={LOCALHOST}", f"--master-port={port}", *script),
+    ]
+
+
+def run_session(
+    cmd: list[str],
+    env: Mapping[str, str],
+    what: str,
+    result: Path,
+    timeout: float,
+    tail: int = 20000,
+) -> str:
+    """Run a launcher in its own session (a hung launcher and its ranks are killed together);
+    its output, or an error with the end of it when it fails, times out or writes no
+    ``result``."""
+    proc = subprocess.Popen(
+        cmd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        log, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        raise RuntimeError(f"{what} timed out after {timeout:.0f} s:\n{log[-tail:]}") from None
+    if proc.returncode != 0 or not result.is_file():
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{log[-tail:]}")
+    return log
+
+
+def side_folder(module: str, env_var: str, folder: str, *older: str) -> str:
+    """A folder holding another version of ``module`` for a child's PYTHONPATH
+    (scripts/setup_env.sh installs it as ``.venv/side/<folder>``): ``$env_var``, then
+    ``<sys.prefix>/side/<folder>``, ``<sys.prefix>/<older>``, the repository's
+    ``.venv/side/<folder>``."""
+    candidates = [
+        os.environ.get(env_var, ""),
+        os.path.join(sys.prefix, "side", folder),
+        *(os.path.join(sys.prefix, o) for o in older),
+        str(REPO / ".venv" / "side" / folder),
+    ]
+    for c in candidates:
+        if c and os.path.isdir(os.path.join(c, module)):
+            return c
+    raise RuntimeError(
+        f"{folder} side folder not found (scripts/setup_env.sh with WITH_FIXTURE_TOOLS=1, or set "
+        f"{env_var}); tried " + ", ".join(c for c in candidates if c)
+    )
+
+
+def path_first(env: dict[str, str], folder: str) -> dict[str, str]:
+    """``env`` with ``folder`` first on its PYTHONPATH."""
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (folder, env.get("PYTHONPATH", "")) if x)
+    return env

@@ -57,9 +57,6 @@ import glob
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,7 +64,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import leave_worker
+from _manifest import (
+    LOCALHOST,
+    free_port,
+    launcher_env,
+    leave_worker,
+    path_first,
+    run_session,
+    side_folder,
+    torchrun_cmd,
+)
 
 SEED = 0
 SHARD_MB = 0.05  # MiB per shard: the tiny models below give 3-6 shards
@@ -889,28 +895,6 @@ def _worker_main(name: str, out: Path, result: Path) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _transformers4_dir() -> str:
-    candidates = [
-        os.environ.get("CAI_TRANSFORMERS4_DIR", ""),
-        os.path.join(sys.prefix, "side", "transformers4"),
-        os.path.join(sys.prefix, "tf451"),
-        str(Path(__file__).resolve().parents[2] / ".venv" / "side" / "transformers4"),
-    ]
-    for c in candidates:
-        if c and os.path.isdir(os.path.join(c, "transformers")):
-            return c
-    raise RuntimeError(
-        "transformers 4.51.3 side folder not found (set CAI_TRANSFORMERS4_DIR); tried "
-        + ", ".join(c for c in candidates if c)
-    )
-
-
 def _run_worker(
     name: str, out: Path, tmp: Path, nproc: int, transformers4: bool
 ) -> tuple[dict[str, Any], str]:
@@ -918,46 +902,21 @@ def _run_worker(
     result = tmp / f"{name}.json"
     env = dict(os.environ)
     if transformers4:
-        env["PYTHONPATH"] = os.pathsep.join(
-            x for x in (_transformers4_dir(), os.environ.get("PYTHONPATH", "")) if x
+        path_first(
+            env, side_folder("transformers", "CAI_TRANSFORMERS4_DIR", "transformers4", "tf451")
         )
-    env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    port = str(free_port())
+    env.update(OMP_NUM_THREADS="1", MASTER_ADDR=LOCALHOST, MASTER_PORT=port)
     script = [str(Path(__file__).resolve()), "--worker", name, str(out), str(result)]
     if nproc == 1:
-        env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
+        env.update(launcher_env(port=port))
         cmd = [sys.executable, *script]
     else:
         for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
             env.pop(k, None)
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            f"--nproc-per-node={nproc}",
-            "--master-addr=127.0.0.1",
-            f"--master-port={env['MASTER_PORT']}",
-            *script,
-        ]
+        cmd = torchrun_cmd(nproc, port, *script)
     t0 = time.time()
-    # own session, so that a hung torch.distributed.run and its ranks can be killed together
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        log, _ = proc.communicate(timeout=SUBPROCESS_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        sys.stderr.write(log[-30000:] + "\n")
-        raise
-    if proc.returncode != 0 or not result.is_file():
-        sys.stderr.write(log[-30000:] + "\n")
-        raise RuntimeError(f"worker {name!r} failed (exit {proc.returncode}): {' '.join(cmd)}")
+    run_session(cmd, env, f"worker {name!r}", result, SUBPROCESS_TIMEOUT_S, tail=30000)
     print(f"[colossalai_maker] {name}: {time.time() - t0:.1f}s", file=sys.stderr)
     with open(result, encoding="utf-8") as fh:
         res = json.load(fh)

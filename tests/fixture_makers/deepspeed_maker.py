@@ -58,7 +58,6 @@ import enum
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -67,15 +66,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import fresh_dir, leave_worker, main_out_dir, run_maker, tensor_entry
+from _manifest import (
+    cpu_rank_env,
+    free_port,
+    fresh_dir,
+    leave_worker,
+    main_out_dir,
+    run_maker,
+    tensor_entry,
+)
 
 CHILD_FLAG = "--ds-child"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ----------------------------------------------------------------------------------------- child
@@ -353,27 +354,16 @@ def _run_child(out: Path, case_id: str) -> dict[str, Any]:
     stage, variant = SPECS[case_id]
     world = 2 if variant.startswith("world2") else 1
     case_dir = fresh_dir(out / case_id)
-    port = str(_free_port())
+    port = str(free_port())
     with tempfile.TemporaryDirectory() as tmp:
         result_path = Path(tmp) / "result.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), CHILD_FLAG, str(stage), variant]
         procs = []
         for rank in range(world):
-            env = dict(os.environ)
-            env.update(
-                DS_ACCELERATOR="cpu",
-                RANK=str(rank),
-                LOCAL_RANK=str(rank),
-                WORLD_SIZE=str(world),
-                LOCAL_WORLD_SIZE=str(world),
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=port,
-                OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
-            )
             procs.append(
                 subprocess.Popen(
                     [*cmd, str(case_dir), str(result_path)],
-                    env=env,
+                    env=cpu_rank_env(rank, world, port),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     text=True,

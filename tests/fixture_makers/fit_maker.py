@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 import traceback
@@ -189,23 +186,6 @@ def worker(out: Path, result: Path) -> None:
     dist.barrier()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _transformers4_dir() -> str:
-    for c in (
-        os.environ.get("CAI_TRANSFORMERS4_DIR", ""),
-        os.path.join(sys.prefix, "side", "transformers4"),
-        str(Path(__file__).resolve().parents[2] / ".venv" / "side" / "transformers4"),
-    ):
-        if c and os.path.isdir(os.path.join(c, "transformers")):
-            return c
-    raise RuntimeError("transformers 4.51.3 side folder not found (set CAI_TRANSFORMERS4_DIR)")
-
-
 def main(argv: list[str]) -> int:
     if len(argv) == 4 and argv[1] == "--worker":
         from _manifest import leave_worker
@@ -216,39 +196,21 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.splitlines()[2], file=sys.stderr)
         return 2
+    from _manifest import free_port, path_first, run_session, side_folder, torchrun_cmd
+
     out = Path(argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        x for x in (_transformers4_dir(), os.environ.get("PYTHONPATH", "")) if x
+    env = path_first(
+        dict(os.environ), side_folder("transformers", "CAI_TRANSFORMERS4_DIR", "transformers4")
     )
-    port = str(_free_port())
+    port = str(free_port())
     env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
         env.pop(k, None)
     result = out / "manifest.tmp.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
-    cmd += ["--master-addr=127.0.0.1", f"--master-port={port}"]
-    cmd += [str(Path(__file__).resolve()), "--worker", str(out), str(result)]
+    script = (str(Path(__file__).resolve()), "--worker", str(out), str(result))
     t0 = time.time()
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        log, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        sys.stderr.write(log[-20000:])
-        raise
-    if proc.returncode != 0 or not result.is_file():
-        sys.stderr.write(log[-20000:])
-        raise RuntimeError(f"torchrun failed (exit {proc.returncode})")
+    run_session(torchrun_cmd(TP, port, *script), env, "torchrun", result, TIMEOUT_S)
     print(f"[fit_maker] {time.time() - t0:.1f}s", file=sys.stderr)
     result.replace(out / "manifest.json")
     return 0

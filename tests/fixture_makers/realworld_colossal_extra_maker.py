@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -43,7 +42,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import fresh_dir, leave_worker, main_out_dir, run_maker, tensor_entry
+from _manifest import (
+    free_port,
+    fresh_dir,
+    launcher_env,
+    leave_worker,
+    main_out_dir,
+    path_first,
+    run_maker,
+    side_folder,
+    tensor_entry,
+    torchrun_cmd,
+)
 
 SEED = 1234
 CHILD_FLAG = "--moe-child"
@@ -65,12 +75,6 @@ LORA_VARIANTS: tuple[tuple[str, str, bool, bool], ...] = (
     ("scheduler_not_loaded", "scheduler_not_restored", True, False),
     ("optimizer_not_loaded", "optimizer_moments_reset", False, True),
 )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def batch(step: int) -> torch.Tensor:
@@ -172,14 +176,7 @@ def lora_cases(out: Path) -> dict[str, Any]:
 
     if not hasattr(dist, "is_hccl_available"):  # colossalai 0.5.0 calls it; torch 2.13 lacks it
         dist.is_hccl_available = lambda: False  # type: ignore[attr-defined]
-    os.environ.update(
-        RANK="0",
-        LOCAL_RANK="0",
-        WORLD_SIZE="1",
-        LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
-    )
+    os.environ.update(launcher_env())
     colossalai.launch_from_torch(backend="gloo", seed=SEED)
     root = fresh_dir(out / "lora_ddp")
     cases: dict[str, Any] = {}
@@ -239,18 +236,6 @@ def lora_cases(out: Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 
 
-def _transformers4_dir() -> str:
-    candidates = [
-        os.environ.get("CAI_TRANSFORMERS4_DIR", ""),
-        os.path.join(sys.prefix, "side", "transformers4"),
-        str(Path(__file__).resolve().parents[2] / ".venv" / "side" / "transformers4"),
-    ]
-    for c in candidates:
-        if c and os.path.isdir(os.path.join(c, "transformers")):
-            return c
-    raise RuntimeError("transformers 4.51.3 side folder not found (set CAI_TRANSFORMERS4_DIR)")
-
-
 def _moe_child(out: str, result: str) -> None:
     import torch.distributed as dist
 
@@ -303,16 +288,12 @@ def start_moe(out: Path) -> None:
     """Start the 2-process MoE job; it runs while this process makes the LoRA cases."""
     fresh_dir(out / "moe_pp2")
     result = out / ".moe-result.json"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        x for x in (_transformers4_dir(), env.get("PYTHONPATH", "")) if x
+    env = path_first(
+        dict(os.environ), side_folder("transformers", "CAI_TRANSFORMERS4_DIR", "transformers4")
     )
     env["OMP_NUM_THREADS"] = "1"
-    cmd = [
-        *(sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"),
-        *("--master-port", str(_free_port()), str(Path(__file__).resolve())),
-        *(CHILD_FLAG, str(out), str(result)),
-    ]
+    script = (str(Path(__file__).resolve()), CHILD_FLAG, str(out), str(result))
+    cmd = torchrun_cmd(2, free_port(), *script)
     log = open(out / ".moe-log.txt", "w+", encoding="utf-8")  # noqa: SIM115
     _MOE.update(proc=subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log=log)
     _MOE["result"] = result

@@ -34,12 +34,13 @@ import sys
 sys.modules.setdefault("peft", None)  # type: ignore[arg-type]  # see the module docstring
 
 import math  # noqa: E402
-from collections.abc import Callable, Iterable, Mapping  # noqa: E402
+from collections.abc import Callable, Mapping  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 from _manifest import fresh_dir, main_out_dir, run_maker, tensors_entries  # noqa: E402
+from _models import id_names  # noqa: E402
 
 SEED = 0
 SETUP_MODELS = "diffusers save_pretrained"
@@ -173,18 +174,6 @@ def pipeline_cases(out: Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 
 
-def id_names(named: Iterable[tuple[str, torch.Tensor]], optimizer: Any) -> dict[str, str]:
-    """``{state id: parameter name}`` numbered as ``Optimizer.state_dict`` numbers params."""
-    names = {id(p): n for n, p in named}
-    out: dict[str, str] = {}
-    start = 0
-    for group in optimizer.param_groups:
-        for i, p in enumerate(group["params"], start):
-            out.setdefault(str(i), names[id(p)])
-        start += len(group["params"])
-    return out
-
-
 def check_truth(truth: Mapping[str, str], ckpt: Path) -> None:
     """The saved optimizer has exactly these ids, each state shaped like its named parameter
     in ``unet/``'s file."""
@@ -287,7 +276,8 @@ def train_unconditional(run_dir: Path, max_steps: int, resume: bool) -> dict[str
                 if global_step % 2 == 0:
                     accelerator.save_state(str(run_dir / f"checkpoint-{global_step}"))
             if global_step >= max_steps:
-                truth = id_names(accelerator.unwrap_model(model).named_parameters(), optimizer)
+                named = accelerator.unwrap_model(model).named_parameters()
+                truth = id_names(named, optimizer.param_groups)
                 return {"optimizer.bin": truth}
     raise AssertionError("the loop ended before max_steps")
 

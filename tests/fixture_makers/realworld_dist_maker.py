@@ -33,22 +33,18 @@ step only), saved 1 and 3 steps after the resume.
 from __future__ import annotations
 
 import json
-import math
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import fresh_dir, main_out_dir, run_maker
-from torch import nn
-from torch.nn import functional as F
+from _manifest import cpu_rank_env, fresh_dir, main_out_dir, run_child, run_maker
+from _models import TinyLM, decay_groups, id_names, token_batch, warmup_cosine
 
 CHILD_FLAG = "--dist-child"
 SEED = 1234
@@ -73,79 +69,18 @@ PLAN: dict[str, tuple[str, int]] = {
 
 
 # ----------------------------------------------------------------------------------------------
-# The model, its groups, the data and the truth
+# The model (_models.TinyLM), its schedule and its data
 # ----------------------------------------------------------------------------------------------
-
-
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(DIM)
-        self.fc = nn.Linear(DIM, 2 * DIM)
-        self.proj = nn.Linear(2 * DIM, DIM)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.proj(F.gelu(self.fc(self.norm(x))))
-
-
-class TinyLM(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, DIM)
-        self.blocks = nn.ModuleList([Block() for _ in range(N_LAYER)])
-        self.norm_f = nn.LayerNorm(DIM)
-        self.head = nn.Linear(DIM, VOCAB, bias=False)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.embed(idx)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.head(self.norm_f(x))
-        return F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), idx[:, 1:].reshape(-1))
-
-
-def param_groups(model: nn.Module) -> list[dict[str, Any]]:
-    """Weight decay for matrices, none for norms and biases (split by ``p.ndim``)."""
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    return [
-        {"params": [p for _, p in named if p.ndim >= 2], "weight_decay": 0.1},
-        {"params": [p for _, p in named if p.ndim < 2], "weight_decay": 0.0},
-    ]
 
 
 def lr_factor(step: int) -> float:
     """Linear warm-up, then cosine decay to 10 %, as a LambdaLR factor."""
-    if step < WARMUP:
-        return (step + 1) / (WARMUP + 1)
-    ratio = min(1.0, (step - WARMUP) / (TOTAL - WARMUP))
-    return 0.1 + 0.45 * (1.0 + math.cos(math.pi * ratio))
+    return warmup_cosine(step, WARMUP, TOTAL)
 
 
 def batch(step: int) -> torch.Tensor:
     """The batch of a global step (a data loader that resumes at the right sample)."""
-    g = torch.Generator().manual_seed(SEED + step)
-    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-
-
-def id_names(model: nn.Module, groups: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """``{state id: parameter name}`` numbered as ``Optimizer.state_dict`` numbers params."""
-    names = {id(p): n for n, p in model.named_parameters()}
-    out: dict[str, str] = {}
-    seen: set[int] = set()
-    start = 0
-    for group in groups:
-        for i, p in enumerate(group["params"], start):
-            if id(p) not in seen:
-                seen.add(id(p))
-                out[str(i)] = names[id(p)]
-        start += len(group["params"])
-    return out
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return token_batch(step, SEED, VOCAB, BATCH, SEQ)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -163,9 +98,9 @@ def _ds_child(stage: int, variant: str, load_dir: str, save_dir: str, result: st
     deepspeed.init_distributed(dist_backend="gloo")
     v = next((x for x in VARIANTS if x[0] == variant), None)
     torch.manual_seed(SEED)
-    model = TinyLM()
-    groups = param_groups(model)
-    truth = id_names(model, groups)
+    model = TinyLM(VOCAB, DIM, N_LAYER)
+    groups = decay_groups(model)
+    truth = id_names(model.named_parameters(), groups)
     optimizer = torch.optim.AdamW(groups, lr=LR, betas=(0.9, 0.95))
     scheduler = None
     config: dict[str, Any] = {
@@ -234,17 +169,6 @@ def _ds_child(stage: int, variant: str, load_dir: str, save_dir: str, result: st
 
 
 def _run_ds(stage: int, variant: str, load_dir: Path | None, save_dir: Path) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.update(
-        DS_ACCELERATOR="cpu",
-        RANK="0",
-        LOCAL_RANK="0",
-        WORLD_SIZE="1",
-        LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
-        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
-    )
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
         cmd = [
@@ -257,12 +181,7 @@ def _run_ds(stage: int, variant: str, load_dir: Path | None, save_dir: Path) -> 
             str(save_dir),
             str(result),
         ]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0 or not result.is_file():
-            raise RuntimeError(
-                f"DeepSpeed ZeRO-{stage} {variant} exited with {proc.returncode}:\n"
-                + (proc.stdout + proc.stderr)[-4000:]
-            )
+        run_child(cmd, cpu_rank_env(), f"DeepSpeed ZeRO-{stage} {variant}", result, tail=4000)
         return dict(json.loads(result.read_text()))
 
 
@@ -308,8 +227,8 @@ def deepspeed_setup(out: Path, key: str) -> dict[str, Any]:
 class DcpRun:
     def __init__(self) -> None:
         torch.manual_seed(SEED)
-        self.model = TinyLM()
-        self.optimizer = torch.optim.AdamW(param_groups(self.model), lr=LR, betas=(0.9, 0.95))
+        self.model = TinyLM(VOCAB, DIM, N_LAYER)
+        self.optimizer = torch.optim.AdamW(decay_groups(self.model), lr=LR, betas=(0.9, 0.95))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor)
         self.step = 0
 
@@ -378,7 +297,7 @@ def dcp_setup(out: Path, key: str) -> dict[str, Any]:
 
     def record(case_id: str, run: DcpRun, folder: Path, expect: str, **kw: Any) -> Path:
         path = run.save(folder)
-        truth = id_names(run.model, run.optimizer.param_groups)
+        truth = id_names(run.model.named_parameters(), run.optimizer.param_groups)
         own = run.optimizer.state_dict()
         for sid, st in own["state"].items():
             want = dict(run.model.named_parameters())[truth[str(sid)]].shape

@@ -40,19 +40,15 @@ part in the files).
 from __future__ import annotations
 
 import json
-import math
 import os
-import socket
-import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import fresh_dir, main_out_dir, run_maker, tensor_entry
-from torch import nn
-from torch.nn import functional as F
+from _manifest import cpu_rank_env, fresh_dir, main_out_dir, run_child, run_maker, tensor_entry
+from _models import TinyLM, decay_groups, id_names, token_batch, warmup_cosine
 
 CHILD_FLAG = "--dsuniversal-child"
 SEED = 1234
@@ -77,66 +73,16 @@ VARIANTS: tuple[tuple[str, str, bool, bool], ...] = (
 
 
 # ----------------------------------------------------------------------------------------------
-# The model (as realworld_dist_maker.py), its groups, the data and the truth
+# The model (_models.TinyLM), its schedule and its data
 # ----------------------------------------------------------------------------------------------
 
 
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(DIM)
-        self.fc = nn.Linear(DIM, 2 * DIM)
-        self.proj = nn.Linear(2 * DIM, DIM)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.proj(F.gelu(self.fc(self.norm(x))))
-
-
-class TinyLM(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, DIM)
-        self.blocks = nn.ModuleList([Block() for _ in range(N_LAYER)])
-        self.norm_f = nn.LayerNorm(DIM)
-        self.head = nn.Linear(DIM, VOCAB, bias=False)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.embed(idx)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.head(self.norm_f(x)).float()
-        return F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), idx[:, 1:].reshape(-1))
-
-
-def param_groups(model: nn.Module) -> list[dict[str, Any]]:
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    return [
-        {"params": [p for _, p in named if p.ndim >= 2], "weight_decay": 0.1},
-        {"params": [p for _, p in named if p.ndim < 2], "weight_decay": 0.0},
-    ]
-
-
 def lr_factor(step: int) -> float:
-    if step < WARMUP:
-        return (step + 1) / (WARMUP + 1)
-    ratio = min(1.0, (step - WARMUP) / (TOTAL - WARMUP))
-    return 0.1 + 0.45 * (1.0 + math.cos(math.pi * ratio))
+    return warmup_cosine(step, WARMUP, TOTAL)
 
 
 def batch(step: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(SEED + step)
-    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-
-
-def id_names(model: nn.Module, groups: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    names = {id(p): n for n, p in model.named_parameters()}
-    out: dict[str, str] = {}
-    start = 0
-    for group in groups:
-        for i, p in enumerate(group["params"], start):
-            out[str(i)] = names[id(p)]
-        start += len(group["params"])
-    return out
+    return token_batch(step, SEED, VOCAB, BATCH, SEQ)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,9 +95,9 @@ def _engine(key: str, universal: bool) -> tuple[Any, dict[str, str]]:
 
     _, stage, bf16 = PLAN[key]
     torch.manual_seed(SEED)
-    model = TinyLM()
-    groups = param_groups(model)
-    truth = id_names(model, groups)
+    model = TinyLM(VOCAB, DIM, N_LAYER)
+    groups = decay_groups(model)
+    truth = id_names(model.named_parameters(), groups)
     optimizer = torch.optim.AdamW(groups, lr=LR, betas=(0.9, 0.95))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     config: dict[str, Any] = {
@@ -313,32 +259,10 @@ def _child(out_dir: str, result: str) -> None:
     Path(result).write_text(json.dumps(results, allow_nan=False))
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _run_child(out: Path) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.update(
-        DS_ACCELERATOR="cpu",
-        RANK="0",
-        LOCAL_RANK="0",
-        WORLD_SIZE="1",
-        LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
-        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
-    )
     result = out / ".dsuniversal-result.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), CHILD_FLAG, str(out), str(result)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0 or not result.is_file():
-        raise RuntimeError(
-            f"DeepSpeed child exited with {proc.returncode}:\n"
-            + (proc.stdout + proc.stderr)[-6000:]
-        )
+    run_child(cmd, cpu_rank_env(), "DeepSpeed child", result)
     data = dict(json.loads(result.read_text()))
     result.unlink()
     return data

@@ -46,13 +46,14 @@ import random
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from _manifest import main_out_dir, run_maker
+from _models import id_names, tiny_llama, token_dataset
 
 SEED = 0
 VOCAB = 64
@@ -80,54 +81,6 @@ def gpt2(seed: int = SEED) -> Any:
         eos_token_id=0,
     )
     return GPT2LMHeadModel(cfg)
-
-
-def llama(seed: int = SEED) -> Any:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=32,
-        tie_word_embeddings=False,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
-    return LlamaForCausalLM(cfg)
-
-
-def dataset(n: int = 64) -> list[dict[str, torch.Tensor]]:
-    """Random token sequences (labels = inputs, as causal-LM fine-tuning scripts do)."""
-    g = torch.Generator().manual_seed(SEED)
-    return [
-        {"input_ids": x, "labels": x.clone()}
-        for x in torch.randint(0, VOCAB, (n, SEQ), generator=g)
-    ]
-
-
-def id_names(
-    named: Iterable[tuple[str, torch.Tensor]],
-    optimizer: Any,
-    rename: Callable[[str], str] = lambda n: n,
-) -> dict[str, str]:
-    """``{state id: parameter name}`` numbered as ``Optimizer.state_dict`` numbers params."""
-    names = {id(p): rename(n) for n, p in named}
-    out: dict[str, str] = {}
-    seen: set[int] = set()
-    start = 0
-    for group in optimizer.param_groups:
-        for i, p in enumerate(group["params"], start):
-            if id(p) not in seen:
-                seen.add(id(p))
-                out[str(i)] = names[id(p)]
-        start += len(group["params"])
-    return out
 
 
 def file_shapes(path: Path) -> dict[str, tuple[int, ...]]:
@@ -228,7 +181,7 @@ def trainer_cases(out: Path) -> dict[str, Any]:
     from transformers import Trainer
 
     root = out / "trainer"
-    data = dataset()
+    data = token_dataset(64, SEED, VOCAB, SEQ)
     setup = "HF Trainer"
 
     def run(
@@ -239,7 +192,7 @@ def trainer_cases(out: Path) -> dict[str, Any]:
             model=model, args=training_args(output_dir, max_steps, save_steps), train_dataset=data
         )
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        return id_names(trainer.model.named_parameters(), trainer.optimizer)
+        return id_names(trainer.model.named_parameters(), trainer.optimizer.param_groups)
 
     def state(
         cid: str, ckpt: Path, truth: dict[str, str], expect: str = "clean", **extra: Any
@@ -327,7 +280,7 @@ def accelerate_cases(out: Path) -> dict[str, Any]:
     def run(save_dir: Path, steps: int, resume: Path | None, register_scheduler: bool = True):
         accelerator = Accelerator(cpu=True)
         set_seed(SEED)
-        model = llama()
+        model = tiny_llama(SEED, VOCAB)
         decay = [p for p in model.parameters() if p.ndim >= 2]
         no_decay = [p for p in model.parameters() if p.ndim < 2]
         optimizer = torch.optim.AdamW(
@@ -335,7 +288,7 @@ def accelerate_cases(out: Path) -> dict[str, Any]:
             lr=LR,
         )
         scheduler = get_linear_schedule_with_warmup(optimizer, 1, 20)
-        loader = DataLoader(dataset(), batch_size=BATCH, shuffle=True)
+        loader = DataLoader(token_dataset(64, SEED, VOCAB, SEQ), batch_size=BATCH, shuffle=True)
         if register_scheduler:
             model, optimizer, loader, scheduler = accelerator.prepare(
                 model, optimizer, loader, scheduler
@@ -353,7 +306,8 @@ def accelerate_cases(out: Path) -> dict[str, Any]:
             scheduler.step()
             optimizer.zero_grad()
         accelerator.save_state(str(save_dir))
-        truth = id_names(accelerator.unwrap_model(model).named_parameters(), optimizer)
+        named = accelerator.unwrap_model(model).named_parameters()
+        truth = id_names(named, optimizer.param_groups)
         check_truth(truth, save_dir / "optimizer.bin", file_shapes(save_dir / "model.safetensors"))
         return {"optimizer.bin": truth}
 
@@ -419,11 +373,11 @@ def peft_manual_cases(out: Path) -> dict[str, Any]:
 
     root = out / "peft_manual"
     setup = "PEFT LoRA manual loop"
-    data = dataset()
+    data = token_dataset(64, SEED, VOCAB, SEQ)
 
     def run(save_dir: Path, start: int, steps: int, resume: Path | None, load_sched: bool = True):
         torch.manual_seed(SEED + start)
-        base = llama()
+        base = tiny_llama(SEED, VOCAB)
         if resume is None:
             model = get_peft_model(base, lora_config())
         else:
@@ -447,7 +401,8 @@ def peft_manual_cases(out: Path) -> dict[str, Any]:
         torch.save(optimizer.state_dict(), save_dir / "optimizer.pt")
         torch.save(scheduler.state_dict(), save_dir / "scheduler.pt")
         torch.save(rng_state(), save_dir / "rng_state.pth")
-        truth = id_names(model.named_parameters(), optimizer, adapter_key)
+        named = ((adapter_key(n), p) for n, p in model.named_parameters())
+        truth = id_names(named, optimizer.param_groups)
         shapes = file_shapes(save_dir / "adapter_model.safetensors")
         check_truth(truth, save_dir / "optimizer.pt", shapes)
         return {"optimizer.pt": truth}
@@ -476,11 +431,16 @@ def peft_trainer_cases(out: Path) -> dict[str, Any]:
     from transformers import Trainer
 
     root = out / "peft_trainer"
-    model = get_peft_model(llama(), lora_config())
-    trainer = Trainer(model=model, args=training_args(root, 2, 2), train_dataset=dataset())
+    model = get_peft_model(tiny_llama(SEED, VOCAB), lora_config())
+    trainer = Trainer(
+        model=model,
+        args=training_args(root, 2, 2),
+        train_dataset=token_dataset(64, SEED, VOCAB, SEQ),
+    )
     trainer.train()
     ckpt = root / "checkpoint-2"
-    truth = id_names(trainer.model.named_parameters(), trainer.optimizer, adapter_key)
+    named = ((adapter_key(n), p) for n, p in trainer.model.named_parameters())
+    truth = id_names(named, trainer.optimizer.param_groups)
     check_truth(truth, ckpt / "optimizer.pt", file_shapes(ckpt / "adapter_model.safetensors"))
     return {
         "peft_trainer_step2": case(

@@ -101,7 +101,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -113,7 +112,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _manifest import fresh_dir, leave_worker, main_out_dir, run_maker, tensor_entry
+from _manifest import free_port, fresh_dir, leave_worker, main_out_dir, run_maker, tensor_entry
 
 EXTRAS = ".megatron-extras"  # children's results, removed when the maker ends
 # A child runs from ``-c``: dist_checkpointing's async writer starts a ``spawn`` Manager, which
@@ -1032,15 +1031,9 @@ def _child(child: str, rank: int, port: int, out: str, result: str) -> None:
     leave_worker()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _run_child(child: str, out: Path, tmp: Path) -> dict[str, Any]:
     world, _ = CHILDREN[child]
-    port = _free_port()
+    port = free_port()
     result = tmp / f"{child}.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     procs = [

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -94,12 +91,6 @@ def worker(out: Path, result: Path) -> None:
         )
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _case(folder: str, facts: dict[str, Any], truth: dict[str, str], **extra: Any) -> Any:
     return {
         "path": folder,
@@ -120,7 +111,7 @@ def main(argv: list[str]) -> int:
         worker(Path(argv[2]), Path(argv[3]))
         leave_worker()
         return 0
-    from _manifest import main_out_dir, run_maker
+    from _manifest import free_port, main_out_dir, run_maker, run_session, torchrun_cmd
 
     out = main_out_dir(argv)
 
@@ -128,25 +119,9 @@ def main(argv: list[str]) -> int:
         result = out / "result.json"
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
         env["OMP_NUM_THREADS"] = "1"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
-        cmd += ["--master-addr=127.0.0.1", f"--master-port={_free_port()}"]
-        cmd += [str(Path(__file__).resolve()), "--worker", str(out), str(result)]
-        proc = subprocess.Popen(
-            cmd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # a hung launcher and its ranks are killed together
-        )
-        try:
-            log, _ = proc.communicate(timeout=WORKER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            log, _ = proc.communicate()
-            raise RuntimeError(f"torchrun timed out:\n{log[-4000:]}") from None
-        if proc.returncode != 0 or not result.is_file():
-            raise RuntimeError(f"torchrun failed (exit {proc.returncode}):\n{log[-4000:]}")
+        script = (str(Path(__file__).resolve()), "--worker", str(out), str(result))
+        cmd = torchrun_cmd(2, free_port(), *script)
+        run_session(cmd, env, "torchrun", result, WORKER_TIMEOUT_S, tail=4000)
         res = json.loads(result.read_text())
         fit, resumed = res["fit"], res["resume"]
         if fit["world"] != 2:

@@ -39,7 +39,6 @@ Schedule-free has no scheduler, so no scheduler fault.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -47,8 +46,8 @@ from typing import Any
 
 import torch
 from _manifest import fresh_dir, main_out_dir, run_maker
+from _models import TinyLM, token_batch, warmup_cosine
 from torch import nn
-from torch.nn import functional as F
 
 SEED = 1234
 VOCAB, DIM, N_LAYER, SEQ, BATCH = 32, 16, 2, 8, 4
@@ -80,43 +79,12 @@ VARIANTS: tuple[tuple[str, str, bool, bool, bool], ...] = (
 )
 
 
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(DIM)
-        self.fc = nn.Linear(DIM, 2 * DIM)
-        self.proj = nn.Linear(2 * DIM, DIM)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.proj(F.gelu(self.fc(self.norm(x))))
-
-
-class TinyLM(nn.Module):
-    def __init__(self, sparse: bool = False) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, DIM, sparse=sparse)
-        self.blocks = nn.ModuleList([Block() for _ in range(N_LAYER)])
-        self.norm_f = nn.LayerNorm(DIM)
-        self.head = nn.Linear(DIM, VOCAB, bias=False)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.embed(idx)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.head(self.norm_f(x))
-        return F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), idx[:, 1:].reshape(-1))
-
-
 def lr_factor(step: int) -> float:
-    if step < WARMUP:
-        return (step + 1) / (WARMUP + 1)
-    ratio = min(1.0, (step - WARMUP) / (TOTAL - WARMUP))
-    return 0.1 + 0.45 * (1.0 + math.cos(math.pi * ratio))
+    return warmup_cosine(step, WARMUP, TOTAL)
 
 
 def batch(step: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(SEED + step)
-    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    return token_batch(step, SEED, VOCAB, BATCH, SEQ)
 
 
 def _mirror(name: str) -> str:
@@ -132,7 +100,7 @@ class Run:
     def __init__(self, key: str, reorder: bool = False) -> None:
         torch.manual_seed(SEED)
         self.key = key
-        self.model = TinyLM(sparse=key == "sparse_adam")
+        self.model = TinyLM(VOCAB, DIM, N_LAYER, sparse=key == "sparse_adam")
         named = list(self.model.named_parameters())
         if reorder:  # the groups walk layer 1 where layer 0 was (same shapes), and back
             by_name = dict(named)

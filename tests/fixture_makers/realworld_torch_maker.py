@@ -47,7 +47,6 @@ import math
 import os
 import random
 import re
-import socket
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -56,7 +55,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _manifest import fresh_dir, main_out_dir, run_maker
+from _manifest import fresh_dir, launcher_env, main_out_dir, run_maker
 from torch import nn
 from torch.nn import functional as F
 
@@ -475,21 +474,8 @@ def nanogpt_setup(
     return cases
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _gloo_world_of_one() -> None:
-    os.environ.update(
-        RANK="0",
-        LOCAL_RANK="0",
-        WORLD_SIZE="1",
-        LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
-    )
+    os.environ.update(launcher_env())
     torch.distributed.init_process_group("gloo", rank=0, world_size=1)
 
 
@@ -738,14 +724,7 @@ def case_colossalai(out: Path) -> dict[str, Any]:
 
     if not hasattr(dist, "is_hccl_available"):  # colossalai 0.5.0 calls it; torch 2.13 lacks it
         dist.is_hccl_available = lambda: False  # type: ignore[attr-defined]
-    os.environ.update(
-        RANK="0",
-        LOCAL_RANK="0",
-        WORLD_SIZE="1",
-        LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
-    )
+    os.environ.update(launcher_env())
     colossalai.launch_from_torch(backend="gloo", seed=SEED)
     cases: dict[str, Any] = {}
     try:

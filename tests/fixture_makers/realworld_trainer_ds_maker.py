@@ -26,9 +26,6 @@ each part the checkpoint folder holds. Runs in about 40-70 s (4 processes, 2 at 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import leave_worker, main_out_dir, run_maker
+from _manifest import cpu_rank_env, leave_worker, main_out_dir, run_child, run_maker
+from _models import id_names, tiny_llama, token_dataset
 
 CHILD_FLAG = "--trainer-ds-child"
 SEED = 0
@@ -47,46 +45,6 @@ SETUP = "HF Trainer + DeepSpeed ZeRO-{}"
 
 
 # ----------------------------------------------------------------------------------------- child
-
-
-def llama() -> Any:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(SEED)
-    cfg = LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=32,
-        tie_word_embeddings=False,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
-    return LlamaForCausalLM(cfg)
-
-
-def dataset(n: int = 64) -> list[dict[str, torch.Tensor]]:
-    g = torch.Generator().manual_seed(SEED)
-    return [
-        {"input_ids": x, "labels": x.clone()}
-        for x in torch.randint(0, VOCAB, (n, SEQ), generator=g)
-    ]
-
-
-def id_names(named: Any, optimizer: Any) -> dict[str, str]:
-    """``{state id: parameter name}`` numbered as ``Optimizer.state_dict`` numbers params."""
-    names = {id(p): n for n, p in named}
-    out: dict[str, str] = {}
-    start = 0
-    for group in optimizer.param_groups:
-        for i, p in enumerate(group["params"], start):
-            out.setdefault(str(i), names[id(p)])
-        start += len(group["params"])
-    return out
 
 
 def ds_config(stage: int) -> dict[str, Any]:
@@ -144,17 +102,19 @@ def _child(stage: int, run_dir: Path, max_steps: int, resume: str, result_path: 
         dataloader_num_workers=0,
         disable_tqdm=True,
     )
-    model = llama()
+    model = tiny_llama(SEED, VOCAB)
     shapes = {n: list(p.shape) for n, p in model.named_parameters()}
     truth: dict[str, str] = {}
 
     class RecordingTrainer(Trainer):  # type: ignore[misc]
         def create_optimizer(self, model: Any = None) -> Any:
             opt = super().create_optimizer(model)
-            truth.update(id_names(self.model.named_parameters(), opt))
+            truth.update(id_names(self.model.named_parameters(), opt.param_groups))
             return opt
 
-    trainer = RecordingTrainer(model=model, args=args, train_dataset=dataset())
+    trainer = RecordingTrainer(
+        model=model, args=args, train_dataset=token_dataset(64, SEED, VOCAB, SEQ)
+    )
     trainer.train(resume_from_checkpoint=resume or None)
     saved = ("checkpoint-6",) if resume else ("checkpoint-2", "checkpoint-4")
     for ckpt in (run_dir / name for name in saved):
@@ -171,35 +131,13 @@ def _child(stage: int, run_dir: Path, max_steps: int, resume: str, result_path: 
 # ---------------------------------------------------------------------------------------- parent
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _run_child(stage: int, run_dir: Path, max_steps: int, resume: Path | None) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.update(
-        DS_ACCELERATOR="cpu",
-        RANK="0",
-        LOCAL_RANK="0",
-        WORLD_SIZE="1",
-        LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
-        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
-        TOKENIZERS_PARALLELISM="false",
-    )
+    env = cpu_rank_env(TOKENIZERS_PARALLELISM="false")
     with tempfile.TemporaryDirectory() as tmp:
         result_path = Path(tmp) / "result.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), CHILD_FLAG, str(stage)]
         cmd += [str(run_dir), str(max_steps), str(resume or ""), str(result_path)]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0 or not result_path.is_file():
-            raise RuntimeError(
-                f"ZeRO-{stage} child (max_steps {max_steps}) exited with {proc.returncode}:\n"
-                + (proc.stdout + proc.stderr)[-6000:]
-            )
+        run_child(cmd, env, f"ZeRO-{stage} child (max_steps {max_steps})", result_path)
         return dict(json.loads(result_path.read_text()))
 
 

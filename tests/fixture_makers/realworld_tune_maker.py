@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import fresh_dir, main_out_dir, run_maker, tensor_entry
+from _manifest import fresh_dir, main_out_dir, run_maker, side_folder, tensor_entry
 
 SEED = 1234
 VOCAB, DIM, N_LAYER, HEADS, KV_HEADS, FFN, SEQ = 64, 16, 2, 4, 2, 32, 32
@@ -77,21 +77,6 @@ VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
     "full": (("resume_clean", "clean"), ("optimizer_not_loaded", "optimizer_moments_reset")),
     "lora": (("resume_clean", "clean"),),
 }
-
-
-def torchtune_dir() -> str:
-    candidates = [
-        os.environ.get("TORCHTUNE_SIDE_DIR", ""),
-        os.path.join(sys.prefix, "side", "torchtune"),
-        str(Path(__file__).resolve().parents[2] / ".venv" / "side" / "torchtune"),
-    ]
-    for c in candidates:
-        if c and os.path.isdir(os.path.join(c, "torchtune")):
-            return c
-    raise RuntimeError(
-        "torchtune side folder not found (scripts/setup_env.sh with WITH_FIXTURE_TOOLS=1, or "
-        "set TORCHTUNE_SIDE_DIR); tried " + ", ".join(c for c in candidates if c)
-    )
 
 
 class Preempted(Exception):
@@ -389,7 +374,7 @@ CASES: dict[str, Callable[[Path], Mapping[str, Any]]] = {"torchtune": all_cases}
 
 
 def main(argv: list[str]) -> int:
-    sys.path.insert(0, torchtune_dir())
+    sys.path.insert(0, side_folder("torchtune", "TORCHTUNE_SIDE_DIR", "torchtune"))
     from importlib.metadata import version as dist_version
 
     import torchtune

@@ -50,17 +50,14 @@ Runs in about 70 s.
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import fresh_dir, main_out_dir, run_maker
+from _manifest import cpu_rank_env, fresh_dir, main_out_dir, run_child, run_maker
 
 DS_CHILD_FLAG = "--ds-child"
 CAI_CHILD_FLAG = "--cai-child"
@@ -166,12 +163,6 @@ def _case(case_id: str, expected: list[list[Any]]) -> dict[str, Any]:
     return {"path": case_id, "family": "run", "kind": "training_state", "expected": expected}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _ds_child(run: Path) -> None:
     import deepspeed.comm.torch
 
@@ -271,28 +262,8 @@ def _child_run(
     out: Path, case_id: str, flag: str, mode: str = "", expected: list[list[Any]] | None = None
 ) -> dict[str, Any]:
     run = fresh_dir(out / case_id)
-    env = dict(os.environ)
-    env.update(
-        DS_ACCELERATOR="cpu",
-        RANK="0",
-        LOCAL_RANK="0",
-        WORLD_SIZE="1",
-        LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
-        OMP_NUM_THREADS="1",
-    )
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), flag, str(run), *([mode] if mode else [])],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"{case_id} child exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        )
+    cmd = [sys.executable, str(Path(__file__).resolve()), flag, str(run), *([mode] if mode else [])]
+    run_child(cmd, cpu_rank_env(OMP_NUM_THREADS="1"), f"{case_id} child")
     return {case_id: _case(case_id, expected or [])}
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ..finding import Finding
 from ..view import CheckpointView
-from .findings import Finding
 
 REFUSED = "security.weights_only_refused"
 CODE = "security.code_execution"

@@ -1,0 +1,85 @@
+"""Detect a path's family: the registry's probes in priority order, the first that fits wins.
+
+When none fits, the error says what was found: a damaged layout (through ``explain``, which the
+caller passes in: the loader checks live above formats/), a diffusers pipeline folder, or what
+the path holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import CkptExplorerError, FormatDetectionError
+from ..readers.diffusers_config import pipeline_summary
+from ..types import Detection
+from .registry import FormatSpec, specs
+
+Explain = Callable[[Path], "tuple[str, str] | None"]  # a folder -> (what was found, what to do)
+EXPECTED = (
+    "a checkpoint (safetensors, torch.save, HF/ColossalAI index, DCP, DeepSpeed, PEFT, "
+    "or a training-state folder)"
+)
+
+
+def _describe(path: Path) -> str:
+    if path.is_dir():
+        entries = sorted(p.name for p in path.iterdir())
+        shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
+        return (
+            f"a directory of {len(entries)} entries ({shown})" if entries else "an empty directory"
+        )
+    size = path.stat().st_size
+    if size == 0:
+        return "an empty file"
+    with open(path, "rb") as f:
+        head = f.read(12)
+    return f"a file of {size} bytes starting {head!r}"
+
+
+def detect(path: str | Path, explain: Explain | None = None) -> tuple[Detection, FormatSpec]:
+    """Detect the family of ``path`` and the entry that opens it.
+
+    Args:
+        path: a checkpoint file or folder.
+        explain: for a folder no probe fits, says what was found when it is a damaged layout
+            (shards whose index, metadata or ``latest`` is gone) and what to do.
+
+    Raises:
+        FormatDetectionError: nothing known fits; the message says what was found.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FormatDetectionError(
+            path, "an existing file or directory", "nothing at that path", "Check the path."
+        )
+    target = "dir" if path.is_dir() else "file"
+    for spec in specs(target):
+        try:
+            detection = spec.probe(path)
+        except CkptExplorerError:
+            raise
+        except OSError as e:
+            raise FormatDetectionError(path, "a readable checkpoint", f"{e}") from e
+        if detection is not None:
+            return detection, spec
+    expected = EXPECTED
+    if target == "dir" and explain is not None:
+        damaged = explain(path)
+        if damaged is not None:
+            raise FormatDetectionError(path, expected, *damaged)
+    pipeline = pipeline_summary(path) if target == "dir" else None
+    if pipeline is not None:
+        found, first = pipeline
+        raise FormatDetectionError(
+            path,
+            expected,
+            found,
+            f"Open one model folder, e.g. `ckpt-explorer inspect {path / first}`.",
+        )
+    raise FormatDetectionError(
+        path,
+        expected,
+        _describe(path),
+        "Point at the checkpoint file or its folder; `ckpt-explorer formats` lists what is known.",
+    )

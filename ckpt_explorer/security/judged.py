@@ -1,0 +1,64 @@
+"""What judging a run of bytes yields: the pickle streams a loader would unpickle, the doubts
+that keep the bytes from being judged completely, and the per-file budgets (see :mod:`.views`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .pickle_machine import PickleWalk, walk_pickle
+
+MAX_INFLATED = 256 * 2**20  # bytes inflated or decompressed per file, in all
+MAX_FILE_OPS = 100_000_000  # opcodes walked per file, over all its pickles
+
+
+@dataclass
+class Stream:
+    """One pickle a loader unpickles: where it is, how it walked, and whether
+    ``torch.load(weights_only=True)`` reads it (for torch's own verdict)."""
+
+    where: str
+    walk: PickleWalk
+    buf: Any
+    torch_loads: bool = False
+    findings: list[Any] | None = None  # judged while the bytes are still mapped
+
+
+@dataclass
+class Judged:
+    """What the loaders would unpickle from one run of bytes, and what could not be judged."""
+
+    streams: list[Stream] = field(default_factory=list)
+    doubts: list[str] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, other: Judged) -> None:
+        self.streams += other.streams
+        self.doubts += other.doubts
+        self.formats += other.formats
+        self.notes += other.notes
+
+
+@dataclass
+class Scope:
+    """Budgets shared by everything judged inside one file."""
+
+    inflated: int = 0
+    archives: int = 0
+    explained: bool = False  # a DCP data file: not being one canonical archive is expected
+    torch_suffix: bool = True  # torch's weights_only verdict applies to its top-level pickle
+    ops: int = MAX_FILE_OPS  # opcodes left to walk in this file
+
+    def walk(self, buf: Any, start: int = 0, end: int | None = None, **kw: Any) -> PickleWalk:
+        """:func:`walk_pickle` within the file's opcode budget."""
+        walk = walk_pickle(buf, start, end, max_ops=max(self.ops, 1), **kw)
+        self.ops -= walk.ops
+        return walk
+
+    def take(self, nbytes: int) -> bool:
+        """Reserve ``nbytes`` of the inflation budget (False: over it)."""
+        if self.inflated + nbytes > MAX_INFLATED:
+            return False
+        self.inflated += nbytes
+        return True
