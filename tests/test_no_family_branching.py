@@ -45,9 +45,9 @@ def branchings(tree: ast.AST) -> list[tuple[int, str]]:
                 else any(_is_word(a) for a in node.args)
             ):
                 found.append(node)
-        elif isinstance(node, ast.Subscript) and _is_word(node.slice):
-            found.append(node)
-        elif isinstance(node, ast.Match) and _is_word(node.subject):
+        elif (isinstance(node, ast.Subscript) and _is_word(node.slice)) or (
+            isinstance(node, ast.Match) and _is_word(node.subject)
+        ):
             found.append(node)
     return sorted((n.lineno, ast.unparse(n)) for n in found if hasattr(n, "lineno"))
 
