@@ -141,15 +141,20 @@ class CheckpointView:
         """(elements of the model, where they were counted) — the model only, never optimizer
         moments, RNG or run state; None when the checkpoint holds no model.
 
-        A view with parts counts its model / adapter parts (their names are returned); parts
-        holding the same parameters (DeepSpeed's module copy and its fp32 masters, an EMA
+        A view with parts counts its model / adapter parts (their names are returned), else
+        the model of a training state among them; parts holding the same parameters (DeepSpeed's module copy and its fp32 masters, an EMA
         copy) count once: a name (without the module prefix) and shape counted in one part is
         not counted again. A one-view training state counts its model entries (``model.*``).
         Tied names sharing one storage count once.
         """
         if self.parts:
             models = [(n, p) for n, p in self.parts.items() if p.kind in ("model", "adapter")]
-            if not models:
+            if not models:  # a nested training state (a DeepSpeed folder in a Trainer's)
+                nested = [(n, p) for n, p in self.parts.items() if p.kind == "training_state"]
+                for n, p in nested:
+                    counted = p.model_parameter_count()
+                    if counted is not None:
+                        return counted[0], (n,)
                 return None
             seen: set[tuple[str, tuple[int, ...]]] = set()
             records: list[TensorRecord] = []
