@@ -8,7 +8,7 @@ from typing import Any
 from .plain import to_plain
 from .readable import human_bytes
 from .types import OptimizerInfo, TensorRecord
-from .view import CheckpointView, unique_numel
+from .view import CheckpointView
 
 
 def tensor_entry(r: TensorRecord) -> dict[str, Any]:
@@ -79,21 +79,11 @@ def _local(view: CheckpointView) -> bool:
     return has_table(view.path)
 
 
-def parameter_count(view: CheckpointView) -> int:
-    """Elements of the model: a training state's model / adapter parts only (never optimizer
-    moments or RNG states), else every tensor of the view. Parts holding the same parameters
-    (DeepSpeed's module copy and its fp32 masters, an EMA copy) count once: a name (without
-    ``module.``) and shape counted in one part is not counted again in another."""
-    models = [p for p in view.parts.values() if p.kind in ("model", "adapter")]
-    if view.kind == "training_state" and models:
-        seen: set[tuple[str, tuple[int, ...]]] = set()
-        records: list[TensorRecord] = []
-        for p in models:
-            keys = [(r.name.removeprefix("module."), tuple(r.shape)) for r in p.tensors]
-            records += [r for r, k in zip(p.tensors, keys, strict=True) if k not in seen]
-            seen.update(keys)
-        return unique_numel(records)
-    return view.element_count
+def parameter_count(view: CheckpointView) -> int | None:
+    """Elements of the model only (never optimizer moments, RNG or run state): see
+    :meth:`CheckpointView.model_parameter_count`; None when the checkpoint holds no model."""
+    counted = view.model_parameter_count()
+    return counted[0] if counted is not None else None
 
 
 def optimizer_entry(opt: OptimizerInfo) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import CkptExplorerError
-from .types import Detection, FileInfo, OptimizerInfo, TensorRecord
+from .types import Detection, FileInfo, OptimizerInfo, Slot, StateMap, TensorRecord, Traits
 
 if TYPE_CHECKING:
     import torch
@@ -29,6 +29,11 @@ class CheckpointView:
         parts: for a training-state folder, the view of each part.
         optimizer: optimizer structure, for optimizer checkpoints.
         warnings: things noticed while listing that do not stop reading.
+        traits: what consumers act on (parameter order kept, EMA copy, flat optimizer
+            partitions ...), from the reader and the family (:mod:`.readers.traits`).
+        state_map: what each entry is — model, optimizer (each state in its slot),
+            scheduler, run position, RNG — decided by the readers on first use
+            (:mod:`.readers.state_map`).
 
     Example:
         >>> view = open_checkpoint("ckpt/")                        # doctest: +SKIP
@@ -48,7 +53,9 @@ class CheckpointView:
         warnings: tuple[str, ...] = (),
     ) -> None:
         self.path = Path(path)
-        self.detection = detection
+        self._detection = detection
+        self._traits: Traits | None = None
+        self._state_map: StateMap | None = None
         self.files = files
         self.tensors = tensors
         self.values: dict[str, Any] = dict(values or {})
@@ -58,8 +65,61 @@ class CheckpointView:
         self._by_name = dict(zip(map(attrgetter("name"), tensors), tensors, strict=True))
 
     @property
+    def detection(self) -> Detection:
+        return self._detection
+
+    @detection.setter
+    def detection(self, detection: Detection) -> None:
+        self._detection = detection
+        self._traits = self._state_map = None  # decided again for the new detection
+
+    @property
     def family(self) -> str:
         return self.detection.family
+
+    @property
+    def traits(self) -> Traits:
+        if self._traits is None:
+            self._traits = _decider().traits(self)
+        return self._traits
+
+    @property
+    def state_map(self) -> StateMap:
+        if self._state_map is None:
+            self._state_map = _decider().state_map(self)
+        return self._state_map
+
+    def _owner(self, name: str) -> tuple[CheckpointView, str] | None:
+        """The view whose own entry ``name`` is (``<part>/<name>`` names a part's entry)."""
+        found = self.state_map
+        if name in found.slots:
+            return self, name
+        if name in found.in_parts:
+            part_name, own = found.in_parts[name]
+            return self.parts[part_name], own
+        part, sep, rest = name.partition("/")
+        owner = self.parts.get(part) if sep else None
+        return (owner, rest) if owner is not None else None
+
+    def slot(self, name: str) -> Slot | None:
+        """The optimizer slot of the entry ``name`` (``[<part>/]<name>``), None for entries
+        that are not per-parameter optimizer states."""
+        found = self._owner(name)
+        return found[0].state_map.slots.get(found[1]) if found is not None else None
+
+    def slot_param(self, name: str) -> str | None:
+        """The parameter name behind the optimizer state ``name``, where it is known."""
+        found = self._owner(name)
+        if found is None:
+            return None
+        owner, own = found
+        slot = owner.state_map.slots.get(own)
+        if slot is None:
+            return None
+        for opt in owner.state_map.optimizers:
+            if opt.prefix == slot.optimizer:
+                return opt.param_names.get(slot.param_id)
+        return None
 
     @property
     def kind(self) -> str:
@@ -72,6 +132,42 @@ class CheckpointView:
     @property
     def tensor_bytes(self) -> int:
         return sum(r.nbytes for r in self.tensors)
+
+    def model_parameter_count(self) -> tuple[int, tuple[str, ...]] | None:
+        """(elements of the model, where they were counted) — the model only, never optimizer
+        moments, RNG or run state; None when the checkpoint holds no model.
+
+        A view with parts counts its model / adapter parts (their names are returned), else
+        the model of a training state among them; parts holding the same parameters (DeepSpeed's module copy and its fp32 masters, an EMA
+        copy) count once: a name (without the module prefix) and shape counted in one part is
+        not counted again. A one-view training state counts its model entries (``model.*``).
+        Tied names sharing one storage count once.
+        """
+        if self.parts:
+            models = [(n, p) for n, p in self.parts.items() if p.kind in ("model", "adapter")]
+            if not models:  # a nested training state (a DeepSpeed folder in a Trainer's)
+                nested = [(n, p) for n, p in self.parts.items() if p.kind == "training_state"]
+                for n, p in nested:
+                    counted = p.model_parameter_count()
+                    if counted is not None:
+                        return counted[0], (n,)
+                return None
+            seen: set[tuple[str, tuple[int, ...]]] = set()
+            records: list[TensorRecord] = []
+            for _, p in models:
+                prefix = p.traits.module_prefix
+                keys = [(r.name.removeprefix(prefix), tuple(r.shape)) for r in p.tensors]
+                records += [r for r, k in zip(p.tensors, keys, strict=True) if k not in seen]
+                seen.update(keys)
+            return unique_numel(records), tuple(n for n, _ in models)
+        if self.kind in ("model", "adapter"):
+            return self.element_count, ()
+        if self.kind != "training_state" or not self.state_map.model:
+            return None
+        model = self.state_map.model
+        heads = {r.name.split(".", 1)[0] for r in model}
+        shown = (next(iter(heads)) + ".*",) if len(heads) == 1 and len(model) > 1 else ()
+        return unique_numel(model), shown
 
     @property
     def element_count(self) -> int:
@@ -154,6 +250,30 @@ class CheckpointView:
             f"CheckpointView({str(self.path)!r}, family={self.family!r}, kind={self.kind!r}, "
             f"tensors={len(self.tensors)}, files={len(self.files)})"
         )
+
+
+class Decider(Protocol):
+    """How a view's traits and state map are decided: by the readers (``readers/__init__.py``
+    sets it with :func:`use_decider`). The view only carries and caches the answers; it sits
+    below the readers and imports none of them."""
+
+    def traits(self, view: CheckpointView) -> Traits: ...
+
+    def state_map(self, view: CheckpointView) -> StateMap: ...
+
+
+_DECIDER: list[Decider] = []
+
+
+def use_decider(decider: Decider) -> None:
+    """Set the readers' :class:`Decider` (once, when ``ckpt_explorer.readers`` is imported)."""
+    _DECIDER[:] = [decider]
+
+
+def _decider() -> Decider:
+    if not _DECIDER:  # every view is made by a reader, so the readers are imported by now
+        raise RuntimeError("ckpt_explorer.readers is not imported: nothing decides traits")
+    return _DECIDER[0]
 
 
 def prefixed(

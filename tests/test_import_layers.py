@@ -62,8 +62,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "validate": frozenset(
         {"finding", "view", "io", "readers", "security", "loadable", "api", "diff"}
     ),
-    "resume": frozenset({"view", "readable", "api", "diff", "validate"}),
-    "timeline": frozenset({"view", "io", "api", "diff", "validate", "resume"}),
+    "resume": frozenset({"view", "readable", "readers", "api", "diff", "validate"}),
+    "timeline": frozenset({"view", "io", "readers", "api", "diff", "validate", "resume"}),
     "repair": frozenset({"io", "readers", "loadable", "api"}),
     # faces: the command line, the dashboard, the public API
     "ui": frozenset(

@@ -51,6 +51,6 @@ def megatron_hf_source(view: CheckpointView) -> SourceContent:
     content.parts_left_out += [
         f"part {n} ({p.kind}, {len(p.tensors)} tensor(s), {format_bytes(p.tensor_bytes)})"
         for n, p in view.parts.items()
-        if n != "model" and p.family == view.family  # not the raw rank files it merges
+        if n != "model" and p.kind != "rank_file"  # not the raw rank files it merges
     ]
     return content

@@ -92,7 +92,7 @@ def plan_conversion(
             f"a {view.kind} ({view.family}) whose output would leave out "
             + "; ".join(content.parts_left_out),
             "Pass --model-only to write the model weights alone (what is left out is listed)"
-            + (", or --to torch to keep the whole state." if view.family == "torch-dcp" else "."),
+            + (", or --to torch to keep the whole state." if view.traits.dcp_items else "."),
         )
     options = {
         "source": str(src),

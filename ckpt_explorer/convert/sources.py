@@ -4,7 +4,8 @@ Model tensors keep their names; optimizer states are ``state.<id>.<name>`` with
 ``param_groups`` and non-tensor states as values. A DCP training state can be taken whole
 (every tensor and value at its original place). Otherwise the parts of a training state that
 are not the model (optimizer, scheduler, RNG state, ...) are left out, and each is named in
-``parts_left_out``: the planner writes such a model-only output only when asked to.
+``parts_left_out``: the planner writes such a model-only output only when asked to. What is
+the model is the readers' decision (``view.state_map``, the parts' kinds and traits).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .universal import universal_source
 if TYPE_CHECKING:
     import torch
 
-DCP_OPTIM_PREFIXES = ("optim.", "optimizer.", "state.", "param_groups")
+MODEL_KEY = "model."  # the model entry of a one-view training state, left off its names
 
 
 def _pieces_loader(
@@ -44,14 +45,15 @@ def read_source(
     Raises:
         CkptExplorerError: the source holds nothing convertible (e.g. only a scheduler).
     """
-    if view.family == "deepspeed":
+    traits = view.traits
+    if traits.zero_partitions:
         return _deepspeed(view)
-    if as_hf and view.family in ("megatron-dist", "megatron-legacy"):
+    if as_hf and traits.megatron_names:
         return megatron_hf_source(view)
-    if view.family == "deepspeed-universal":  # the fp32 masters, as zero_to_fp32 gives them
+    if traits.fp32_masters:  # the fp32 masters, as zero_to_fp32 gives them
         return universal_source(view)
-    if view.kind == "training_state" and view.family == "torch-dcp":
-        return _dcp_whole_state(view) if whole_state else _dcp_training_state(view)
+    if view.kind == "training_state" and traits.dcp_items:
+        return _dcp_whole_state(view) if whole_state else _one_view_state(view)
     if view.parts:
         return _bundle(view)
     if view.kind == "optimizer" and view.optimizer is not None:
@@ -77,24 +79,29 @@ def read_source(
 
 
 def _optimizer(view: CheckpointView) -> SourceContent:
+    """The optimizer file's states (the entries the view slots in its optimizer), its
+    groups, and every id whose state is empty, in the optimizer's id order."""
     assert view.optimizer is not None
-    tensors = [planned(view, r) for r in view.tensors if r.name.startswith("state.")]
-    values: dict[str, Any] = {}
-    for k, v in view.values.items():
-        if k.startswith("state."):
-            values[k] = v
+    found = view.state_map
+    slots = {name: s for name, s in found.slots.items() if not s.optimizer}
+    tensors = [planned(view, r) for r in view.tensors if r.name in slots]
+    values: dict[str, Any] = {k: v for k, v in view.values.items() if k in slots}
+    own = next((o for o in found.optimizers if not o.prefix), None)
+    if own is not None:
+        for pid, scalars in own.scalars.items():
+            if not scalars and pid not in own.states:  # an id whose state is empty (Gemini)
+                values[f"state.{pid}"] = {}
     groups = view.values.get("param_groups")
     if groups is None:
         groups = [dict(g) for g in view.optimizer.param_groups]
     values["param_groups"] = groups
+    by_slot = {(s.param_id, s.state): name for name, s in slots.items()}
     order: list[str] = []
-    tensor_names = {t.name for t in tensors}
     for pid in view.optimizer.state_ids:
         for sname in view.optimizer.state_names.get(pid, ()):
-            key = f"state.{pid}.{sname}"
-            if key in tensor_names or key in values:
-                order.append(key)
-    missing = tensor_names - set(order)
+            if (pid, sname) in by_slot:
+                order.append(by_slot[pid, sname])
+    missing = {t.name for t in tensors} - set(order)
     order += [t.name for t in tensors if t.name in missing]
     return SourceContent("optimizer", tensors, values, order)
 
@@ -102,8 +109,8 @@ def _optimizer(view: CheckpointView) -> SourceContent:
 def _bundle(view: CheckpointView) -> SourceContent:
     models = [(n, p) for n, p in view.parts.items() if p.kind in ("model", "adapter")]
     if not models:  # HF Trainer + ZeRO-3 without gathered weights: the ZeRO states hold them
-        models = [(n, p) for n, p in view.parts.items() if p.family == "deepspeed"]
-    trained = [(n, p) for n, p in models if p.detection.detail != "EMA copy"]
+        models = [(n, p) for n, p in view.parts.items() if p.traits.zero_partitions]
+    trained = [(n, p) for n, p in models if not p.traits.ema_copy]
     if len(models) > 1 and len(trained) == 1:  # the model beside its EMA copy (diffusers)
         models = trained
     if len(models) != 1:
@@ -127,11 +134,11 @@ def _bundle(view: CheckpointView) -> SourceContent:
     return content
 
 
-def _dcp_training_state(view: CheckpointView) -> SourceContent:
-    keep = [r for r in view.tensors if not r.name.startswith(DCP_OPTIM_PREFIXES)]
-    prefix = "model."
-    if any(r.name.startswith(prefix) for r in keep):
-        keep = [r for r in keep if r.name.startswith(prefix)]
+def _one_view_state(view: CheckpointView) -> SourceContent:
+    """The model of a one-view training state (its state map's model entries), the rest
+    named as left out."""
+    keep = list(view.state_map.model)
+    prefix = MODEL_KEY
     kept = {r.name for r in keep}
     tensors = [planned(view, r, r.name.removeprefix(prefix)) for r in keep]
     content = SourceContent("model", tensors)
@@ -245,12 +252,12 @@ def _deepspeed(view: CheckpointView) -> SourceContent:
                 )
             )
     content = SourceContent("model", tensors, notes=notes)
-    optim_bytes = sum(  # state.<id>.* are per-parameter views of the partitions: not counted
+    optim_bytes = sum(  # per-parameter slots are views of the partitions: not counted again
         r.nbytes
-        for n, p in view.parts.items()
-        if "optim_states" in n
+        for p in view.parts.values()
+        if p.kind == "optimizer"
         for r in p.tensors
-        if not r.name.startswith("state.")
+        if r.name not in p.state_map.slots
     )
     content.parts_left_out.append(
         f"optimizer states ({format_bytes(optim_bytes)}: Adam moments, fp32 partitions used "

@@ -168,15 +168,16 @@ def align_names(
 
 
 def param_name_keys(
-    names: Iterable[str], param_name: Callable[[str], str | None]
+    names: Iterable[str], param_state: Callable[[str], tuple[str, str] | None]
 ) -> dict[str, str]:
-    """``[part/]state.<id>.<state>`` -> ``[part/]state[<param name>].<state>`` where known."""
+    """``[part/]<optimizer state>`` -> ``[part/]state[<param name>].<state>`` where
+    ``param_state`` (the view's slot of the name) gives its parameter and state names."""
     keys: dict[str, str] = {}
     for n in names:
-        pname = param_name(n)
-        if pname is None:
+        found = param_state(n)
+        if found is None:
             continue
-        part, rest = split_part(n)
-        state = rest.rsplit(".", 1)[1] if rest.count(".") >= 2 else ""  # state names: no dot
+        pname, state = found
+        part, _ = split_part(n)
         keys[n] = f"{part}/state[{pname}].{state}" if part else f"state[{pname}].{state}"
     return keys

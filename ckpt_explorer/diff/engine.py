@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
 from ..io.readahead import Readahead
-from ..readers.optimizer_info import recorded_param_of
 from ..types import TensorRecord
 from ..view import CheckpointView
 from . import kernel
@@ -121,8 +120,8 @@ def plan_pairs(
         names_a,
         names_b,
         rename,
-        param_name_keys(names_a, lambda n: param_name(view_a, n)),
-        param_name_keys(names_b, lambda n: param_name(view_b, n)),
+        param_name_keys(names_a, lambda n: param_state(view_a, n)),
+        param_name_keys(names_b, lambda n: param_state(view_b, n)),
     )
     pairs = _pair_tied(pairs, view_a, view_b)
     pos_a = {r.name: i for i, r in enumerate(view_a.disk_order())}
@@ -191,18 +190,16 @@ def resolve_device(device: str) -> torch.device:
 
 
 def param_name(view: CheckpointView, name: str) -> str | None:
-    """The parameter name of an optimizer state row (``[part/]state.<id>.<x>``, or
-    ``[part/][<prefix>.]state.<fqn>.<x>`` keyed by a recorded name), if known."""
-    part, sep, rest = name.partition("/")
-    owner = view.parts.get(part) if sep else view
-    if not sep:
-        rest = name
-    if owner is None or owner.optimizer is None:
-        return None
-    pid = rest.split(".", 2)[1] if rest.startswith("state.") else ""
-    if not pid.lstrip("-").isdigit():  # keyed by parameter name (get_state_dict, FSDP)
-        return recorded_param_of(rest, owner.optimizer)
-    return owner.optimizer.param_names.get(int(pid))
+    """The parameter name of an optimizer state row (``[part/]<name>``), where the view
+    knows it (its slot's optimizer names the id)."""
+    return view.slot_param(name)
+
+
+def param_state(view: CheckpointView, name: str) -> tuple[str, str] | None:
+    """(parameter name, state name) of an optimizer state row whose parameter is known."""
+    param = view.slot_param(name)
+    slot = view.slot(name) if param is not None else None
+    return (param, slot.state) if slot is not None and param is not None else None
 
 
 class _Stager:
@@ -353,7 +350,8 @@ class Engine:
         assert name is not None
         pa = param_name(self.view_a, p.pair.a) if p.pair.a is not None else None
         pb = param_name(self.view_b, p.pair.b) if p.pair.b is not None else None
-        part, state, module, layer = describe_name(name, pa if pa is not None else pb)
+        slot = self.view_a.slot(name) if p.pair.a is not None else self.view_b.slot(name)
+        part, state, module, layer = describe_name(name, pa if pa is not None else pb, slot)
         return TensorDiff(
             name=name,
             status=status,

@@ -6,6 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..types import Slot
+
 # status of a tensor row
 IDENTICAL = "identical"  # the same bytes
 EQUAL = "equal"  # every element within atol + rtol*|a| (bytes differ)
@@ -28,7 +30,6 @@ STATUSES = (
 SAME = (IDENTICAL, EQUAL)
 
 LAYER_RE = re.compile(r"(?:^|\.)(\d+)\.")
-STATE_RE = re.compile(r"^state\.(-?\d+)\.(.+)$")
 
 
 @dataclass
@@ -104,20 +105,22 @@ class ValueDiff:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def describe_name(name: str, param: str | None) -> tuple[str, str | None, str, int | None]:
+def describe_name(
+    name: str, param: str | None, slot: Slot | None = None
+) -> tuple[str, str | None, str, int | None]:
     """(part, optimizer state name, module, layer index) of a row name.
 
-    Optimizer rows use their parameter's name (when known) for module and layer.
+    ``slot``: where the view puts the row when it is an optimizer state (``view.slot``);
+    such rows use their parameter's name (when known) for module and layer.
     """
     part, sep, rest = name.partition("/")
     if not sep:
         part, rest = "", name
     state = None
-    m = STATE_RE.match(rest)
-    if m is not None:
-        state = m.group(2)
+    if slot is not None:
+        state = slot.state
         if param is None:
-            return part, state, f"state.{m.group(1)}", None
+            return part, state, f"{slot.optimizer}state.{slot.param_id}", None
         rest = param
         module = param.rsplit(".", 1)[0] if "." in param else param
     else:

@@ -33,7 +33,7 @@ from ..readers.torchtune_recipe import (
     OPT_KEY,
     RECIPE_DIR,
     RECIPE_FILE,
-    RUN_KEYS,
+    RECIPE_KEYS,
     recipe_parts,
 )
 from ..types import Detection, FileInfo, TensorRecord
@@ -173,7 +173,7 @@ def open_output(path: Path, detection: Detection) -> CheckpointView:
     if shown is not None:  # the model (a LoRA epoch's merged weights), else the adapter
         label = "model" if shown is model else "adapter"
         records = prefixed(shown.tensors, label, f"{chosen}/")
-    values: dict[str, Any] = {k: recipe_values[k] for k in RUN_KEYS if k in recipe_values}
+    values: dict[str, Any] = {k: recipe_values[k] for k in RECIPE_KEYS if k in recipe_values}
     values["epoch_dir"] = chosen
     if model_type is not None:
         values["model_type"] = model_type

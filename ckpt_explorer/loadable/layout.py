@@ -6,22 +6,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import CkptExplorerError
-from ..types import Detection
+from ..readers.traits import traits_of
+from ..types import Detection, Traits
 from . import damaged
 from .files import Listing, is_safetensors
 from .model import Layout
 
 ACCELERATE_MARKS = ("optimizer.bin", "random_states_0.pkl", "scheduler.bin")
 MAX_PARTS = 32
-_FAMILY_KIND = {
-    "hf-sharded": "hf-model",
-    "hf-single": "hf-model",
-    "colossalai-sharded-model": "colossalai-model",
-    "colossalai-sharded-optimizer": "colossalai-optimizer",
-    "torch-dcp": "dcp",
+# The layout each real loader is handed (``Traits.loader``); ColossalAI's by what it holds.
+_LOADER_KIND = {
+    "from_pretrained": "hf-model",
+    "dcp": "dcp",
     "deepspeed": "deepspeed",
-    "peft-adapter": "peft-adapter",
+    "peft": "peft-adapter",
 }
+INDEX_LOADERS = ("from_pretrained", "colossalai")  # handed an index file of a sharded folder
+
+
+def _loader_kind(det: Detection, traits: Traits) -> str:
+    if traits.loader == "colossalai":
+        return "colossalai-optimizer" if det.kind == "optimizer" else "colossalai-model"
+    return _LOADER_KIND.get(traits.loader, "")
 
 
 def _detect(path: Path) -> Detection | None:
@@ -36,11 +42,12 @@ def _detect(path: Path) -> Detection | None:
 def _file_kind(path: Path, det: Detection | None) -> str:
     if det is None:
         return "other"
-    if det.family in ("hf-sharded", "colossalai-sharded-model", "colossalai-sharded-optimizer"):
-        return _FAMILY_KIND[det.family]  # an index file handed to the loader
+    traits = traits_of(det, ())
+    if traits.loader in INDEX_LOADERS:
+        return _loader_kind(det, traits)  # an index file handed to the loader
     if det.kind in ("model", "optimizer", "scheduler"):
         return f"{det.kind}-file"
-    if det.family.startswith("torch"):
+    if traits.loader == "torch.load":
         return "torch-file"
     return "other"
 
@@ -56,15 +63,16 @@ def layout_of(path: Path) -> Layout:
     listing = Listing.of(path)
     if det is None:
         return damaged.recognise(path, listing) or Layout("other")
-    if det.family == "deepspeed":
+    traits = traits_of(det, ())
+    if traits.loader == "deepspeed":
         kind = "deepspeed" if listing.has("latest") else "deepspeed-tag"
         return Layout(kind, det.evidence[:2])
     if _is_accelerate(listing):
         return Layout(
             "accelerate-state", ("model weights beside optimizer.bin / random_states_0.pkl",)
         )
-    kind = _FAMILY_KIND.get(det.family, "")
-    if not kind and det.family == "training-state":
+    kind = _loader_kind(det, traits)
+    if not kind and traits.part_files:
         has_weights = listing.has("model.safetensors") or listing.has("pytorch_model.bin")
         kind = "hf-model" if has_weights and listing.has("config.json") else "training-state"
     return Layout(kind or "other", det.evidence[:2])

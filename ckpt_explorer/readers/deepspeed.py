@@ -20,7 +20,7 @@ from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
 from . import torch_pickle
 from .deepspeed_parts import (
-    RUN_KEYS,
+    ENGINE_COUNTERS,
     layout_or_note,
     model_records,
     optimizer_part,
@@ -154,7 +154,7 @@ def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
                 module = [r for r in split[rel].tensors if r.name.startswith("module.")]
                 renamed = [replace(r, name=r.name.removeprefix("module.")) for r in module]
                 records += prefixed(tuple(renamed), "model", rel_dir)
-                for key in (*RUN_KEYS, "ds_version", "dp_world_size", "mp_world_size"):
+                for key in (*ENGINE_COUNTERS, "ds_version", "dp_world_size", "mp_world_size"):
                     if key in view.values:
                         values[key] = view.values[key]
                 config = view.values.get("ds_config")

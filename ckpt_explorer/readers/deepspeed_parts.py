@@ -6,7 +6,7 @@
   (trainable, cast to the module dtype) or from ``frozen_param_fragments`` (frozen); when
   neither is readable it has no loader (it never pretends to load).
 - optimizer states: the flat partitions under their own names (``flat`` in the sense of
-  validate/parts.py), plus, on rank 0's file, one ``state.<id>.<name>`` view per parameter
+  readers/state_map.py), plus, on rank 0's file, one ``state.<id>.<name>`` view per parameter
   (a slice of the flat partition, the parameter's shape) with an :class:`OptimizerInfo` whose
   ids are those of :mod:`.zero_layout` and whose names are ``recorded`` from ``param_shapes``.
 - ``<model states>:optimizer`` (ZeRO-0 only): the client optimizer's torch state_dict.
@@ -35,7 +35,7 @@ from .zero_layout import (
     slice_loader,
 )
 
-RUN_KEYS = ("global_steps", "global_samples", "skipped_steps")
+ENGINE_COUNTERS = ("global_steps", "global_samples", "skipped_steps")  # the engine's run counters
 ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 
 
@@ -293,7 +293,7 @@ def split_model_states(
             s_recs,
             {str(k): v for k, v in sched.items()},
         )
-    run = {k: values[k] for k in RUN_KEYS if k in values}
+    run = {k: values[k] for k in ENGINE_COUNTERS if k in values}
     if run:
         parts[f"{rel}:run_state"] = CheckpointView(
             model.path,

@@ -36,7 +36,7 @@ from ..io.torch_file import sniff_torch
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
 from . import roles, torch_pickle
-from .deepspeed_parts import ITEMSIZE, RUN_KEYS, split_model_states
+from .deepspeed_parts import ENGINE_COUNTERS, ITEMSIZE, split_model_states
 from .deepspeed_universal_params import (
     OPTIM_STATE,
     ZeroFolder,
@@ -191,7 +191,7 @@ def _args_part(model: CheckpointView, rel: str) -> CheckpointView | None:
 
 
 def _run_facts(values: dict[str, Any]) -> str:
-    facts = [f"{k} {values[k]}" for k in RUN_KEYS if k in values]
+    facts = [f"{k} {values[k]}" for k in ENGINE_COUNTERS if k in values]
     sched = values.get("lr_scheduler")
     if isinstance(sched, dict):
         for key in ("last_epoch", "last_batch_iteration", "_step_count"):
@@ -243,7 +243,7 @@ def open_universal(path: Path, detection: Detection) -> CheckpointView:
         module = [r for r in split[rel_dir + name].tensors if r.name.startswith("module.")]
         renamed = [replace(r, name=r.name.removeprefix("module.")) for r in module]
         records += prefixed(tuple(renamed), "model", rel_dir)
-        for key in (*RUN_KEYS, "ds_version", "dp_world_size", "mp_world_size"):
+        for key in (*ENGINE_COUNTERS, "ds_version", "dp_world_size", "mp_world_size"):
             if key in view.values:
                 values[key] = view.values[key]
         detection = replace(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..types import Detection, FileInfo
+from ..types import Detection, FileInfo, Traits
 from ..view import CheckpointView
 from . import diffusers_config
 from .json_files import optional_json
@@ -23,8 +23,15 @@ def probe(path: Path) -> Detection | None:
                 evidence += diffusers_config.evidence(config)
             elif (path / "config.json").is_file():
                 evidence.append("config.json beside it (HF save_pretrained layout)")
-            detail = "EMA copy" if diffusers_config.is_ema(config) else ""
-            return Detection(str(path), "hf-single", "model", tuple(evidence), detail)
+            ema = diffusers_config.is_ema(config)
+            return Detection(
+                str(path),
+                "hf-single",
+                "model",
+                tuple(evidence),
+                "EMA copy" if ema else "",
+                Traits(ema_copy=ema),
+            )
     return None
 
 

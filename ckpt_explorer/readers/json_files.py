@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import CorruptCheckpointError
 from ..types import Detection, FileInfo
 from ..view import CheckpointView
-from .roles import DETAIL_TRAINER_STATE, TRAINER_STATE_KEYS, is_trainer_state
+from .roles import DETAIL_TRAINER_STATE, TRAINER_STATE_KEYS, content_traits, is_trainer_state
 
 RUNNING_KEYS = {"epoch", "step", "sample_start_index", "global_step", "consumed_samples"}
 MAX_JSON_BYTES = 16 * 2**20
@@ -50,6 +50,7 @@ def probe_running_states(path: Path) -> Detection | None:
                 + ", ".join(sorted(TRAINER_STATE_KEYS & set(doc))),
             ),
             DETAIL_TRAINER_STATE,
+            content_traits(DETAIL_TRAINER_STATE),
         )
     if len(keys) < 2 or "weight_map" in doc:
         return None

@@ -21,7 +21,7 @@ from typing import Any
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
 from .optimizer_info import optimizer_info_from_tree
-from .roles import META_KEYS, rng_entries
+from .roles import META_KEYS, content_traits, rng_entries
 from .tree import flatten
 
 Classify = Callable[[Any], tuple[str, str, list[str]]]
@@ -81,6 +81,7 @@ def _part(
         kind,
         (f"entry {key!r} of a one-file training state: {detail}",),
         detail,
+        content_traits(detail),
     )
     return CheckpointView(
         path,

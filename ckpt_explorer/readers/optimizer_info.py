@@ -149,31 +149,3 @@ def keeps_parameter_order(family: str, files: Iterable[str]) -> bool:
     if family in ORDERED_FAMILIES:
         return True
     return family == "hf-single" and not any(f.endswith(".safetensors") for f in files)
-
-
-_RECORDED: dict[int, tuple[OptimizerInfo, frozenset[str]]] = {}
-
-
-def _recorded_names(info: OptimizerInfo) -> frozenset[str]:
-    hit = _RECORDED.get(id(info))
-    if hit is None or hit[0] is not info:
-        if len(_RECORDED) > 16:
-            _RECORDED.clear()
-        names = frozenset(n.name for n in info.names.values() if n.how == "recorded" and n.name)
-        hit = _RECORDED[id(info)] = (info, names)
-    return hit[1]
-
-
-def recorded_param_of(name: str, info: OptimizerInfo) -> str | None:
-    """The parameter of a name-keyed state record (``[<prefix>.]state.<fqn>.<state>``) when
-    ``<fqn>`` is a parameter name the optimizer records; None otherwise."""
-    recorded = _recorded_names(info)
-    head = name.rpartition(".")[0]
-    if not recorded or not head:
-        return None
-    start = 0
-    while (i := head.find("state.", start)) >= 0:
-        if (i == 0 or head[i - 1] == ".") and head[i + 6 :] in recorded:
-            return head[i + 6 :]
-        start = i + 1
-    return None

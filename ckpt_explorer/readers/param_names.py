@@ -61,7 +61,6 @@ BUFFER_SUFFIXES = (
     "_float_tensor",
 )
 MAX_META_LAYERS = 1024
-DEEPSPEED_FLAT = "DeepSpeed ZeRO optimizer states"  # torch_pickle's detail for such files
 
 
 def wanted_shapes(records: Iterable[TensorRecord], prefix: str = "") -> dict[int, Shape | None]:
@@ -248,7 +247,7 @@ def _named_by_parameter(view: CheckpointView) -> bool:
         and not any(g.get("params") for g in info.param_groups)
     ):
         return False
-    return view.detection.detail != DEEPSPEED_FLAT
+    return not view.detection.traits.flat_optimizer
 
 
 def _all_recorded(info: OptimizerInfo) -> bool:

@@ -18,9 +18,11 @@ state dict, a torch generator state (uint8 vector of 5056 bytes on CPU).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..io.safe_pickle import LazyTensor, OpaqueObject
+from ..types import TensorRecord, Traits
 
 # Key names that name RNG states in the wild (used beside the content checks).
 RNG_KEYS = {
@@ -47,6 +49,11 @@ META_KEYS = {
     "sample_start_index",
     "consumed_samples",
 }
+# Keys that hold where a run is, in a training state's own entries (``step`` of torchtitan's
+# ``train_state``, nanoGPT's ``iter_num``, DeepSpeed's ``global_steps``, meta.pt's ``epoch``).
+RUN_KEYS = ("global_step", "global_steps", "step", "iter_num", "epoch", "sample_start_index")
+# Optimizer states that are moments of the gradient (Adam's, SGD's momentum).
+MOMENTS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
 TORCH_CPU_RNG_BYTES = 5056  # torch's CPU Mersenne-Twister generator state
 TORCH_CUDA_RNG_BYTES = 16  # Philox seed + offset
 ARGS_FIELDS = {
@@ -69,6 +76,22 @@ DETAIL_ACCELERATE_RNG = "accelerate RNG states (step = gradient-accumulation cou
 DETAIL_SCHEDULER_FROM_POSITION = (
     "torchtune run position and seed (no RNG state; the LR scheduler is rebuilt from it)"
 )
+DETAIL_ZERO_OPTIMIZER = "DeepSpeed ZeRO optimizer states"
+DETAIL_DEEPSPEED_MODEL = "DeepSpeed model states"
+
+# The traits a file's content gives, beside the detail that describes it to people.
+CONTENT_TRAITS = {
+    DETAIL_TRAINER_STATE: Traits(trainer_state=True),
+    DETAIL_ACCELERATE_RNG: Traits(accelerate_rng=True),
+    DETAIL_SCHEDULER_FROM_POSITION: Traits(scheduler_from_position=True),
+    DETAIL_ZERO_OPTIMIZER: Traits(flat_optimizer=True),
+    DETAIL_DEEPSPEED_MODEL: Traits(module_prefix="module."),
+}
+
+
+def content_traits(detail: str) -> Traits:
+    """The traits of a file classified with ``detail`` (none for most)."""
+    return CONTENT_TRAITS.get(detail, Traits())
 
 
 def _is_python_rng(v: Any) -> bool:
@@ -151,6 +174,24 @@ def is_rng_file(root: Any) -> tuple[bool, list[str]]:
     if set(map(str, root)) >= ACCELERATE_RNG_KEYS:
         evidence.append("accelerate save_state layout (random_state, numpy_random_seed, ...)")
     return True, evidence
+
+
+def is_rng_tensor(record: TensorRecord) -> bool:
+    """A listed tensor that is an RNG state: under a key of :data:`RNG_KEYS` (first or last
+    name component), or torch's CPU generator state under whatever name."""
+    parts = record.name.split(".")
+    if parts[-1] in RNG_KEYS or parts[0] in RNG_KEYS:
+        return True
+    return record.dtype == "uint8" and record.shape == (TORCH_CPU_RNG_BYTES,)
+
+
+def has_rng_state(records: Iterable[TensorRecord], values: Mapping[str, Any]) -> bool:
+    """An RNG state among a view's entries, by content or by a known RNG key name."""
+    if any(k.split(".")[-1] in RNG_KEYS or k.split(".")[0] in RNG_KEYS for k in values):
+        return True
+    if any(is_rng_tensor(r) for r in records):
+        return True
+    return any(rng_kind(v) is not None for v in values.values())
 
 
 def is_accelerate_rng(root: Any) -> bool:

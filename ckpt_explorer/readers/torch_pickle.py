@@ -48,13 +48,13 @@ def classify(root: Any, nested: bool = False) -> tuple[str, str, list[str]]:
         ):
             return (
                 "optimizer",
-                "DeepSpeed ZeRO optimizer states",
+                roles.DETAIL_ZERO_OPTIMIZER,
                 ["'optimizer_state_dict' with 'zero_stage' (DeepSpeed)"],
             )
         if "module" in keys and keys & {"ds_version", "ds_config", "param_shapes"}:
             return (
                 "model",
-                "DeepSpeed model states",
+                roles.DETAIL_DEEPSPEED_MODEL,
                 [
                     "'module' beside "
                     + ", ".join(sorted(keys & {"ds_version", "ds_config", "param_shapes"}))
@@ -177,7 +177,9 @@ def probe(path: Path) -> Detection | None:
             + " (never executed)"
         )
     family = "torch-zip" if container == "zip" else "torch-legacy"
-    return Detection(str(path), family, kind, (magic, *evidence), detail)
+    return Detection(
+        str(path), family, kind, (magic, *evidence), detail, roles.content_traits(detail)
+    )
 
 
 def tensor_loader(mapped: MappedFile, structure: TorchFileStructure, t: LazyTensor) -> Any:
@@ -233,7 +235,7 @@ def open_torch(path: Path, detection: Detection) -> CheckpointView:
     records, values = records_and_values(path, path.name, root, structure, prefix)
     if detection.kind == "optimizer":
         optimizer = optimizer_info_from_tree(records, values)
-    if detection.detail == "DeepSpeed ZeRO optimizer states":  # flat partitions per group
+    if detection.traits.flat_optimizer:  # DeepSpeed ZeRO: flat partitions per group
         from .deepspeed_parts import flat_optimizer_info
 
         optimizer = flat_optimizer_info(CheckpointView(path, detection, (), tuple(records), values))

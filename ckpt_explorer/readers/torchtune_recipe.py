@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io.torch_file import sniff_torch
-from ..types import Detection, FileInfo, TensorRecord
+from ..types import Detection, FileInfo, TensorRecord, Traits
 from ..view import CheckpointView
 from . import torch_pickle
 from .one_file import RUN_PART
@@ -32,7 +32,8 @@ FAMILY = "torchtune"
 RECIPE_DIR = "recipe_state"
 RECIPE_FILE = "recipe_state.pt"
 EPOCHS_KEY = "epochs_run"
-RUN_KEYS = ("epochs_run", "total_epochs", "max_steps_per_epoch", "steps_run", "seed")
+# What a recipe saves of its run (besides the optimizer)
+RECIPE_KEYS = ("epochs_run", "total_epochs", "max_steps_per_epoch", "steps_run", "seed")
 OPT_KEY = "optimizer"
 DETAIL = "torchtune recipe state (optimizer, run position, seed)"
 
@@ -52,14 +53,14 @@ def recipe_root(path: Path) -> dict[Any, Any] | None:
     has_optimizer = isinstance(optimizer, dict) and {"state", "param_groups"} <= set(
         map(str, optimizer)
     )
-    if len(keys & set(RUN_KEYS)) < 3 and not has_optimizer:
+    if len(keys & set(RECIPE_KEYS)) < 3 and not has_optimizer:
         return None
     return root
 
 
 def recipe_evidence(root: dict[Any, Any], name: str) -> list[str]:
     keys = set(map(str, root))
-    run = ", ".join(f"{k} {root[k]!r}" for k in RUN_KEYS if k in root)
+    run = ", ".join(f"{k} {root[k]!r}" for k in RECIPE_KEYS if k in root)
     evidence = [f"{name}: torchtune recipe state ({run})"]
     if OPT_KEY in keys:
         evidence.append(f"{name}: 'optimizer' is a torch optimizer state_dict")
@@ -75,7 +76,12 @@ def probe_file(path: Path) -> Detection | None:
     if root is None:
         return None
     return Detection(
-        str(path), FAMILY, "training_state", tuple(recipe_evidence(root, path.name)), DETAIL
+        str(path),
+        FAMILY,
+        "training_state",
+        tuple(recipe_evidence(root, path.name)),
+        DETAIL,
+        Traits(loader="torch.load"),  # a torch.save file (the folder around it is not one)
     )
 
 
@@ -115,7 +121,7 @@ def recipe_parts(
     loose = {k: v for k, v in values.items() if not k.startswith(OPT_KEY + ".")}
     loose_records = [r for r in records if not r.name.startswith(OPT_KEY + ".")]
     if loose or loose_records:
-        found = [k for k in RUN_KEYS if k in loose]
+        found = [k for k in RECIPE_KEYS if k in loose]
         kind = "rng" if "rng_state" in {k.split(".")[0] for k in loose} else "running_state"
         parts[RUN_PART] = CheckpointView(
             path,
@@ -127,6 +133,7 @@ def recipe_parts(
                 DETAIL_SCHEDULER_FROM_POSITION
                 if kind == "running_state"
                 else "torchtune run position, seed and RNG state",
+                Traits(scheduler_from_position=kind == "running_state"),
             ),
             (FileInfo(path.name, sum(r.nbytes for r in loose_records)),),
             tuple(loose_records),

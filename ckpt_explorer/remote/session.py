@@ -130,7 +130,7 @@ def _fetching(record: TensorRecord, m: Mirror, view: CheckpointView) -> Any:
     root = view.path if view.path.is_dir() else view.path.parent
     target = root / record.file if record.file else root
     dcp_dir = target.parent if target.suffix == ".distcp" else None
-    if dcp_dir is None and view.family == "torch-dcp":
+    if dcp_dir is None and view.traits.dcp_items:
         dcp_dir = root
 
     def load() -> Any:

@@ -6,8 +6,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..readers.roles import MOMENTS
 from ..validate.numeric import tensor_stats
-from ..validate.parts import STATE_IN_NAME, Components, OptimizerPart
+from ..validate.parts import Components, OptimizerPart
 from ..view import CheckpointView
 
 if TYPE_CHECKING:
@@ -119,19 +120,16 @@ def compare_tensors(va: CheckpointView, vb: CheckpointView, a: Side, b: Side) ->
     return causes
 
 
-MOMENT_STATES = ("exp_avg", "exp_avg_sq", "momentum_buffer")
 # Model weights this close to A's (relative L2 over all of them) descend from A's; two
 # independent initialisations sit near sqrt(2).
 DESCENDS_FROM = 0.5
 
 
 def _state(row: TensorDiff) -> str | None:
-    """The optimizer state a row holds (``exp_avg``...), also under a key of a one-file
-    training state (``optimizer_states.0.state.3.exp_avg``); None for weights."""
-    if row.state is not None:
-        return row.state
-    m = STATE_IN_NAME.search(row.name)
-    return m.group(2) if m else None
+    """The optimizer state a row holds (``exp_avg``...: the view's slot of its name, also
+    under a key of a one-file training state, ``optimizer_states.0.state.3.exp_avg``); None
+    for weights."""
+    return row.state
 
 
 def _counters_restarted(rows: list[TensorDiff], a: Side) -> Cause | None:
@@ -142,7 +140,7 @@ def _counters_restarted(rows: list[TensorDiff], a: Side) -> Cause | None:
     from .report import Cause
 
     model = [r for r in rows if _state(r) is None and r.norm_a and r.diff_l2 is not None]
-    moments = [r for r in rows if _state(r) in MOMENT_STATES and r.status == "changed"]
+    moments = [r for r in rows if _state(r) in MOMENTS and r.status == "changed"]
     if not model or not moments or not a.opt_step:
         return None
     diff = math.sqrt(sum((r.diff_l2 or 0.0) ** 2 for r in model))

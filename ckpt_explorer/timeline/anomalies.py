@@ -14,10 +14,10 @@ import math
 from collections import Counter
 from typing import Any, cast
 
+from ..readers.roles import MOMENTS
 from ..resume.doctor import moments_cause, scheduler_cause
 from ..resume.evidence import Side
 from ..validate.scheduler import drives_momentum
-from .facts import MOMENTS
 from .model import Anomaly, CheckpointSummary, PairSummary
 from .passes import is_model_tensor
 from .spikes import update_outliers

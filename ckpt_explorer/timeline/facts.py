@@ -1,7 +1,7 @@
 """A checkpoint's own record, read from its listing: steps, groups, scheduler, parts, tensors.
 
-Only the package's readers are used (``open_checkpoint`` and the parts finder of validate):
-steps come from trainer_state.json, running_states.json / meta / DeepSpeed ``global_steps``
+Only the package's readers are used (``open_checkpoint``, the view's roles and slots, and the
+components of validate): steps come from trainer_state.json, running_states.json / meta / DeepSpeed ``global_steps``
 (``validate.bundle.position_claims``), else the optimizer's ``step``, else the name (marked).
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..readers.roles import MOMENTS
 from ..types import TensorRecord
 from ..validate.bundle import position_claims
 from ..validate.parts import (
-    STATE_IN_NAME,
     Components,
     OptimizerPart,
     bookkeeping_names,
@@ -26,7 +26,6 @@ from .discover import Candidate
 from .model import CheckpointSummary, TensorFacts
 
 HYPER_KEYS = ("lr", "initial_lr", "betas", "eps", "weight_decay", "momentum", "amsgrad")
-MOMENTS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
 _GROUP_VALUE = re.compile(r"(?:^|[/.])param_groups\.")
 # Positions recorded by the run, strongest first (the folder name is not a record).
 _SOURCES = ("trainer_state.json", "running_states", "meta", "run_state", "global_steps")
@@ -61,7 +60,7 @@ def is_ema_copy(label: str, view: CheckpointView | None = None) -> bool:
     """An averaged copy of the model: AveragedModel's ``n_averaged``, a folder the reader
     calls an EMA copy (diffusers' ``EMAModel.save_pretrained``) or an EMA name (``ema_N.pt``,
     ``ema_0.9999_N.pt``, timm's ``state_dict_ema``)."""
-    if view is not None and ("n_averaged" in view or view.detection.detail == "EMA copy"):
+    if view is not None and ("n_averaged" in view or view.traits.ema_copy):
         return True
     return _EMA_NAME.search(label.rstrip("/.").lower()) is not None
 
@@ -127,23 +126,26 @@ def optimizer_states(comps: Components) -> dict[str, tuple[str | None, str, int 
     return out
 
 
-def tensor_listing(
-    view: CheckpointView, comps: Components
-) -> list[tuple[str, str, list[int], str | None, str | None]]:
-    """(name, dtype, shape, param, state) of every tensor the passes see, in their names."""
-    from ..diff.engine import param_name
-    from ..diff.rows import describe_name
+Listed = tuple[str, str, list[int], str | None, str | None, int | None]
 
-    out = []
-    for r in view.tensors:
-        param = param_name(view, r.name)
-        _, state, _, _ = describe_name(r.name, param)
-        out.append((r.name, r.dtype, list(r.shape), param, state))
+
+def _listed(view: CheckpointView, r: TensorRecord, shown: str) -> Listed:
+    slot = view.slot(r.name)
+    if slot is None:
+        return shown, r.dtype, list(r.shape), None, None, None
+    own = r.name.partition("/")[2] or r.name
+    by_id = own == f"state.{slot.param_id}.{slot.state}"  # ``[part/]state.<id>.<state>``
+    param = view.slot_param(r.name)
+    return shown, r.dtype, list(r.shape), param, slot.state, slot.param_id if by_id else None
+
+
+def tensor_listing(view: CheckpointView, comps: Components) -> list[Listed]:
+    """(name, dtype, shape, param, state, id) of every tensor the passes see, in their names:
+    ``param`` and ``state`` from the view's slot of an optimizer state, ``id`` its optimizer
+    id when the name is the plain ``[part/]state.<id>.<state>``."""
+    out = [_listed(view, r, r.name) for r in view.tensors]
     for opt in extra_optimizer_views(view, comps):
-        for r in state_records(opt):
-            param = param_name(opt.view, r.name)
-            _, state, _, _ = describe_name(r.name, param)
-            out.append((opt.label + r.name, r.dtype, list(r.shape), param, state))
+        out += [_listed(opt.view, r, opt.label + r.name) for r in state_records(opt)]
     return out
 
 
@@ -184,15 +186,14 @@ def summarize_view(cand: Candidate, view: CheckpointView, mtime: float) -> Check
     known = optimizer_states(comps)
     ema = ema_labels(comps)
     bookkeeping = bookkeeping_names(comps)  # run state (a callback's best_score): not followed
-    for name, dtype, shape, param, state in tensor_listing(view, comps):
+    for name, dtype, shape, param, state, pid in tensor_listing(view, comps):
         if name in bookkeeping or _GROUP_VALUE.search(name):  # a LAMB group's step tensor
             continue
         group = None
-        if state is None and name in known:  # nested keys (``optimizer.state.<id>...``)
+        if pid is not None:
+            group = group_of.get(pid)
+        elif name in known:  # nested keys (``optimizer.state.<id>...``), FQN-keyed states
             param, state, group = known[name]
-        elif state is not None:
-            m = STATE_IN_NAME.search(name)
-            group = group_of.get(int(m.group(1))) if m else None
         if state in MOMENTS and param is not None and trainable is not None:
             trainable.add(param)  # ids whose parameter is unknown are not claimed
         role = "ema" if state is None and name.startswith(ema) else None

@@ -18,9 +18,10 @@ from ..diff.rows import (
     SHAPE_MISMATCH,
     TensorDiff,
 )
+from ..readers.roles import MOMENTS
 from ..validate.parts import Components
 from ..view import CheckpointView
-from .facts import MOMENTS, Part, extra_optimizer_views, main_part, state_records
+from .facts import Part, extra_optimizer_views, main_part, state_records
 from .model import CheckpointSummary, PairSummary, TensorFacts, _is_float
 
 ProgressFn = Callable[[int, int], Any]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..natural import natural_if_string_ordered, natural_sorted
 from ..plain import to_plain
-from ..view import CheckpointView, unique_numel
+from ..view import CheckpointView
 from .numbers import fmt_bytes, fmt_value
 
 if TYPE_CHECKING:
@@ -27,19 +27,15 @@ def shape_text(shape: tuple[int, ...] | list[int] | None) -> str:
 
 
 def folded_names(view: CheckpointView) -> dict[str, tuple[str, str]]:
-    """Optimizer state name -> (its parameter's name, the state) for ids whose parameter is
-    known: ``optimizer/state.3.exp_avg`` -> (``model.layers.1.mlp.up_proj.weight``,
-    ``exp_avg``)."""
-    found = optimizer_of(view)
-    if found is None:
-        return {}
-    prefix, opt_view = found
-    info = opt_view.optimizer
-    assert info is not None
+    """Optimizer state name -> (its parameter's name, the state) for states whose parameter
+    is known (the view's slots): ``optimizer/state.3.exp_avg`` ->
+    (``model.layers.1.mlp.up_proj.weight``, ``exp_avg``)."""
     out = {}
-    for pid, name in param_labels(opt_view).items():
-        for state in info.state_names.get(pid, ()):
-            out[f"{prefix}state.{pid}.{state}"] = (name, state)
+    for r in view.tensors:
+        slot = view.slot(r.name)
+        param = view.slot_param(r.name) if slot is not None else None
+        if slot is not None and param is not None:
+            out[r.name] = (param, slot.state)
     return out
 
 
@@ -154,23 +150,11 @@ def files_frame(view: CheckpointView) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["file", "bytes", "size", "tensors", "tensor_bytes"])
 
 
-MODEL_KINDS = ("model", "adapter")
-
-
-def model_parameter_count(view: CheckpointView) -> tuple[int, list[str]] | None:
-    """(elements of the model tensors, the model parts counted) — the model part(s) of a
-    training state only (a DCP state's ``model.*`` items), never optimizer moments; None
-    when the view holds no model."""
-    if view.family == "torch-dcp" and view.kind == "training_state":  # one folder, no parts
-        model = [r for r in view.tensors if r.name.startswith("model.")]
-        return (unique_numel(model), ["model.*"]) if model else None
-    if view.parts:
-        parts = [(n, p) for n, p in view.parts.items() if p.detection.kind in MODEL_KINDS]
-    else:
-        parts = [("", view)] if view.detection.kind in MODEL_KINDS else []
-    if not parts:
-        return None
-    return unique_numel(r for _, p in parts for r in p.tensors), [n for n, _ in parts if n]
+def model_parameter_count(view: CheckpointView) -> tuple[int, tuple[str, ...]] | None:
+    """(elements of the model, where they were counted) — never optimizer moments; None
+    when the view holds no model (:meth:`CheckpointView.model_parameter_count`, the count
+    ``inspect --json`` gives too)."""
+    return view.model_parameter_count()
 
 
 def parts_frame(view: CheckpointView) -> pd.DataFrame:
@@ -280,6 +264,14 @@ def optimizer_of(view: CheckpointView) -> tuple[str, CheckpointView] | None:
     return None
 
 
+def _state_entries(opt_view: CheckpointView) -> dict[tuple[int, str], str]:
+    """(id, state) -> entry name, for the view's first optimizer (the one its
+    ``OptimizerInfo`` describes; a view holds more only in rare one-view states)."""
+    found = opt_view.state_map
+    first = next((o.prefix for o in found.optimizers if not o.flat), None)
+    return {(s.param_id, s.state): name for name, s in found.slots.items() if s.optimizer == first}
+
+
 def param_groups_frame(opt_view: CheckpointView) -> pd.DataFrame:
     """One row per param group: size and hyperparameters."""
     import pandas as pd
@@ -306,14 +298,17 @@ def optimizer_params_frame(opt_view: CheckpointView, prefix: str = "") -> pd.Dat
     records = {r.name: r for r in opt_view.tensors}
     labels = param_labels(opt_view, known_only=False)
     how = {pid: pn.how for pid, pn in info.names.items()}
+    entries = _state_entries(opt_view)
     rows = []
     for pid in info.state_ids:
         states = info.state_names.get(pid, ())
         shape, dtype, nbytes = "", "", 0
+        head = f"state.{pid}."
         for s in states:
-            rec = records.get(f"state.{pid}.{s}")
+            rec = records.get(entries.get((pid, s), ""))
             if rec is None:
                 continue
+            head = rec.name[: len(rec.name) - len(s)]
             nbytes += rec.nbytes
             if rec.shape and not shape:
                 shape, dtype = shape_text(rec.shape), rec.dtype
@@ -327,7 +322,7 @@ def optimizer_params_frame(opt_view: CheckpointView, prefix: str = "") -> pd.Dat
                 "shape": shape,
                 "dtype": dtype,
                 "bytes": nbytes,
-                "prefix": f"{prefix}state.{pid}.",
+                "prefix": f"{prefix}{head}",
             }
         )
     return pd.DataFrame(

@@ -15,9 +15,6 @@ from typing import Any
 
 from ..readers.json_files import optional_json
 from ..readers.roles import (
-    DETAIL_ACCELERATE_RNG,
-    DETAIL_SCHEDULER_FROM_POSITION,
-    DETAIL_TRAINER_STATE,
     POSITION_KEYS,
 )
 from .findings import Finding
@@ -63,14 +60,14 @@ def position_claims(path: Path, parts: Components) -> dict[str, int]:
 
 def _accelerate_save_count(path: Path, parts: Components) -> bool:
     """accelerate's automatic naming ``checkpoint_<n>`` counts saves, not steps."""
-    accelerate = any(rs.detail == DETAIL_ACCELERATE_RNG for rs in parts.run_states)
+    accelerate = any(rs.traits.accelerate_rng for rs in parts.run_states)
     return accelerate and ACCELERATE_NAME.fullmatch(path.name) is not None
 
 
 def _rng_expected(parts: Components) -> str:
     """Why the writer saves RNG beside the optimizer unless told not to ("" when it need not):
     the HF Trainer's ``rng_state.pth``, Megatron's ``rng_state`` (off with ``--no-save-rng``)."""
-    trainer = any(rs.detail == DETAIL_TRAINER_STATE for rs in parts.run_states)
+    trainer = any(rs.traits.trainer_state for rs in parts.run_states)
     if trainer and parts.optimizers:
         return " although the HF Trainer saves rng_state.pth with the optimizer"
     if "no_save_rng" in parts.args:  # Megatron's arguments
@@ -107,7 +104,7 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
             )
         )
     used_scheduler = any("initial_lr" in g for o in parts.optimizers for g in o.groups)
-    by_design = any(rs.detail == DETAIL_SCHEDULER_FROM_POSITION for rs in parts.run_states)
+    by_design = any(rs.traits.scheduler_from_position for rs in parts.run_states)
     if not parts.schedulers and by_design:
         out.append(
             Finding(

@@ -1,43 +1,26 @@
-"""Find the model, optimizer, scheduler and run-state components inside any opened view.
+"""The components the rules check — models, optimizers, schedulers, run states — from the
+roles the readers gave each view's entries (``view.state_map``, :mod:`..readers.state_map`).
 
-A view may be one file, a sharded folder, a training-state bundle of parts, a DeepSpeed
-folder (one part per ``.pt`` file) or a DCP folder whose one view holds ``model.*`` and
-``optim.state.<id>.*`` side by side. Rules work on the components, not on families.
+Rules work on the components, not on families: each component keeps the label its names are
+shown under (``optimizer/``, ``model.``) and the view its tensors load from.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..io.raw_values import record_scalar
-from ..readers.dcp_optim import groups_from_settings
 from ..readers.json_files import optional_json
-from ..readers.one_file import part_prefix
-from ..readers.optimizer_info import keeps_parameter_order
 from ..readers.param_names import FLOAT_PREFIXES, is_buffer_name
-from ..readers.roles import DETAIL_ACCELERATE_RNG, RNG_KEYS, TORCH_CPU_RNG_BYTES, rng_kind
-from ..types import TensorRecord
+from ..readers.state_map import walk
+from ..types import OptimizerState, RunState, TensorRecord, Traits
 from ..view import CheckpointView
-from .fqn_state import fqn_optimizers, ids_for_groups
 
-# ``<prefix>state.<id>.<name>``; a name may hold dots (bitsandbytes keeps its 8-bit states under
-# ``state.<id>.__bnb_optimizer_quant_state__.state1``)
-STATE_NAME = re.compile(r"^(.*?)state\.(\d+)\.([^.]+|__bnb_optimizer_quant_state__\.[^.]+)$")
-# an optimizer state anywhere in a shown name (``optimizer.state.3.exp_avg``, ``optim/state.3.step``):
-# group 1 the id, group 2 the state name
-STATE_IN_NAME = re.compile(r"(?:^|[/.])state\.(\d+)\.([^./]+)$")
-GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.(.+)$")
-RUN_KEYS = ("global_step", "global_steps", "step", "iter_num", "epoch", "sample_start_index")
 MODEL_KINDS = ("model", "adapter", "training_state")
-SCHEDULER_MARKERS = ("last_epoch", "base_lrs")
-CHILD_SCHEDULER = re.compile(r"^(.*)_schedulers\.\d+\.$")  # a child of a chained scheduler
 EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
-# Beyond the model families that keep parameter order: one-view states stored in order.
-ORDERED_STATE_FAMILIES = ("torch-dcp", "deepspeed")
 
 
 @dataclass
@@ -67,6 +50,19 @@ class OptimizerPart:
     scalars: dict[int, dict[str, Any]]
     flat: bool = False  # flat partitions / buffers: ids are not params, shapes not theirs
     param_names: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, label: str, view: CheckpointView, opt: OptimizerState) -> OptimizerPart:
+        return cls(
+            label,
+            view,
+            opt.prefix,
+            list(opt.groups),
+            opt.states,
+            opt.scalars,
+            opt.flat,
+            dict(opt.param_names),
+        )
 
     def tensor(self, pid: int, state: str) -> str:
         record = self.states.get(pid, {}).get(state)
@@ -116,10 +112,13 @@ class ValuesPart:
     values: dict[str, Any]
     has_rng: bool = False
     file: str = ""
-    # False when the file's ``step`` is not the run position (accelerate's
-    # random_states_N.pkl saves its gradient-accumulation counter there).
-    step_is_position: bool = True
-    detail: str = ""
+    traits: Traits = field(default_factory=Traits)  # of its file (accelerate RNG, HF Trainer)
+
+    @property
+    def step_is_position(self) -> bool:
+        """False when the file's ``step`` is not the run position (accelerate's
+        random_states_N.pkl saves its gradient-accumulation counter there)."""
+        return self.traits.step_is_position
 
 
 @dataclass
@@ -181,245 +180,69 @@ def model_config(view: CheckpointView) -> tuple[Path | None, dict[str, Any] | No
     return folder, doc if isinstance(doc, dict) else None
 
 
-def _optimizer_parts(view: CheckpointView, label: str) -> list[OptimizerPart]:
-    states: dict[str, dict[int, dict[str, TensorRecord]]] = {}
-    for r in view.tensors:
-        m = STATE_NAME.match(r.name)
-        if m:
-            states.setdefault(m.group(1), {}).setdefault(int(m.group(2)), {})[m.group(3)] = r
-    scalars: dict[str, dict[int, dict[str, Any]]] = {}
-    for key, value in view.values.items():
-        m = STATE_NAME.match(key)
-        if m:
-            scalars.setdefault(m.group(1), {}).setdefault(int(m.group(2)), {})[m.group(3)] = value
-        elif (m2 := re.match(r"^(.*?)state\.(\d+)$", key)) and value == {}:
-            scalars.setdefault(m2.group(1), {}).setdefault(int(m2.group(2)), {})
-    by_fqn = fqn_optimizers(view)
-    for prefix, found in by_fqn.items():
-        states.setdefault(prefix, {}).update(found.states)
-        scalars.setdefault(prefix, {}).update(found.scalars)
-    parts = []
-    # DeepSpeed: the reader gives per-parameter slices (``state.<id>.<name>``, recorded names)
-    # beside the flat partitions; the slices are checked like any optimizer, the partitions
-    # are not listed a second time.
-    per_param = "" in states and view.optimizer is not None and bool(view.optimizer.names)
-    for prefix in sorted(set(states) | set(scalars)):
-        if prefix and not prefix.endswith("."):
-            continue
-        if per_param and "base_optimizer_state" in prefix:
-            continue
-        groups = _groups(view, prefix)
-        if not groups and view.optimizer is None and view.kind != "optimizer":
-            continue  # a model tensor that merely looks like state.<n>.<x>
-        flat = (
-            "base_optimizer_state" in prefix
-            or ("DeepSpeed" in view.detection.detail and not (per_param and not prefix))
-            or bool(view.optimizer is not None and view.optimizer.flat and not prefix)
-        )
-        names = dict(view.optimizer.param_names) if view.optimizer and not prefix else {}
-        if prefix in by_fqn:
-            names = dict(by_fqn[prefix].fqn_of)
-            groups = ids_for_groups(groups, by_fqn[prefix].id_of())
-        elif view.optimizer is not None and any(
-            isinstance(p, str) for g in groups for p in g.get("params", ())
-        ):  # states renamed to ids by the reader, groups still listing FQNs
-            recorded = {n: pid for pid, n in view.optimizer.param_names.items()}
-            groups = ids_for_groups(groups, recorded)
-            names = names or dict(view.optimizer.param_names)
-        parts.append(
-            OptimizerPart(
-                label,
-                view,
-                prefix,
-                groups,
-                states.get(prefix, {}),
-                scalars.get(prefix, {}),
-                flat,
-                names,
-            )
-        )
-    if not parts and view.optimizer is not None and view.optimizer.param_groups:
-        flat = bool(view.optimizer.flat)
-        parts.append(OptimizerPart(label, view, "", _groups(view, ""), {}, {}, flat))
-    return parts
-
-
-def _groups(view: CheckpointView, prefix: str) -> list[dict[str, Any]]:
-    if not prefix and view.optimizer is not None and view.optimizer.param_groups:
-        return [dict(g) for g in view.optimizer.param_groups]
-    raw = view.values.get(prefix + "param_groups")
-    if isinstance(raw, list | tuple):
-        return [dict(g) for g in raw if isinstance(g, dict)]
-    rebuilt = groups_from_settings(view.values, view.tensors).get(prefix)
-    if rebuilt is not None:  # flatten_optimizer_state_dict: FQN lists, made ids by the caller
-        return [dict(g) for g in rebuilt]
-    flat: dict[int, dict[str, Any]] = {}
-    for key, value in view.values.items():
-        m = GROUP_KEY.match(key)
-        if m and m.group(1) == prefix:
-            flat.setdefault(int(m.group(2)), {})[m.group(3)] = value
-    groups = [flat[i] for i in sorted(flat)]
-    for g in groups:
-        if isinstance(g.get("params"), list | tuple):
-            g["params"] = [int(p) if str(p).isdigit() else p for p in g["params"]]
-    return groups
-
-
-def _scheduler_prefixes(values: dict[str, Any]) -> list[str]:
-    """Key prefixes of the schedulers among flat values (``<p>last_epoch`` + ``<p>base_lrs``);
-    a ChainedScheduler / SequentialLR (``<p>_last_lr`` + ``<p>_schedulers.<i>.``) is one
-    scheduler at ``<p>``, its children not listed apart."""
-    out = []
-    for key in values:
-        if key.endswith("last_epoch"):
-            prefix = key[: -len("last_epoch")]
-            if (
-                (not prefix or prefix.endswith("."))
-                and prefix + "base_lrs" in values
-                and ".after_scheduler_dict." not in "." + prefix
-            ):
-                out.append(prefix)
-    composite: list[str] = []
-    pending = list(out)
-    while pending:
-        m = CHILD_SCHEDULER.match(pending.pop())
-        if m and m.group(1) + "_last_lr" in values and m.group(1) not in composite:
-            composite.append(m.group(1))
-            pending.append(m.group(1))
-    nested = tuple(c + "_schedulers." for c in composite)
-    return [p for p in dict.fromkeys(out + composite) if not p.startswith(nested)]
-
-
-def _strip(values: dict[str, Any], prefix: str) -> dict[str, Any]:
-    return {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
-
-
-def _has_rng(view: CheckpointView) -> bool:
-    """An RNG state among the view's entries (by content, or by a known RNG key name)."""
-    if view.kind == "rng":
-        return True
-    keys = [r.name for r in view.tensors] + list(view.values)
-    if any(k.split(".")[-1] in RNG_KEYS or k.split(".")[0] in RNG_KEYS for k in keys):
-        return True
-    if any(r.dtype == "uint8" and r.shape == (TORCH_CPU_RNG_BYTES,) for r in view.tensors):
-        return True  # torch's CPU generator state, under whatever name
-    return any(rng_kind(v) is not None for v in view.values.values())
-
-
-def _part_label(view: CheckpointView, name: str, part: CheckpointView, label: str) -> str:
-    """``label`` of a part: ``<name>/`` for files and folders, the key prefix (``model.``)
-    for the entries of a one-file training state, so shown names equal the file's own."""
-    if part.path == view.path and view.path.is_file():
-        return label + part_prefix(name)
-    return f"{label}{name}/"
-
-
-def _run_state(view: CheckpointView, label: str) -> ValuesPart:
-    return ValuesPart(
-        label,
-        "run_state",
-        dict(view.values),
-        _has_rng(view),
-        str(view.path),
-        step_is_position=view.detection.detail != DETAIL_ACCELERATE_RNG,
-        detail=view.detection.detail,
-    )
-
-
-def _walk(view: CheckpointView, label: str, out: Components) -> None:
-    if view.parts:
-        logical = {p.kind for p in view.parts.values() if p.kind != "rank_file"}
-        for name, part in view.parts.items():
-            shown = _part_label(view, name, part, label)
-            if part.kind != "rank_file":
-                _walk(part, shown, out)
-                continue
-            # a rank's own file: what the logical parts hold joined is checked there; only a
-            # role they lack (a pipeline stage's own optimizer) is taken from the rank file
-            for sub_name, sub in part.parts.items():
-                if sub.kind not in logical:
-                    _walk(sub, _part_label(part, sub_name, sub, shown), out)
-        if view.family == "deepspeed" and not any(
-            p.kind == "running_state" for p in view.parts.values()
-        ):
-            run = {k: v for k, v in view.values.items() if k in RUN_KEYS}
-            if run:
-                out.run_states.append(ValuesPart(label, "run_state", run, False, str(view.path)))
-        return
-    if view.kind == "args":
-        out.args.update(view.values)  # no tensors, no state to check: what the run asked for
-        return
-    out.leaves.append((label, view))
-    if view.kind == "scheduler":
-        out.schedulers.append(ValuesPart(label, "scheduler", dict(view.values), file=label))
-        return
-    if view.kind in ("rng", "running_state"):
-        out.run_states.append(_run_state(view, label))
-        return
-    optimizers = _optimizer_parts(view, label)
-    out.optimizers += optimizers
-    for prefix in _scheduler_prefixes(view.values):
-        if view.kind != "optimizer":
-            out.schedulers.append(ValuesPart(label, "scheduler", _strip(view.values, prefix)))
-    taken = {r.name for o in optimizers for recs in o.states.values() for r in recs.values()}
-    if view.kind in MODEL_KINDS:
-        records = [r for r in view.tensors if r.name not in taken]
-        if view.family == "deepspeed" or "DeepSpeed" in view.detection.detail:
-            records = [r for r in records if r.name.startswith("module.")]
-        if records:
-            folder, config = model_config(view)
-            ordered = view.family in ORDERED_STATE_FAMILIES or keeps_parameter_order(
-                view.family, (f.path for f in view.files)
-            )
-            out.models.append(ModelPart(label, view, records, folder, config, ordered))
-        if view.kind == "training_state" and _has_rng(view):
-            out.run_states.append(ValuesPart(label, "run_state", {}, True, str(view.path)))
-        if view.kind == "training_state":
-            for prefix, run in _run_values(view, taken).items():
-                out.run_states.append(
-                    ValuesPart(label + prefix, "run_state", run, False, str(view.path))
-                )
-
-
-OPTIM_ENTRY = re.compile(r"(?:^|\.)(?:state|param_groups)\.")  # not torchtitan's train_state.step
-
-
-def _run_values(view: CheckpointView, taken: set[str]) -> dict[str, dict[str, Any]]:
-    """prefix -> run position entries (``step``, ``train_state.step`` ...) of a one-view
-    training state (DCP), from plain values or 0-dim integer tensors; optimizer and
-    scheduler entries excluded."""
-    schedulers = tuple(p for p in _scheduler_prefixes(view.values) if p)
-    out: dict[str, dict[str, Any]] = {}
-
-    def keep(name: str) -> tuple[str, str] | None:
-        prefix, _, key = name.rpartition(".")
-        if key not in RUN_KEYS or name in taken or OPTIM_ENTRY.search(name):
-            return None
-        if prefix and name.startswith(schedulers):
-            return None
-        return (prefix + "." if prefix else ""), key
-
-    for name, value in view.values.items():
-        if (where := keep(name)) is not None:
-            out.setdefault(where[0], {})[where[1]] = value
-    for r in view.tensors:
-        where = keep(r.name)
-        if where is None or r.numel != 1 or not r.dtype.startswith(("int", "uint")):
+def _run_values(view: CheckpointView, run: RunState) -> dict[str, Any]:
+    """The run position's values: plain values as they are, one-element tensors read."""
+    out: dict[str, Any] = {}
+    for key, name in run.entries.items():
+        if name in view.values:
+            out[key] = view.values[name]
             continue
         try:
-            out.setdefault(where[0], {})[where[1]] = int(view.load(r.name).reshape(-1)[0])
+            out[key] = int(view.load(name).reshape(-1)[0])
         except Exception:
             continue
     return out
 
 
+def _add(view: CheckpointView, label: str, out: Components) -> None:
+    """The components of one view the walk gives (see :func:`..readers.state_map.walk`)."""
+    found = view.state_map
+    if view.parts:  # a folder's own run position (DeepSpeed's global_steps)
+        for rs in found.run:
+            values = _run_values(view, rs)
+            out.run_states.append(ValuesPart(label, "run_state", values, False, str(view.path)))
+        return
+    kind = view.kind
+    if kind == "args":
+        out.args.update(view.values)  # no tensors, no state to check: what the run asked for
+        return
+    out.leaves.append((label, view))
+    if kind == "scheduler":
+        out.schedulers.append(ValuesPart(label, "scheduler", dict(view.values), file=label))
+        return
+    if kind in BOOKKEEPING_KINDS:
+        out.run_states.append(
+            ValuesPart(
+                label, "run_state", dict(view.values), found.has_rng, str(view.path), view.traits
+            )
+        )
+        return
+    out.optimizers += [OptimizerPart.of(label, view, o) for o in found.optimizers]
+    out.schedulers += [ValuesPart(label, "scheduler", dict(s.values)) for s in found.schedulers]
+    if kind not in MODEL_KINDS:
+        return
+    if found.model:
+        folder, config = model_config(view)
+        ordered = view.traits.keeps_order
+        out.models.append(ModelPart(label, view, list(found.model), folder, config, ordered))
+    if found.has_rng:
+        out.run_states.append(ValuesPart(label, "run_state", {}, True, str(view.path)))
+    for rs in found.run:
+        values = _run_values(view, rs)
+        out.run_states.append(
+            ValuesPart(label + rs.prefix, "run_state", values, False, str(view.path))
+        )
+
+
 def collect(view: CheckpointView, model: CheckpointView | None = None) -> Components:
     """Every component of ``view``; ``model`` (a separate model checkpoint) is added last."""
     out = Components()
-    _walk(view, "", out)
+    for label, part in walk(view):
+        _add(part, label, out)
     if model is not None and not out.models:
         found = Components()
-        _walk(model, "", found)
+        for label, part in walk(model):
+            _add(part, label, found)
         for m in found.models:
             m.label = "(model) " + m.label
         out.models += found.models

@@ -48,7 +48,7 @@ def _integrity_of_parts(view: CheckpointView, seen: set[Path]) -> list[Finding]:
 def _unrecognised_children(view: CheckpointView) -> list[Finding]:
     """Children of a training-state folder that look like checkpoint files but are broken
     (the bundle reader leaves out what it cannot read, e.g. a truncated optimizer file)."""
-    if view.family != "training-state" or not view.path.is_dir():
+    if not view.traits.part_files or not view.path.is_dir():
         return []
     from ..api import detect_format
     from ..errors import FormatDetectionError, TruncatedFileError

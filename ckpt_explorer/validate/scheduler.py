@@ -14,7 +14,6 @@ from collections import Counter
 from typing import Any
 
 from ..io.raw_values import record_scalar
-from ..readers.roles import DETAIL_ACCELERATE_RNG
 from ..types import TensorRecord
 from .findings import Finding
 from .parts import Components, OptimizerPart, ValuesPart
@@ -83,7 +82,7 @@ def scheduler_steps_per_optimizer_step(parts: Components) -> int:
     """Scheduler steps one optimizer step makes, where the files show it: accelerate steps a
     prepared scheduler once per process (unless ``split_batches``), and its ``save_state``
     writes one ``random_states_<i>.pkl`` per process. 1 otherwise."""
-    return max(1, sum(1 for rs in parts.run_states if rs.detail == DETAIL_ACCELERATE_RNG))
+    return max(1, sum(1 for rs in parts.run_states if rs.traits.accelerate_rng))
 
 
 def optimizer_step(opt: OptimizerPart) -> float | None:

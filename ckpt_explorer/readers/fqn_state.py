@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..readers.dcp_optim import groups_from_settings
 from ..types import TensorRecord
 from ..view import CheckpointView
+from .dcp_optim import groups_from_settings
 
 GROUP_PARAMS = re.compile(r"^(.*?)param_groups\.(\d+)\.params$")
 
