@@ -7,7 +7,6 @@ from typing import Any
 import panel as pn
 
 from ...natural import natural_key
-from ..engines import available
 from ..numbers import fmt_value, plural
 from ..state import AppState
 from ..tables import shape_text
@@ -20,7 +19,6 @@ from .common import (
     error_pane,
     fmt_bytes,
     job_status,
-    not_available,
     placeholder,
     plot,
     section,
@@ -97,9 +95,6 @@ class CompareView(pn.viewable.Viewer):
     def __init__(self, app: AppState, **params: Any) -> None:
         super().__init__(**params)
         self.app = app
-        if not available("diff"):
-            self._body: pn.viewable.Viewable = not_available("Compare", "ckpt_explorer.diff")
-            return
         c = self.app.compare
         opts = self.app.candidates()
         self._a = PathPicker(opts, "A (reference)", warn=self.app.unsafe_note)

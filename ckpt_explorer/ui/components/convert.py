@@ -7,7 +7,6 @@ from typing import Any
 
 import panel as pn
 
-from ..engines import available
 from ..numbers import fmt_number, plural
 from ..state import AppState
 from .common import (
@@ -15,7 +14,6 @@ from .common import (
     error_pane,
     fmt_bytes,
     job_status,
-    not_available,
     placeholder,
     section,
     sync,
@@ -80,9 +78,6 @@ class ConvertView(pn.viewable.Viewer):
     def __init__(self, app: AppState, **params: Any) -> None:
         super().__init__(**params)
         self.app = app
-        if not available("convert"):
-            self._body: pn.viewable.Viewable = not_available("Conversion", "ckpt_explorer.convert")
-            return
         c = self.app.convert
         self._source = PathPicker(
             self.app.candidates(), "Source checkpoint", warn=self.app.unsafe_note
