@@ -26,6 +26,7 @@ from ckpt_explorer import (
     validate_checkpoint,
 )
 from ckpt_explorer.contracts import Meter, Progress, Report, is_cancelled
+from ckpt_explorer.convert import ConversionCancelled
 from ckpt_explorer.convert.progress import ProgressBar
 from ckpt_explorer.demo import make_demo
 from ckpt_explorer.errors import Cancelled
@@ -223,3 +224,34 @@ def test_as_view_opens_paths_and_keeps_views(tmp_path: Path) -> None:
     by_view = as_view(view, model=as_view(tmp_path / "model.pt"))
     assert by_path.optimizer is not None and by_view.optimizer is not None
     assert by_path.optimizer.param_names == by_view.optimizer.param_names == truth
+
+
+def test_torchrun_jobs_relay_their_ranks_progress(tmp_path: Path) -> None:
+    """``--nproc 2`` jobs: the ranks' events reach the caller while they run (the launcher's
+    own events name no tensor or file); a cancel before the start stops the job."""
+    a, b, names = _pair(tmp_path)
+    events: list[Progress] = []
+    result = diff_checkpoints(a, b, nproc=2, progress=events.append)
+    assert result.options["nproc"] == 2 and not result.equal
+    _one_stage(events, "compare", "bytes")
+    assert any(e.item in names for e in events)  # from the ranks
+
+    plan = plan_conversion(a, tmp_path / "out", "hf", max_shard_size="20KB")
+    written: list[Progress] = []
+    assert run_conversion(plan, nproc=2, progress=written.append).verified
+    stages = [e.stage for e in written]
+    assert stages[0] == "launch" and stages[-1] == "verify" and "write" in stages
+    files = {f.name for f in plan.files}
+    assert len(files) == 12 and any(e.item in files for e in written if e.stage == "write")
+    assert written[-1].done == written[-1].total == plan.total_bytes
+
+    stop = threading.Event()
+
+    def stop_at_launch(e: Progress) -> None:
+        if e.stage == "launch":
+            stop.set()
+
+    later = plan_conversion(a, tmp_path / "stopped", "hf", max_shard_size="20KB")
+    with pytest.raises(ConversionCancelled):
+        run_conversion(later, nproc=2, progress=stop_at_launch, cancel=stop)
+    assert not (tmp_path / "stopped").exists()

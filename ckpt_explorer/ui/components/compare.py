@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import panel as pn
 
@@ -29,6 +30,9 @@ from .common import (
 )
 from .export import export_buttons
 from .picker import PathPicker
+
+if TYPE_CHECKING:
+    from ...diff import TensorDiff
 
 COLUMNS = [
     "name",
@@ -70,11 +74,11 @@ def _row_style(row: Any) -> list[str]:
     return [f"background-color: {colour}" if colour else ""] * len(row)
 
 
-def diff_rows(rows: Any, changed_only: bool) -> Any:
+def diff_rows(rows: Sequence[TensorDiff], changed_only: bool) -> Any:
     """The table's frame: a DiffResult's rows (or partial rows), changed ones first."""
     import pandas as pd
 
-    df = pd.DataFrame([r.to_dict() if hasattr(r, "to_dict") else r for r in rows])
+    df = pd.DataFrame([r.to_dict() for r in rows])
     if not len(df):
         return pd.DataFrame(columns=COLUMNS)
     df = df[[c for c in COLUMNS if c in df.columns]].copy()
