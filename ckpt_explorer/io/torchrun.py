@@ -20,9 +20,12 @@ from pathlib import Path
 
 from ..contracts import Cancel, ProgressFn, is_cancelled
 from .ports import free_port
-from .rank_progress import RankRelay
+from .rank_progress import PROGRESS_DIR_ENV, RankRelay
 
-RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+# a parent job's variables, never passed on (the relay sets its own progress folder)
+RANK_VARIABLES = (
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", PROGRESS_DIR_ENV,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
