@@ -4,7 +4,7 @@ Importing this package is light: torch is imported only where tensor values are 
 computed (listing needs none), panel/plotly only by the UI.
 """
 
-from .api import detect_format, open_checkpoint
+from .api import as_view, detect_format, open_checkpoint
 from .convert import plan_conversion, run_conversion
 from .diff import DiffResult, diff_checkpoints
 from .errors import (
@@ -40,6 +40,7 @@ __all__ = [
     "UnsafeCheckpointError",
     "ValidationReport",
     "__version__",
+    "as_view",
     "detect_format",
     "diff_checkpoints",
     "open_checkpoint",

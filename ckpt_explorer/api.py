@@ -78,3 +78,30 @@ def open_checkpoint(
         if model is not None:
             model_view = model if isinstance(model, CheckpointView) else open_checkpoint(model)
         return attach_names(view, model_view)
+
+
+def as_view(
+    x: str | Path | CheckpointView, model: str | Path | CheckpointView | None = None
+) -> CheckpointView:
+    """``x`` as an open view: a view as it is, a path (or URL) opened lazily.
+
+    Args:
+        x: a checkpoint path of any known family, a URL, or an open view.
+        model: for an optimizer, a model checkpoint (path or view) whose tensor order gives
+            parameter names to its integer ids (attached to a view given open, too).
+
+    Raises:
+        CkptExplorerError: as :func:`open_checkpoint`.
+
+    Example:
+        >>> view = as_view("run/step-6000")            # doctest: +SKIP
+        >>> as_view(view) is view                      # doctest: +SKIP
+        True
+    """
+    if not isinstance(x, CheckpointView):
+        return open_checkpoint(x, model=model)
+    if model is None:
+        return x
+    from .readers.param_names import attach_names
+
+    return attach_names(x, as_view(model))

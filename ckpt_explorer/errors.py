@@ -47,5 +47,9 @@ class UnsafeCheckpointError(CkptExplorerError):
     """The file asks for something that could run code or escape the checkpoint directory."""
 
 
+class Cancelled(CkptExplorerError):
+    """A job stopped at a cancel request before it finished."""
+
+
 class MissingDependencyError(CkptExplorerError):
     """An optional package is needed for this operation."""

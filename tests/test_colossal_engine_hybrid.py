@@ -20,9 +20,9 @@ import torch
 from _convert_helpers import snapshot
 
 from ckpt_explorer.cli import main
+from ckpt_explorer.contracts import Progress
 from ckpt_explorer.convert.colossal_engine import run_engine_job
 from ckpt_explorer.convert.colossal_plan import PATH_VARIABLE, plan_engine_job
-from ckpt_explorer.convert.jobs import ProgressEvent
 
 pytest.importorskip("colossalai")
 VOCAB = 4000  # padded to 4096 at tp 2
@@ -106,11 +106,11 @@ def test_tp2_hybrid_output_equals_source(
     )
     assert (plan.nproc, plan.backend, plan.dtype) == (2, "gloo", "bfloat16")
     assert all(c["ok"] for c in plan.checks) and plan.vocab_multiple is None
-    events: list[ProgressEvent] = []
+    events: list[Progress] = []
     result = run_engine_job(plan, progress=events.append)
     assert result.verified and not result.mismatches, result.mismatches
-    assert result.nproc == 2 and events[0].current_file == "starting 2 process(es)"
-    assert events[-1].bytes_done == events[-1].bytes_total == plan.total_bytes
+    assert result.nproc == 2 and events[0].message == "starting 2 process(es)"
+    assert events[-1].done == events[-1].total == plan.total_bytes
     assert snapshot(source) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp folder left
     shards = sorted(p.name for p in dst.glob("model-*.safetensors"))

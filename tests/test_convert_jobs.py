@@ -19,7 +19,8 @@ import torch
 from _convert_helpers import snapshot, tree_bytes
 
 from ckpt_explorer import plan_conversion, run_conversion
-from ckpt_explorer.convert import ConversionCancelled, ProgressEvent
+from ckpt_explorer.contracts import Progress
+from ckpt_explorer.convert import ConversionCancelled
 from ckpt_explorer.convert.atomic import clean_stale, temp_dir_for
 from ckpt_explorer.convert.verify import verify_output
 
@@ -287,19 +288,21 @@ def test_verification_catches_a_changed_byte(big_bin: Path, tmp_path: Path) -> N
 
 
 def test_progress_events_and_cancel(big_bin: Path, tmp_path: Path) -> None:
-    events: list[ProgressEvent] = []
+    events: list[Progress] = []
     plan = plan_conversion(big_bin, tmp_path / "a", "hf", max_shard_size="8MB")
     assert run_conversion(plan, progress=events.append).verified
-    done = [e.bytes_done for e in events]
+    done = [e.done for e in events]
     assert done == sorted(done) and done[-1] == plan.total_bytes
-    assert {e.bytes_total for e in events} == {plan.total_bytes}
-    assert any(e.current_file.startswith("model-0000") for e in events)
+    assert {e.total for e in events} == {plan.total_bytes}
+    assert {e.unit for e in events} == {"bytes"}
+    assert [e.stage for e in events] == ["write"] * (len(events) - 1) + ["verify"]
+    assert any(e.item.startswith("model-0000") for e in events)
     assert any(e.eta_s is not None for e in events)
 
     cancel = threading.Event()
 
-    def stop_half_way(e: ProgressEvent) -> None:
-        if e.bytes_done > plan.total_bytes // 2:
+    def stop_half_way(e: Progress) -> None:
+        if e.done > plan.total_bytes // 2:
             cancel.set()
 
     plan_b = plan_conversion(big_bin, tmp_path / "b", "hf", max_shard_size="8MB")

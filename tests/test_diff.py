@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import save_file
 
 from ckpt_explorer import CkptExplorerError, DiffResult, diff_checkpoints, open_checkpoint
+from ckpt_explorer.contracts import Progress
 from ckpt_explorer.diff.rows import TensorDiff
 
 
@@ -163,7 +164,7 @@ def test_large_tensor_is_chunked(tmp_path: Path) -> None:
         tmp_path / "a.safetensors",
         tmp_path / "b.bin",
         chunk_bytes=4096,  # 1024 float32 per chunk: hundreds of chunks per tensor
-        progress=lambda done, total: calls.append((done, total)),
+        progress=lambda e: calls.append((e.done, e.total)),
     )
     by = rows(result)
     assert_figures(by["big"], reference(a, b))
@@ -254,9 +255,9 @@ def test_cancel_returns_partial_result(tmp_path: Path) -> None:
     stop = threading.Event()
     seen: list[int] = []
 
-    def progress(done: int, total: int) -> None:
-        seen.append(done)
-        if done > total // 4:
+    def progress(e: Progress) -> None:
+        seen.append(e.done)
+        if e.done > e.total // 4:
             stop.set()
 
     result = diff_checkpoints(a, b, progress=progress, cancel=stop, chunk_bytes=2048)
@@ -264,8 +265,21 @@ def test_cancel_returns_partial_result(tmp_path: Path) -> None:
     assert result.cancelled and s["cancelled"] and not result.equal
     assert 0 < s["changed"] < 40 and s["not_compared"] == 40 - s["changed"]
     assert max(seen) < 2 * 40 * 64 * 64 * 4
-    # a progress callback returning False cancels too
-    result = diff_checkpoints(a, b, progress=lambda d, t: d < t // 2, chunk_bytes=2048)
+
+    # any object with is_set() cancels (the contract's Cancel), not only threading.Event
+    class HalfWay:
+        def __init__(self) -> None:
+            self.done, self.total = 0, 1
+
+        def is_set(self) -> bool:
+            return self.done >= self.total // 2
+
+    half = HalfWay()
+
+    def track(e: Progress) -> None:
+        half.done, half.total = e.done, e.total
+
+    result = diff_checkpoints(a, b, progress=track, cancel=half, chunk_bytes=2048)
     assert result.cancelled and result.summary()["not_compared"] > 0
 
 
@@ -340,7 +354,7 @@ def test_two_training_state_folders_in_one_call(tmp_path: Path) -> None:
     assert {r.part for r in result.tensors} == {"modeling", "optimizer"}
     layers = {(g["part"], g["state"], g["layer"]) for g in result.by_layer()}
     assert ("optimizer", "exp_avg", 1) in layers and ("modeling", None, 0) in layers
-    df = result.to_dataframe()
+    df = result.to_frame()
     assert len(df) == len(result.tensors) and {"rel_l2", "max_abs", "param"} <= set(df.columns)
     same = diff_checkpoints(root / "resumed_from", root / "resumed_from")
     assert same.equal and same.summary()["identical"] == len(same.tensors)
@@ -389,7 +403,7 @@ def test_rows_stream_while_the_diff_runs(tmp_path: Path) -> None:
     streamed: list[TensorDiff] = []
     seen_progress: list[int] = []
 
-    def progress(done: int, total: int) -> None:
+    def progress(e: Progress) -> None:
         seen_progress.append(len(streamed))
 
     result = diff_checkpoints(a, b, on_row=streamed.append, progress=progress)

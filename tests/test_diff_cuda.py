@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import save_file
 
 from ckpt_explorer import diff_checkpoints
+from ckpt_explorer.contracts import Progress
 from ckpt_explorer.diff.engine import FLOAT_ELEMENTS
 
 DEVICE = os.environ.get("CKPT_TEST_CUDA_DEVICE", "cuda")
@@ -139,8 +140,8 @@ def test_auto_and_cancel(tmp_path: Path) -> None:
         assert diff_checkpoints(a, b, device="auto").options["device"].startswith("cuda")
     stop = threading.Event()
 
-    def progress(done: int, total: int) -> None:
-        if done > total // 4:
+    def progress(e: Progress) -> None:
+        if e.done > e.total // 4:
             stop.set()
 
     r = diff_checkpoints(a, b, device=DEVICE, progress=progress, cancel=stop, chunk_bytes=2048)

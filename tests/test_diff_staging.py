@@ -9,10 +9,12 @@ GPU shows (pinned memory, events, non-blocking copies) is in tests/test_diff_cud
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 import torch
 
+from ckpt_explorer.contracts import Progress
 from ckpt_explorer.diff.engine import Engine
 from ckpt_explorer.diff.stats import PairFigures
 
@@ -75,12 +77,14 @@ def test_staged_identical_and_mixed_dtypes() -> None:
 def test_staged_cancel_stops_and_drains() -> None:
     a, b = _pair(6, torch.float32)
     seen: list[int] = []
+    stop = threading.Event()
 
-    def progress(done: int, total: int) -> bool:
-        seen.append(done)
-        return len(seen) < 5
+    def progress(e: Progress) -> None:
+        seen.append(e.done)
+        if len(seen) == 5:
+            stop.set()
 
-    eng = Engine(None, None, threads=4, progress=progress)  # type: ignore[arg-type]
+    eng = Engine(None, None, threads=4, progress=progress, cancel=stop)  # type: ignore[arg-type]
     eng.total = 2 * a.numel() * 4
     _figures(eng, a, b, True)
     assert eng.cancelled and len(seen) == 5

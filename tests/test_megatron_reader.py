@@ -291,7 +291,7 @@ def test_diff_of_a_resume_pairs_optimizer_states_by_parameter_name(
     corpus: tuple[Path, dict[str, Any]], views: dict[str, CheckpointView]
 ) -> None:
     result = diff_checkpoints(views["mcore_gpt_base"], views["mcore_gpt_resume_clean"])
-    frame = result.to_dataframe()
+    frame = result.to_frame()
     optim = frame[frame["part"] == "optimizer"]
     assert len(optim) == 29 * 3 and set(optim["match"]) == {"param_name"}
     assert set(frame[frame["part"] == "model"]["match"]) == {"exact"}

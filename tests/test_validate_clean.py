@@ -66,5 +66,5 @@ def test_validate_accepts_a_view_and_reports_progress(real_checkpoints):
     root, manifest = real_checkpoints("hf")
     view = open_checkpoint(root / manifest["cases"]["gpt2_sharded"]["path"])
     seen = []
-    report = validate_checkpoint(view, progress=lambda done, total: seen.append((done, total)))
+    report = validate_checkpoint(view, progress=lambda e: seen.append((e.done, e.total)))
     assert report.ok and seen and seen[-1][0] == seen[-1][1]

@@ -1,6 +1,6 @@
 """Conversions: planned, streamed, atomic and verified bit for bit (see ``plan_conversion``)."""
 
-from .jobs import ConversionResult, ProgressEvent, run_conversion
+from .jobs import ConversionResult, run_conversion
 from .plan import ConversionPlan, PlannedFile, PlannedTensor
 from .planner import DestinationExistsError, plan_conversion
 from .writers import ConversionCancelled, parse_size
@@ -12,7 +12,6 @@ __all__ = [
     "DestinationExistsError",
     "PlannedFile",
     "PlannedTensor",
-    "ProgressEvent",
     "parse_size",
     "plan_conversion",
     "run_conversion",

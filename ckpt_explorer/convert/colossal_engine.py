@@ -19,15 +19,14 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from ..contracts import Cancel, Progress, ProgressFn
 from ..errors import CkptExplorerError
 from .colossal_plan import EnginePlan, plan_engine_job
-from .jobs import ConversionResult, Progress, ProgressEvent
+from .jobs import ConversionResult
 
 CONFIG_FILES = ("config.json", "generation_config.json")
 _ECHOES = ("Connection closed by peer", "Connection reset by peer", "remote worker")
@@ -87,19 +86,20 @@ def _size_under(path: Path) -> int:
     return total
 
 
-def _watcher(
-    out: Path, total: int, progress: Progress | None, cancel: threading.Event | None
-) -> Callable[[], bool]:
-    """Polled by the launcher while the ranks run: reports bytes saved so far, says stop."""
+def _watcher(out: Path, total: int, progress: ProgressFn | None) -> Callable[[], None] | None:
+    """Polled by the launcher while the ranks run: reports the bytes saved so far (the
+    Booster's save says nothing while it runs; its output's size does)."""
+    if progress is None:
+        return None
     last = [0.0]
 
-    def poll() -> bool:
+    def poll() -> None:
         now = time.monotonic()
-        if progress is not None and now - last[0] >= 0.5:
+        if now - last[0] >= 0.5:
             last[0] = now
             done = min(_size_under(out), total) if out.exists() else 0
-            progress(ProgressEvent(done, total, "loading and saving through the Booster", None))
-        return cancel is not None and cancel.is_set()
+            words = "loading and saving through the Booster"
+            progress(Progress("write", done, total, message=words))
 
     return poll
 
@@ -121,7 +121,9 @@ def _rank_error(results: Path, returncode: int | None, log_tail: str) -> str | N
     return None
 
 
-def _launch(plan: EnginePlan, out: Path, progress: Progress | None, cancel: Any) -> float:
+def _launch(
+    plan: EnginePlan, out: Path, progress: ProgressFn | None, cancel: Cancel | None
+) -> float:
     """Run the ranks; the seconds they took. Raises when a rank failed or the job was stopped."""
     from ..io.torchrun import run_torchrun
     from .writers import ConversionCancelled
@@ -143,7 +145,7 @@ def _launch(plan: EnginePlan, out: Path, progress: Progress | None, cancel: Any)
         t0 = time.perf_counter()
         ended = run_torchrun(
             "ckpt_explorer.convert.colossal_worker", [json.dumps(args)], plan.nproc, Path(td),
-            cancel=_watcher(out, plan.total_bytes, progress, cancel), env=env,
+            cancel=cancel, env=env, on_poll=_watcher(out, plan.total_bytes, progress),
         )  # fmt: skip
         if ended.cancelled:
             raise ConversionCancelled(plan.destination, "the job to finish", "a cancel request")
@@ -159,9 +161,12 @@ def _launch(plan: EnginePlan, out: Path, progress: Progress | None, cancel: Any)
 
 
 def run_engine_job(
-    plan: EnginePlan, progress: Progress | None = None, cancel: threading.Event | None = None
+    plan: EnginePlan, progress: ProgressFn | None = None, cancel: Cancel | None = None
 ) -> ConversionResult:
     """Carry out ``plan``: ranks load and save into a temp folder, verify, move into place.
+
+    ``progress`` gets a ``launch`` event, ``write`` events (the output's bytes so far) and a
+    ``verify`` event; ``cancel`` stops the ranks (:class:`~.writers.ConversionCancelled`).
 
     Returns:
         ConversionResult; ``verified`` False (and nothing installed) when any tensor differs.
@@ -174,14 +179,16 @@ def run_engine_job(
     out = tmp / "out" if plan.shard else tmp / dst.name  # the folder, or the file itself
     try:
         if progress is not None:
-            progress(ProgressEvent(0, plan.total_bytes, f"starting {plan.nproc} process(es)", None))
+            words = f"starting {plan.nproc} process(es)"
+            progress(Progress("launch", 0, plan.total_bytes, message=words))
         seconds = _launch(plan, out, progress, cancel)
         if plan.shard:
             for name in CONFIG_FILES:  # the source's own, not the one the worker's model wrote
                 if (plan.config_dir / name).is_file():
                     shutil.copyfile(plan.config_dir / name, out / name)
         if progress is not None:
-            progress(ProgressEvent(plan.total_bytes, plan.total_bytes, "(verifying)", None))
+            total = plan.total_bytes
+            progress(Progress("verify", total, total, message="(verifying)"))
         t1 = time.perf_counter()
         mismatches, notes = compare_outputs(plan.source, out)
         verify_seconds = time.perf_counter() - t1

@@ -12,9 +12,12 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError, MissingDependencyError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PLUGINS = ("torch_ddp", "hybrid", "gemini", "lowlevelzero")
 ALIASES = {"low_level_zero": "lowlevelzero", "hybrid_parallel": "hybrid", "ddp": "torch_ddp"}
@@ -70,6 +73,13 @@ class EnginePlan:
         doc.update(destination=str(self.destination), checks=list(self.checks))
         doc["python_path"] = list(self.python_path)
         return doc
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per ``fit`` check run for this layout: rule, ok, message."""
+        import pandas as pd
+
+        rows = [{k: c.get(k) for k in ("rule", "ok", "message")} for c in self.checks]
+        return pd.DataFrame(rows, columns=["rule", "ok", "message"])
 
     def describe(self) -> str:
         out = "sharded folder of" if self.shard else "one file of"

@@ -7,7 +7,8 @@ share in the temp folder that rank 0 made beside the destination (its name is br
 the same launch works across nodes with a shared filesystem (torchrun ``--nnodes``). After a
 barrier rank 0 writes the index and side files, checks the index, gathers the ranks'
 mismatches, and moves the output into place only when all is verified; the first process
-of every node writes the result for its node's launcher.
+of every node writes the result for its node's launcher. Each rank's bytes written are
+relayed to its node's launcher as progress (:mod:`ckpt_explorer.io.rank_progress`).
 Backend: nccl when CUDA is available (``--backend`` overrides), gloo otherwise.
 """
 
@@ -57,6 +58,8 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
+    from ..contracts import Meter
+    from ..io.rank_progress import rank_progress
     from .atomic import clean_stale, discard, fsync_tree, install, make_temp
     from .planner import plan_conversion
     from .verify import check_index, check_written, verify_output
@@ -109,7 +112,9 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         mine = share_files(plan.files, world)[rank]
         if plan.files and plan.files[0].writer == "dcp":
             mine = plan.files if rank == 0 else []
-        write_files(plan, root, mine)
+        meter = Meter(rank_progress(), "write", sum(f.nbytes for f in mine))
+        meter.emit(force=True)  # this rank's share, relayed to the launcher
+        write_files(plan, root, mine, meter)
         if rank == 0:
             write_extras(plan, root)
         dist.barrier()

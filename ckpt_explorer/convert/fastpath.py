@@ -26,6 +26,7 @@ from .plan import Piece
 if TYPE_CHECKING:
     import torch
 
+    from ..contracts import Cancel
     from ..io.mapped import MappedFile
 
 CHUNK = 64 * 2**20
@@ -116,7 +117,7 @@ def copy_pieces(
     out_offset: int,
     pieces: tuple[Piece, ...],
     tick: Tick | None = None,
-    cancel: threading.Event | None = None,
+    cancel: Cancel | None = None,
     files: OpenFiles | None = None,
 ) -> int:
     """Copy ``pieces`` into ``out_fd`` at ``out_offset``; returns the bytes written.

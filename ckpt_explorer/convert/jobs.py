@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..contracts import Cancel, Meter, Progress, ProgressFn, is_cancelled
 from ..io.torchrun import Nodes
 from .atomic import clean_stale, discard, install, make_temp
 from .flush import BackgroundSync
@@ -26,15 +26,8 @@ from .writers import (
     write_torch,
 )
 
-
-@dataclass(frozen=True)
-class ProgressEvent:
-    """Where a job stands: bytes written of the total, the file being written, time left."""
-
-    bytes_done: int
-    bytes_total: int
-    current_file: str
-    eta_s: float | None
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -67,54 +60,35 @@ class ConversionResult:
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per output file, then one per mismatch, note and left-out item."""
+        import pandas as pd
 
-Progress = Callable[[ProgressEvent], None]
-
-
-class _Meter:
-    def __init__(self, total: int, progress: Progress | None) -> None:
-        self.total, self.progress, self.done = total, progress, 0
-        self.t0 = time.perf_counter()
-        self.file = ""
-        self._last = 0.0
-
-    def start(self, name: str) -> None:
-        self.file = name
-        self.emit(force=True)
-
-    def tick(self, n: int) -> None:
-        self.done += n
-        self.emit()
-
-    def emit(self, force: bool = False) -> None:
-        if self.progress is None:
-            return
-        now = time.perf_counter()
-        if not force and now - self._last < 0.1 and self.done < self.total:
-            return
-        self._last = now
-        elapsed = now - self.t0
-        eta = elapsed / self.done * (self.total - self.done) if self.done else None
-        self.progress(ProgressEvent(self.done, self.total, self.file, eta))
+        rows = [{"kind": "file", "item": f} for f in self.files]
+        rows += [{"kind": "mismatch", "item": m} for m in self.mismatches]
+        rows += [{"kind": "note", "item": n} for n in self.notes]
+        rows += [{"kind": "left_out", "item": d} for d in self.left_out]
+        return pd.DataFrame(rows, columns=["kind", "item"])
 
 
 def write_files(
     plan: ConversionPlan,
     root: Path,
     files: Sequence[PlannedFile],
-    meter: _Meter | None = None,
-    cancel: threading.Event | None = None,
+    meter: Meter | None = None,
+    cancel: Cancel | None = None,
     sync: bool = True,
 ) -> None:
     """Write ``files`` of the plan under ``root`` (the output folder or the temp folder).
 
-    ``sync=False`` leaves fsyncing safetensors files to the caller.
+    ``meter`` counts the bytes written (its item: the file being written); ``sync=False``
+    leaves fsyncing safetensors files to the caller.
     """
     for pf in files:
         if meter is not None:
             meter.start(pf.name)
-        tick = meter.tick if meter is not None else None
-        if cancel is not None and cancel.is_set():
+        tick = meter.advance if meter is not None else None
+        if is_cancelled(cancel):
             raise ConversionCancelled(plan.destination, "the job to finish", "a cancel request")
         if pf.writer == "safetensors":
             write_safetensors(root / pf.name, pf.tensors, tick, cancel, sync=sync)
@@ -152,8 +126,8 @@ def output_root(plan: ConversionPlan, tmp: Path) -> tuple[Path, Path]:
 
 def run_conversion(
     plan: ConversionPlan,
-    progress: Progress | None = None,
-    cancel: threading.Event | None = None,
+    progress: ProgressFn | None = None,
+    cancel: Cancel | None = None,
     nproc: int = 1,
     nodes: Nodes | None = None,
     verify: bool = True,
@@ -162,7 +136,9 @@ def run_conversion(
 
     Args:
         plan: from :func:`plan_conversion`.
-        progress: called with :class:`ProgressEvent` as bytes are written.
+        progress: called with :class:`~ckpt_explorer.contracts.Progress` events as bytes
+            are written (stage ``"write"``, the file being written), then once for
+            ``"verify"``; a distributed job relays its ranks' events.
         cancel: set it to stop the job; the temp folder is removed and
             :class:`ConversionCancelled` raised; the destination is untouched.
         nproc: >1 runs the job under ``torch.distributed.run`` with that many processes.
@@ -175,14 +151,16 @@ def run_conversion(
         ConversionResult; when verification fails, ``verified`` is False and nothing was
         installed at the destination.
     """
+    total = plan.total_bytes
     if nproc > 1 or nodes is not None:
         if progress is not None:
-            progress(ProgressEvent(0, plan.total_bytes, f"{nproc} processes", None))
+            progress(Progress("launch", 0, total, message=f"{nproc} processes"))
         from .launcher import launch  # torchrun machinery, only for nproc > 1
 
-        result = ConversionResult(**launch(plan, nproc, nodes=nodes))
+        doc = launch(plan, nproc, nodes=nodes, progress=progress, cancel=cancel)
+        result = ConversionResult(**doc)
         if progress is not None:
-            progress(ProgressEvent(plan.total_bytes, plan.total_bytes, "", 0.0))
+            progress(Progress("verify", total, total, eta_s=0.0))
         result.left_out = list(plan.dropped)
         return result
     dst = plan.destination
@@ -190,13 +168,13 @@ def run_conversion(
     tmp = make_temp(dst)
     try:
         root, opened = output_root(plan, tmp)
-        meter = _Meter(plan.total_bytes, progress)
+        meter = Meter(progress, "write", total)
         t0 = time.perf_counter()
         write_files(plan, root, plan.files, meter, cancel, sync=False)
         write_extras(plan, root)
         seconds = time.perf_counter() - t0
-        meter.file = "(verifying)"
-        meter.emit(force=True)
+        meter.stage, meter.item = "verify", ""
+        meter.emit(force=True, message="(verifying)")
         t1 = time.perf_counter()
         # the output goes to disk while verification reads it (and the source) from the cache
         flush = BackgroundSync(tmp)
@@ -205,7 +183,7 @@ def run_conversion(
         finally:
             flush.join()
         verify_seconds = time.perf_counter() - t1
-        if cancel is not None and cancel.is_set():
+        if is_cancelled(cancel):
             raise ConversionCancelled(dst, "the job to finish", "a cancel request")
         if mismatches:
             discard(tmp)

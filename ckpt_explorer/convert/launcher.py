@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..contracts import Cancel, ProgressFn
 from ..errors import CkptExplorerError
 from ..io.torchrun import Nodes, run_torchrun
 from .plan import ConversionPlan
@@ -29,10 +30,23 @@ def job_arguments(plan: ConversionPlan, result_path: Path) -> list[str]:
 
 
 def launch(
-    plan: ConversionPlan, nproc: int, timeout_s: float = 3600, nodes: Nodes | None = None
+    plan: ConversionPlan,
+    nproc: int,
+    timeout_s: float = 3600,
+    nodes: Nodes | None = None,
+    progress: ProgressFn | None = None,
+    cancel: Cancel | None = None,
 ) -> dict[str, Any]:
     """Run ``plan`` in ``nproc`` processes (on each of ``nodes`` when given, each node calling
-    this with its own node rank); the result rank 0 made (ConversionResult fields)."""
+    this with its own node rank); the result rank 0 made (ConversionResult fields).
+
+    ``progress`` receives this node's ranks' ``write`` events, summed, while they write;
+    ``cancel`` terminates the job (:class:`~.writers.ConversionCancelled`; the destination
+    is untouched and the job's temp folder removed).
+    """
+    from .atomic import clean_stale
+    from .writers import ConversionCancelled
+
     with tempfile.TemporaryDirectory(prefix="ckpt-convert-") as td:
         result_path = Path(td) / "result.json"
         ended = run_torchrun(
@@ -40,9 +54,14 @@ def launch(
             job_arguments(plan, result_path),
             nproc,
             Path(td),
+            cancel=cancel,
             timeout_s=timeout_s,
             nodes=nodes,
+            progress=progress,
         )
+        if ended.cancelled:
+            clean_stale(plan.destination)  # the ranks are gone: their temp folder goes too
+            raise ConversionCancelled(plan.destination, "the job to finish", "a cancel request")
         if not result_path.is_file():
             raise CkptExplorerError(
                 plan.destination,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pandas as pd
     import torch
 
 TARGETS = ("safetensors", "bin", "hf", "torch", "dcp")
@@ -157,6 +158,23 @@ class ConversionPlan:
             "notes": list(self.notes),
             "options": {k: v for k, v in self.options.items() if k != "source"},
         }
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per output data file, in write order: name, writer, layout, tensors,
+        bytes (the index and side files are in :meth:`to_json`)."""
+        import pandas as pd
+
+        rows = [
+            {
+                "file": f.name,
+                "writer": f.writer,
+                "layout": f.layout,
+                "tensors": len(f.tensors),
+                "bytes": f.nbytes,
+            }
+            for f in self.files
+        ]
+        return pd.DataFrame(rows, columns=["file", "writer", "layout", "tensors", "bytes"])
 
     def describe(self, limit: int = 8) -> str:
         """A readable summary (what ``--dry-run`` prints)."""

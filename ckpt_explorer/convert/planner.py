@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..errors import CkptExplorerError
 from ..natural import natural_if_string_ordered
 from ..readers.diffusers_config import WEIGHT_STEM, model_config
+from ..view import CheckpointView
 from .plan import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
 from .renames import unwrap_names
 from .source_content import SourceContent
@@ -40,7 +41,7 @@ class DestinationExistsError(CkptExplorerError):
 
 
 def plan_conversion(
-    source: str | Path,
+    source: str | Path | CheckpointView,
     destination: str | Path,
     to: str,
     max_shard_size: str | int | None = None,
@@ -51,7 +52,7 @@ def plan_conversion(
     """Plan converting ``source`` into ``destination`` (nothing is written).
 
     Args:
-        source: any checkpoint ckpt_explorer opens (file or folder).
+        source: any checkpoint ckpt_explorer opens (file or folder), or its open view.
         destination: the file or folder to create.
         to: "safetensors" or "bin" (one file; a sharded folder with ``max_shard_size``),
             "hf" (a folder: safetensors shards of at most ``max_shard_size``, 5GB by default,
@@ -75,15 +76,16 @@ def plan_conversion(
         >>> plan = plan_conversion("run/model.bin", "out/model.safetensors", to="safetensors")  # doctest: +SKIP
         >>> print(plan.describe())  # doctest: +SKIP
     """
-    from ..api import open_checkpoint
+    from ..api import as_view
 
-    src, dst = Path(source), Path(destination)
+    src = source.path if isinstance(source, CheckpointView) else Path(source)
+    dst = Path(destination)
     if to not in TARGETS:
         raise CkptExplorerError(None, f"--to one of {', '.join(TARGETS)}", repr(to))
     _check_paths(src, dst, overwrite)
     shard = parse_size(max_shard_size)
     cast = _dtype(dtype)
-    view = open_checkpoint(src)
+    view = as_view(source)
     content = read_source(view, whole_state=to == "torch" and not model_only, as_hf=to == "hf")
     if content.parts_left_out and not model_only and to != "hf":
         raise CkptExplorerError(

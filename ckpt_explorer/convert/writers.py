@@ -12,18 +12,19 @@ import json
 import os
 import pickle
 import re
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CkptExplorerError
+from ..errors import Cancelled, CkptExplorerError
 from .bytecheck import OpenFiles
 from .fastpath import add_pieces, copy_pieces, piece_bytes
 from .plan import Piece, PlannedFile, PlannedTensor
 
 if TYPE_CHECKING:
     import torch
+
+    from ..contracts import Cancel
 
 Tick = Callable[[int], None]
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
@@ -49,7 +50,7 @@ ST_DTYPES = {
 }
 
 
-class ConversionCancelled(CkptExplorerError):
+class ConversionCancelled(Cancelled):
     """The job was cancelled; nothing was left at the destination."""
 
 
@@ -85,7 +86,7 @@ def _load(t: PlannedTensor) -> torch.Tensor:
     return t.loader()
 
 
-def _check(cancel: threading.Event | None) -> None:
+def _check(cancel: Cancel | None) -> None:
     if cancel is not None and cancel.is_set():
         raise ConversionCancelled(None, "the job to finish", "a cancel request")
 
@@ -106,7 +107,7 @@ def write_safetensors(
     path: Path,
     tensors: tuple[PlannedTensor, ...],
     tick: Tick | None = None,
-    cancel: threading.Event | None = None,
+    cancel: Cancel | None = None,
     metadata: dict[str, str] | None = None,
     sync: bool = True,
 ) -> None:
@@ -166,7 +167,7 @@ def _copy_run(
     at: int,
     run: list[Piece],
     tick: Tick | None,
-    cancel: threading.Event | None,
+    cancel: Cancel | None,
     sources: OpenFiles,
 ) -> None:
     if run:
@@ -299,7 +300,7 @@ def write_torch(
     path: Path,
     pf: PlannedFile,
     tick: Tick | None = None,
-    cancel: threading.Event | None = None,
+    cancel: Cancel | None = None,
 ) -> None:
     """Write a torch.save zip (loadable with ``torch.load(weights_only=True)``), one tensor
     at a time, in the record layout torch itself writes."""
@@ -338,7 +339,7 @@ def write_dcp(
     folder: Path,
     pf: PlannedFile,
     tick: Tick | None = None,
-    cancel: threading.Event | None = None,
+    cancel: Cancel | None = None,
 ) -> None:
     """Write a torch DCP folder with ``dcp.save`` (no process group); tensors are mapped
     from the source where the reader allows it."""

@@ -7,23 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..api import as_view
+from ..contracts import Cancel, ProgressFn
 from ..errors import CkptExplorerError
 from ..io.torchrun import Nodes
 from ..view import CheckpointView
-from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, ProgressFn, plan_pairs
+from .engine import DEFAULT_CHUNK_BYTES, Engine, plan_pairs
 from .hf_side import hf_sides
 from .launcher import launch
 from .report import DiffResult
 from .rows import TensorDiff
 from .values import compare_values
-
-
-def _open(x: str | Path | CheckpointView) -> CheckpointView:
-    if isinstance(x, CheckpointView):
-        return x
-    from ..api import open_checkpoint
-
-    return open_checkpoint(x)
 
 
 def diff_checkpoints(
@@ -36,7 +30,7 @@ def diff_checkpoints(
     device: str = "cpu",
     nproc: int = 1,
     progress: ProgressFn | None = None,
-    cancel: CancelArg = None,
+    cancel: Cancel | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     on_row: Callable[[TensorDiff], Any] | None = None,
     nodes: Nodes | None = None,
@@ -55,8 +49,10 @@ def diff_checkpoints(
             (a view is reopened from its path).
         nodes: run that job over several nodes (:class:`~ckpt_explorer.io.torchrun.Nodes`:
             every node calls this with its own node rank; ``nproc`` processes on each).
-        progress: called with ``(bytes_done, bytes_total)``; returning ``False`` cancels.
-        cancel: a ``threading.Event`` (set = cancel) or a callable returning True to cancel.
+        progress: called with :class:`~ckpt_explorer.contracts.Progress` events (stage
+            ``"compare"``, bytes of both sides, the tensor being compared); a distributed job
+            relays its ranks' events.
+        cancel: a ``threading.Event`` (or anything with ``is_set()``); set = stop.
         chunk_bytes: bytes per chunk of a tensor (large tensors are walked in chunks).
         on_row: called with each row as soon as it is computed (in-process runs only), so a
             caller can show partial results while the diff streams.
@@ -67,7 +63,7 @@ def diff_checkpoints(
 
     Example:
         >>> r = diff_checkpoints("run/step-6000", "run/step-6010")   # doctest: +SKIP
-        >>> r.summary()["changed"], r.to_dataframe().head()          # doctest: +SKIP
+        >>> r.summary()["changed"], r.to_frame().head()              # doctest: +SKIP
     """
     if nproc < 1:
         raise CkptExplorerError(None, "nproc >= 1", str(nproc))
@@ -86,7 +82,7 @@ def diff_checkpoints(
             nodes=nodes,
         )
     t0 = time.perf_counter()
-    view_a, view_b = hf_sides(_open(a), _open(b))
+    view_a, view_b = hf_sides(as_view(a), as_view(b))
     engine = Engine(
         view_a,
         view_b,

@@ -55,6 +55,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
     import torch.distributed as dist
 
     from ..api import open_checkpoint
+    from ..io.rank_progress import rank_progress
     from .api import options
     from .hf_side import hf_sides
     from .values import compare_values
@@ -70,6 +71,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         rtol=args.rtol,
         device=args.device,
         chunk_bytes=args.chunk_bytes,
+        progress=rank_progress(),  # relayed to the launcher
     )
     backend = "nccl" if engine.device.type == "cuda" else "gloo"
     if engine.device.type == "cuda":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..contracts import Cancel, Progress, ProgressFn, is_cancelled
 from ..errors import CkptExplorerError
 from ..io.readahead import Readahead
 from ..types import TensorRecord
@@ -52,8 +54,6 @@ if TYPE_CHECKING:
 DEFAULT_CHUNK_BYTES = 32 * 2**20
 FLOAT_ELEMENTS = 2**20
 MAX_THREADS = 8
-ProgressFn = Callable[[int, int], Any]
-CancelArg = threading.Event | Callable[[], bool] | None
 
 
 _THREADS_LOCK = threading.Lock()
@@ -261,7 +261,7 @@ class Engine:
         device: str = "cpu",
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         progress: ProgressFn | None = None,
-        cancel: CancelArg = None,
+        cancel: Cancel | None = None,
         on_row: Callable[[TensorDiff], Any] | None = None,
         threads: int | None = None,
         readahead: bool = True,
@@ -290,15 +290,12 @@ class Engine:
         self._readahead: Readahead | None = None
         self._last_report = 0
         self._report_every = 1
+        self._t0 = time.perf_counter()
+        self._item = ""
 
     # ---- progress and cancellation -------------------------------------------------------
     def _should_stop(self) -> bool:
-        c = self.cancel
-        if c is None:
-            return False
-        if isinstance(c, threading.Event):
-            return c.is_set()
-        return bool(c())
+        return is_cancelled(self.cancel)
 
     def _advance(self, nbytes: int, force: bool = False) -> None:
         self.done += nbytes
@@ -307,15 +304,24 @@ class Engine:
         if self.progress is not None and (
             force or self.done - self._last_report >= self._report_every or self.done >= self.total
         ):
-            self._last_report = self.done
-            if self.progress(self.done, self.total) is False:
-                self.cancelled = True
+            self._report()
+
+    def _report(self) -> None:
+        """A ``compare`` event: bytes of both sides compared, the pair being compared."""
+        assert self.progress is not None
+        self._last_report = self.done
+        elapsed = time.perf_counter() - self._t0
+        eta = elapsed / self.done * max(self.total - self.done, 0) if self.done > 0 else None
+        self.progress(Progress("compare", self.done, self.total, "bytes", self._item, eta_s=eta))
 
     # ---- the run --------------------------------------------------------------------------
     def run(self, plans: Sequence[PairPlan]) -> list[TensorDiff]:
         """Rows for ``plans`` in their order; after cancellation the rest are ``not_compared``."""
         self.total = sum(p.nbytes for p in plans)
+        self._t0 = time.perf_counter()
         self._report_every = max(1, min(16 * 2**20, self.total // 200))
+        if self.progress is not None:
+            self._report()  # the total, before the first byte
         rows: list[TensorDiff] = []
         ranges: list[tuple[Path, int, int]] = []
         for p in plans if self.readahead else ():
@@ -335,13 +341,14 @@ class Engine:
                 if self.cancelled:
                     rows.append(self._row(p, NOT_COMPARED))
                     continue
+                self._item = (p.pair.a if p.pair.a is not None else p.pair.b) or ""
                 row = self.compare(p)
                 rows.append(row)
                 if self.on_row is not None:
                     self.on_row(row)
             self._readahead = None
         if self.progress is not None and not self.cancelled and self._last_report != self.done:
-            self.progress(self.done, self.total)
+            self._report()
         return rows
 
     def _row(self, p: PairPlan, status: str) -> TensorDiff:

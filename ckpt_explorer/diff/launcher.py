@@ -6,9 +6,10 @@ import json
 import tempfile
 from pathlib import Path
 
+from ..contracts import Cancel, Progress, ProgressFn
 from ..errors import CkptExplorerError
-from ..io.torchrun import Cancel, Nodes, run_torchrun
-from .engine import DEFAULT_CHUNK_BYTES, ProgressFn
+from ..io.torchrun import Nodes, run_torchrun
+from .engine import DEFAULT_CHUNK_BYTES
 from .report import DiffResult
 
 
@@ -23,14 +24,15 @@ def launch(
     device: str = "cpu",
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: ProgressFn | None = None,
-    cancel: Cancel = None,
+    cancel: Cancel | None = None,
     nodes: Nodes | None = None,
 ) -> DiffResult:
     """Run the diff in ``nproc`` processes (on each of ``nodes``, when given: every node runs
     this with its own node rank and reads the same report back) and read rank 0's report.
 
-    Progress is reported once, at the end; cancellation terminates the job and returns an
-    empty result flagged as cancelled.
+    The ranks' progress is relayed as they compare (this node's ranks, summed), and once
+    more at the end; cancellation terminates the job and returns an empty result flagged as
+    cancelled.
     """
     from .engine import resolve_device
 
@@ -44,7 +46,13 @@ def launch(
         for old, new in (rename or {}).items():
             args += ["--rename", f"{old}={new}"]
         ended = run_torchrun(
-            "ckpt_explorer.diff.distributed", args, nproc, Path(tmp), cancel=cancel, nodes=nodes
+            "ckpt_explorer.diff.distributed",
+            args,
+            nproc,
+            Path(tmp),
+            cancel=cancel,
+            nodes=nodes,
+            progress=progress,
         )
         if ended.cancelled:
             return DiffResult([], [], True, {"a": str(a), "b": str(b), "nproc": nproc})
@@ -58,5 +66,5 @@ def launch(
         result = DiffResult.from_json(json.loads(out.read_text()))
     if progress is not None:
         total = int(result.summary()["bytes_compared"])
-        progress(total, total)
+        progress(Progress("compare", total, total, "bytes", eta_s=0.0))
     return result

@@ -87,7 +87,7 @@ class DiffResult:
         }
 
     # ---- tables -------------------------------------------------------------------------
-    def to_dataframe(self) -> pd.DataFrame:
+    def to_frame(self) -> pd.DataFrame:
         """One row per tensor (columns as in :class:`TensorDiff`)."""
         import pandas as pd
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..api import open_checkpoint
+from ..api import as_view
 from ..readable import human_bytes
 from ..view import CheckpointView
 from .arch import ArchFacts, model_tensors, read_arch
@@ -14,6 +14,9 @@ from .checks import Check, run_checks
 from .grid import fit_grid
 from .layout import Layout
 from .memory import Memory, memory_per_gpu
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,18 @@ class FitReport:
             "grid": list(self.grid),
         }
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per check (rule, ok, message); memory per GPU last, when a GPU memory
+        was given."""
+        import pandas as pd
+
+        rows = [{"rule": c.rule, "ok": c.ok, "message": c.message} for c in self.checks]
+        m = self.memory
+        if m is not None and m.gpu_mem is not None:
+            words = f"{human_bytes(m.total)} per GPU (stage {m.stage}) of {human_bytes(m.gpu_mem)}"
+            rows.append({"rule": "memory_per_gpu", "ok": m.fits, "message": words})
+        return pd.DataFrame(rows, columns=["rule", "ok", "message"])
+
     def format_text(self) -> str:
         lay, a = self.layout, self.arch
         verdict = {True: "FITS", False: "DOES NOT FIT", None: "UNKNOWN (cannot be decided)"}
@@ -92,9 +107,11 @@ class FitReport:
         return "\n".join(lines)
 
 
-def fit_checkpoint(path: str | Path, layout: Layout) -> FitReport:
-    """Open ``path`` (headers only) and decide whether it loads and fits at ``layout``."""
-    return fit_view(path, open_checkpoint(path), layout)
+def fit_checkpoint(path: str | Path | CheckpointView, layout: Layout) -> FitReport:
+    """Open ``path`` (headers only; or take the open view) and decide whether it loads and
+    fits at ``layout``."""
+    view = as_view(path)
+    return fit_view(view.path if isinstance(path, CheckpointView) else path, view, layout)
 
 
 def fit_view(path: str | Path, view: CheckpointView, layout: Layout) -> FitReport:

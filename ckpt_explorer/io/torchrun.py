@@ -3,8 +3,9 @@
 The diff and conversion jobs start their ranks the same way: a free loopback port for the
 rendezvous (over several nodes: torchrun's c10d rendezvous at the first node, see
 :class:`Nodes`), the caller's environment without a parent job's rank variables, OpenMP
-threads shared among the ranks, the log kept in a file, cancellation and a time limit polled
-while the job runs. Each rank writes its result where the caller's arguments say.
+threads shared among the ranks, the log kept in a file, cancellation, a time limit and the
+ranks' progress (:mod:`.rank_progress`) polled while the job runs. Each rank writes its
+result where the caller's arguments say.
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contracts import Cancel, ProgressFn, is_cancelled
 from .ports import free_port
+from .rank_progress import PROGRESS_DIR_ENV, RankRelay
 
-Cancel = threading.Event | Callable[[], bool] | None
-RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+# a parent job's variables, never passed on (the relay sets its own progress folder)
+RANK_VARIABLES = (
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", PROGRESS_DIR_ENV,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -71,22 +75,18 @@ class JobExit:
         return self.returncode is None
 
 
-def _stop_requested(cancel: Cancel) -> bool:
-    if cancel is None:
-        return False
-    return cancel.is_set() if isinstance(cancel, threading.Event) else bool(cancel())
-
-
 def run_torchrun(
     module: str,
     args: Sequence[str],
     nproc: int,
     log_dir: Path,
     *,
-    cancel: Cancel = None,
+    cancel: Cancel | None = None,
     timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
     nodes: Nodes | None = None,
+    progress: ProgressFn | None = None,
+    on_poll: Callable[[], None] | None = None,
 ) -> JobExit:
     """Run ``python -m <module> <args>`` in ``nproc`` ranks and wait for it.
 
@@ -95,11 +95,14 @@ def run_torchrun(
         args: its command-line arguments.
         nproc: processes on this machine.
         log_dir: a folder for the job's log (stdout and stderr of every rank).
-        cancel: an Event or a callable; when set, the job is terminated.
+        cancel: when set, the job is terminated.
         timeout_s: terminate the job after this long (it then ends with a non-zero code).
         env: variables set for the job on top of the caller's environment.
         nodes: this node's part of a job over several nodes (None: this machine alone, the
             rendezvous on a free loopback port).
+        progress: receives this node's ranks' progress, combined (the ranks send theirs
+            with :func:`~.rank_progress.rank_progress`).
+        on_poll: called every time the job is polled (e.g. to measure its output).
     """
     meet = (
         nodes.torchrun_args()
@@ -113,14 +116,22 @@ def run_torchrun(
     ]  # fmt: skip
     job_env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
     job_env.update(env or {})
+    relay = None
+    if progress is not None:
+        relay = RankRelay(log_dir / "progress", nproc, progress)
+        job_env.update(relay.environment())
     job_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     log = log_dir / "torchrun.log"
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with open(log, "wb") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=job_env)
         while proc.poll() is None:
+            if relay is not None:
+                relay.poll()
+            if on_poll is not None:
+                on_poll()
             late = deadline is not None and time.monotonic() > deadline
-            if _stop_requested(cancel) or late:
+            if is_cancelled(cancel) or late:
                 proc.terminate()
                 try:
                     proc.wait(timeout=30)
@@ -131,5 +142,7 @@ def run_torchrun(
                     return JobExit(None, "")
                 break
             time.sleep(0.05)
+    if relay is not None:
+        relay.poll()  # the ranks' last events
     tail = log.read_text(errors="replace")[-2000:]
     return JobExit(proc.returncode, tail)

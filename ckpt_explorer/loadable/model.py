@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OUTCOMES = ("loads", "fails", "silent")  # silent: returns without loading, no exception
 LABELS = {
@@ -121,6 +124,23 @@ class LoaderTable:
 
     def for_target(self, target: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.target == target]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per verdict (target, loader, label, outcome, meant, error, message, fix,
+        reads), then one per conflict (loader ``conflict``, outcome ``warning``)."""
+        import pandas as pd
+
+        cols = ["target", "loader", "label", "outcome", "meant", "error", "message", "fix"]
+        rows = [
+            {**{k: getattr(v, k) for k in cols}, "reads": ", ".join(v.reads)} for v in self.verdicts
+        ]
+        rows += [
+            {"target": c.target, "loader": "conflict", "label": f"{c.a} / {c.b}",
+             "outcome": "warning", "meant": False, "error": "", "message": c.message, "fix": "",
+             "reads": ", ".join((*c.reads_a, *c.reads_b))}
+            for c in self.conflicts
+        ]  # fmt: skip
+        return pd.DataFrame(rows, columns=[*cols, "reads"])
 
     def to_json(self) -> dict[str, Any]:
         return {

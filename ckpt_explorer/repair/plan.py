@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,19 @@ class RepairPlan:
         ]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The file to write, then the files it is rebuilt from and the notes (kind, item);
+        one ``refused`` row when nothing can be written."""
+        import pandas as pd
+
+        if self.refused:
+            rows = [{"kind": "refused", "item": self.refused}]
+        else:
+            rows = [{"kind": "write", "item": self.name}]
+            rows += [{"kind": "source", "item": s} for s in self.sources]
+            rows += [{"kind": "note", "item": n} for n in self.notes]
+        return pd.DataFrame(rows, columns=["kind", "item"])
 
     def to_json(self) -> dict[str, Any]:
         return {

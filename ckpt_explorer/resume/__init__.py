@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .report import Cause, DoctorReport
 
 if TYPE_CHECKING:
+    from ..contracts import ProgressFn
     from ..view import CheckpointView
 
 
@@ -19,6 +20,7 @@ def resume_doctor(
     b: str | Path | CheckpointView,
     *,
     compare_weights: bool = True,
+    progress: ProgressFn | None = None,
 ) -> DoctorReport:
     """Rank likely causes of a loss mismatch between ``a`` (resumed from) and ``b``.
 
@@ -26,7 +28,7 @@ def resume_doctor(
     """
     from .doctor import resume_doctor as run
 
-    return run(a, b, compare_weights=compare_weights)
+    return run(a, b, compare_weights=compare_weights, progress=progress)
 
 
 __all__ = ["Cause", "DoctorReport", "resume_doctor"]

@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..api import as_view
+from ..contracts import ProgressFn
 from ..readable import readable_pair
 from ..validate.bundle import position_claims
 from ..validate.counters import scheduler_steps
@@ -25,14 +27,6 @@ from .evidence import Side, compare_tensors, zero_moments
 from .momentum import fresh_momentum
 from .report import Cause, DoctorReport
 from .state_match import misrouted_updates
-
-
-def _open(x: str | Path | CheckpointView) -> CheckpointView:
-    if isinstance(x, CheckpointView):
-        return x
-    from ..api import open_checkpoint
-
-    return open_checkpoint(x)
 
 
 def _sides(view: CheckpointView) -> list[Side]:
@@ -87,6 +81,7 @@ def resume_doctor(
     b: str | Path | CheckpointView,
     *,
     compare_weights: bool = True,
+    progress: ProgressFn | None = None,
 ) -> DoctorReport:
     """Rank the likely causes of a loss mismatch between state ``a`` and state ``b``.
 
@@ -94,12 +89,14 @@ def resume_doctor(
         a: the training state that was resumed from.
         b: a state saved after resuming, or from a reference run.
         compare_weights: also diff every tensor (streamed, via the diff engine).
+        progress: called with :class:`~ckpt_explorer.contracts.Progress` events of that
+            diff (stage ``"compare"``, bytes).
 
     Example:
         >>> report = resume_doctor("run/step-6000", "run/step-6010")   # doctest: +SKIP
         >>> report.top.cause, report.top.evidence                       # doctest: +SKIP
     """
-    va, vb = _open(a), _open(b)
+    va, vb = as_view(a), as_view(b)
     pairs = _matched(_sides(va), _sides(vb))
     sa, sb = pairs[0]
     causes: list[Cause] = []
@@ -114,7 +111,7 @@ def resume_doctor(
             causes.append(cause)
     causes = _merged(causes)
     if compare_weights:
-        causes = _merged(causes + compare_tensors(va, vb, sa, sb))
+        causes = _merged(causes + compare_tensors(va, vb, sa, sb, progress))
     facts = {
         "optimizer step": (sa.opt_step, sb.opt_step),
         "scheduler steps": (sa.sched_step, sb.sched_step),

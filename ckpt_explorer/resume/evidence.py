@@ -12,6 +12,7 @@ from ..validate.parts import Components, OptimizerPart
 from ..view import CheckpointView
 
 if TYPE_CHECKING:
+    from ..contracts import ProgressFn
     from ..diff.rows import TensorDiff
     from .report import Cause
 
@@ -44,15 +45,18 @@ def zero_moments(opt: OptimizerPart) -> tuple[int, int]:
     return zeros, total
 
 
-def compare_tensors(va: CheckpointView, vb: CheckpointView, a: Side, b: Side) -> list[Cause]:
+def compare_tensors(
+    va: CheckpointView,
+    vb: CheckpointView,
+    a: Side,
+    b: Side,
+    progress: ProgressFn | None = None,
+) -> list[Cause]:
     """Causes found by diffing every tensor: dtype changes and weights that should not move."""
+    from ..diff import diff_checkpoints
     from .report import Cause
 
-    try:
-        from ..diff import diff_checkpoints
-    except ImportError:  # the diff engine is optional for the doctor
-        return []
-    result = diff_checkpoints(va, vb)
+    result = diff_checkpoints(va, vb, progress=progress)
     causes = []
     dtype = [r for r in result.tensors if r.dtype_a and r.dtype_b and r.dtype_a != r.dtype_b]
     if dtype:

@@ -13,7 +13,7 @@ import mmap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..finding import Finding
 from ..view import CheckpointView
@@ -23,6 +23,9 @@ from .severity import weigh_refusals
 from .shadowing import package_files, shadowing
 from .tree import Link, Tree, walk_paths
 from .views import Judged, Scope, judge_region
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _ORDER = {"unsafe": 0, "unverified": 1, "safe": 2, "data": 3}
 
@@ -66,6 +69,19 @@ class ScanReport:
     @property
     def nbytes(self) -> int:
         return sum(v.nbytes for v in self.verdicts)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per file: path, verdict, format, pickles, bytes, the deciding reasons."""
+        import pandas as pd
+
+        rows = [
+            {"path": str(v.path), "verdict": v.verdict, "format": v.format,
+             "pickles": v.pickles, "bytes": v.nbytes, "reasons": "; ".join(v.reasons)}
+            for v in self.verdicts
+        ]  # fmt: skip
+        return pd.DataFrame(
+            rows, columns=["path", "verdict", "format", "pickles", "bytes", "reasons"]
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from ..errors import CkptExplorerError
+from ..api import as_view
+from ..contracts import Cancel, Progress, ProgressFn, is_cancelled
+from ..errors import Cancelled, CkptExplorerError
 from ..io.readahead import Readahead
 from ..validate.parts import Components, collect
 from ..view import CheckpointView
@@ -19,8 +19,6 @@ from .parts import summarize_parts
 from .passes import pair_pass_parts, value_pass_parts
 
 SMALL_CHECKPOINT = 64 * 2**20  # bytes; read ahead whole by the build, not per pair
-# progress(stage, done, total): stage is "open", "pair" or "values"
-Progress = Callable[[str, int, int], Any]
 
 
 class _Opened:
@@ -32,9 +30,7 @@ class _Opened:
 
     def get(self, path: str) -> tuple[CheckpointView, Components]:
         if path not in self._views:
-            from ..api import open_checkpoint
-
-            view = open_checkpoint(path)
+            view = as_view(path)
             self.stats["opened"] += 1
             self._views[path] = (view, collect(view))
         return self._views[path]
@@ -116,11 +112,13 @@ def _pairs(
     fresh: set[int],
     ahead: _RunReadahead,
     stats: dict[str, int],
-    progress: Progress | None,
+    progress: ProgressFn | None,
+    cancel: Cancel | None,
 ) -> None:
     """One pass per consecutive readable pair (or its cached figures); a checkpoint whose
     tensor bytes do not read gets its error and drops out of ``readable``."""
     for i, sb in enumerate(ordered[1:], start=1):
+        _check(cancel, sb.path)
         sa = readable[-1]
         key = f"{sa.identity}:{sb.identity}"
         doc = cache.get("pair", key)
@@ -144,7 +142,12 @@ def _pairs(
         pairs.append(pair)
         readable.append(sb)
         if progress is not None:
-            progress("pair", i, len(ordered) - 1)
+            progress(Progress("pair", i, len(ordered) - 1, "pairs", Path(sb.path).name))
+
+
+def _check(cancel: Cancel | None, path: str | Path) -> None:
+    if is_cancelled(cancel):
+        raise Cancelled(path, "the timeline build to finish", "a cancel request")
 
 
 def _partial_last_save(cands: list[Candidate]) -> Candidate | None:
@@ -161,8 +164,9 @@ def _partial_last_save(cands: list[Candidate]) -> Candidate | None:
 def build_timeline(
     run_dir: str | Path,
     cache_dir: str | Path | SummaryCache | None = None,
-    progress: Progress | None = None,
+    progress: ProgressFn | None = None,
     settle_s: float = 0.0,
+    cancel: Cancel | None = None,
 ) -> Timeline:
     """The timeline of the run whose checkpoints are in ``run_dir``.
 
@@ -171,13 +175,17 @@ def build_timeline(
         cache_dir: where summaries are cached per file identity (a folder, or a
             :class:`SummaryCache`); None caches nothing on disk. A cached rebuild opens no
             checkpoint and reads no tensor (``timeline.stats`` counts the work done).
-        progress: called as ``progress(stage, done, total)``.
+        progress: called with :class:`~ckpt_explorer.contracts.Progress` events: stage
+            ``"open"`` (checkpoints read or taken from the cache), then ``"pair"`` (pairs
+            compared), each naming the checkpoint.
         settle_s: leave out checkpoints modified less than this many seconds ago (a save
             in progress), and a newest per-part save with fewer files than the others; they
             are listed in ``timeline.pending``.
+        cancel: when set, the build stops before its next checkpoint or pair.
 
     Raises:
         CkptExplorerError: ``run_dir`` is not a folder of checkpoints.
+        Cancelled: ``cancel`` was set.
     """
     from .anomalies import find_anomalies
 
@@ -203,6 +211,7 @@ def build_timeline(
     ahead = _RunReadahead([c for c, _, _, doc in found if doc is None])
     try:
         for i, (cand, ident, mtime, doc) in enumerate(found):
+            _check(cancel, cand.path)
             if doc is not None:
                 summaries.append(CheckpointSummary.from_dict(doc))
                 stats["cached"] += 1
@@ -210,11 +219,13 @@ def build_timeline(
                 summaries.append(_read(cand, ident, mtime, opened))
                 fresh.add(id(summaries[-1]))
             if progress is not None:
-                progress("open", i + 1, len(found))
+                progress(Progress("open", i + 1, len(found), "checkpoints", cand.path.name))
         ordered = sorted((s for s in summaries if s.error is None), key=_order_key)
         pairs: list[PairSummary] = []
         readable = ordered[:1]
-        _pairs(ordered, readable, pairs, cache, opened, by_path, fresh, ahead, stats, progress)
+        _pairs(
+            ordered, readable, pairs, cache, opened, by_path, fresh, ahead, stats, progress, cancel
+        )
     finally:
         ahead.close()
     for s in readable:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -214,6 +217,17 @@ class Timeline:
         from .series import build_series
 
         return build_series(self)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per checkpoint, in step order (unreadable ones last, with their error)."""
+        import pandas as pd
+
+        cols = ["path", "step", "step_source", "family", "kind", "opt_step", "sched_step"]
+        rows = [
+            {**{k: getattr(c, k) for k in cols}, "tensors": len(c.tensors), "error": c.error}
+            for c in self.checkpoints
+        ]
+        return pd.DataFrame(rows, columns=[*cols, "tensors", "error"])
 
     def to_json(self, detail: bool = False) -> dict[str, Any]:
         """``{"run_dir", "checkpoints", "pairs", "anomalies", "series", "stats"}``; per-tensor

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import Any
 
+from ..contracts import ProgressFn
 from ..diff.rows import (
     CHANGED,
     DTYPE_MISMATCH,
@@ -24,7 +24,6 @@ from ..view import CheckpointView
 from .facts import Part, extra_optimizer_views, main_part, state_records
 from .model import CheckpointSummary, PairSummary, TensorFacts, _is_float
 
-ProgressFn = Callable[[int, int], Any]
 _LAYER = re.compile(r"^(.*?(?:^|\.)\d+)\.")
 
 

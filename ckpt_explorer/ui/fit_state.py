@@ -88,9 +88,9 @@ class FitState(JobState):
             return
 
         def work(_cancel: threading.Event) -> Any:
-            from ..fit.report import fit_view
+            from ..fit import fit_checkpoint
 
-            return fit_view(view.path, view, layout)
+            return fit_checkpoint(view, layout)
 
         def done(report: Any) -> None:
             if gen == self._gen:

@@ -1,6 +1,8 @@
 """State of the long-running views: compare, validate, resume doctor, convert.
 
-Each runs its engine (see :mod:`.engines`) in a background :class:`~.jobs.Job` and publishes
+Each runs its engine in a background :class:`~.jobs.Job` with the engines' contract
+(:mod:`ckpt_explorer.contracts`: :class:`~ckpt_explorer.contracts.Progress` events in, the
+job's cancel event passed on, a report out) and publishes
 ``running``/``progress``/``message``/``error`` and its result as parameters.
 """
 
@@ -13,8 +15,13 @@ from typing import Any
 
 import param
 
+from ..contracts import Progress
+from ..convert import plan_conversion, run_conversion
+from ..convert.plan import TARGETS, ConversionPlan
+from ..diff import DiffResult, TensorDiff, diff_checkpoints
 from ..errors import CkptExplorerError
-from . import engines
+from ..resume import DoctorReport, resume_doctor
+from ..validate import ValidationReport, validate_checkpoint
 from .jobs import Job, Throttle
 from .paths import RootGuard
 
@@ -134,35 +141,31 @@ class CompareState(JobState):
 
     def run(self, wait: bool = False) -> None:
         """Diff A against B in the background (``wait`` blocks until it ends)."""
-        mod = engines.engine("diff")
-        if mod is None or self.running:
+        if self.running:
             return
         try:
             a, b = self.guard.later(self.a), self.guard.later(self.b)  # URLs: fetched in work
         except CkptExplorerError as e:
             self.fail(e.one_line())
             return
-        fn = mod.diff_checkpoints
-        streamed = engines.accepts(fn, "on_row")
-        rows: list[Any] = []
+        rows: list[TensorDiff] = []
         push_rows = Throttle(lambda: setattr(self, "partial", list(rows)), 0.3)
         tick = Throttle(
-            lambda d, t: self.report(d / t if t else 0.0, f"{_bytes(d)} of {_bytes(t)} compared"),
+            lambda e: self.report(e.fraction, f"{_bytes(e.done)} of {_bytes(e.total)} compared"),
             0.1,
         )
 
-        def on_row(row: Any) -> None:
+        def on_row(row: TensorDiff) -> None:
             rows.append(row)
             push_rows()
 
-        def work(cancel: threading.Event) -> Any:
-            kw: dict[str, Any] = {"atol": self.atol, "rtol": self.rtol}
-            kw.update(progress=lambda d, t: tick(d, t), cancel=cancel)
-            if streamed:
-                kw["on_row"] = on_row
-            return fn(a(), b(), **kw)
+        def work(cancel: threading.Event) -> DiffResult:
+            return diff_checkpoints(
+                a(), b(), atol=self.atol, rtol=self.rtol, progress=tick, cancel=cancel,
+                on_row=on_row,
+            )  # fmt: skip
 
-        def done(result: Any) -> None:
+        def done(result: DiffResult) -> None:
             s = result.summary()
             self.param.update(result=result, partial=[])
             state = "cancelled: partial result" if s["cancelled"] else "done"
@@ -187,24 +190,20 @@ class ValidateState(JobState):
         self.guard = guard
 
     def run(self, wait: bool = False) -> None:
-        mod = engines.engine("validate")
-        if mod is None or self.running:
+        if self.running:
             return
         try:
             path = self.guard.later(self.target)  # a URL: fetched in work
         except CkptExplorerError as e:
             self.fail(e.one_line())
             return
+        tick = Throttle(lambda e: self.report(e.fraction), 0.1)
 
-        def work(cancel: threading.Event) -> Any:
-            fn = mod.validate_checkpoint
-            kw: dict[str, Any] = {}
-            if engines.accepts(fn, "progress"):
-                kw["progress"] = lambda *a: self.report(a[0] / a[1] if len(a) > 1 and a[1] else 0)
-            return fn(path(), **kw)
+        def work(cancel: threading.Event) -> ValidationReport:
+            return validate_checkpoint(path(), progress=tick)
 
-        def done(report: Any) -> None:
-            df = engines.frame_of(report, "findings")
+        def done(report: ValidationReport) -> None:
+            df = report.to_frame()
             self.param.update(report_obj=report, findings=df)
             self.finish(f"{len(df)} finding(s)")
 
@@ -226,21 +225,20 @@ class ResumeState(JobState):
         self.guard = guard
 
     def run(self, wait: bool = False) -> None:
-        mod = engines.engine("resume")
-        if mod is None or self.running:
+        if self.running:
             return
         try:
             a, b = self.guard.later(self.a), self.guard.later(self.b)  # URLs: fetched in work
         except CkptExplorerError as e:
             self.fail(e.one_line())
             return
+        tick = Throttle(lambda e: self.report(e.fraction), 0.1)
 
-        def work(cancel: threading.Event) -> Any:
-            return mod.resume_doctor(a(), b())
+        def work(cancel: threading.Event) -> DoctorReport:
+            return resume_doctor(a(), b(), progress=tick)
 
-        def done(report: Any) -> None:
-            items = getattr(report, "causes", report)
-            causes = [engines.as_dict(c) for c in (items() if callable(items) else items) or []]
+        def done(report: DoctorReport) -> None:
+            causes = [c.to_dict() for c in report.causes]
             self.param.update(report_obj=report, causes=causes)
             self.finish(f"{len(causes)} likely cause(s)")
 
@@ -273,10 +271,10 @@ def control_words(message: str) -> str:
     return message
 
 
-def cast_difference(plan: Any) -> float | None:
+def cast_difference(plan: ConversionPlan) -> float | None:
     """Max |cast − original| over the plan's cast tensors (float64), None when nothing was
     cast or there is too much to read again."""
-    cast = [t for t in plan.tensors if getattr(t, "cast_from", None) and t.loader is not None]
+    cast = [t for t in plan.tensors if t.cast_from and t.loader is not None]
     if not cast or sum(t.nbytes for t in cast) > CAST_CHECK_LIMIT:
         return None
     import torch
@@ -286,7 +284,7 @@ def cast_difference(plan: Any) -> float | None:
     view = open_checkpoint(plan.source)
     worst = 0.0
     for t in cast:
-        if t.source not in view:
+        if t.source not in view or t.loader is None:
             return None
         a = view.load(t.source).to(torch.float64)
         b = t.loader().to(torch.float64)
@@ -313,12 +311,7 @@ class ConvertState(JobState):
         self.guard = guard
 
     def targets(self) -> list[str]:
-        mod = engines.engine("convert")
-        if mod is None:
-            return []
-        plan_mod = getattr(mod, "plan", None)
-        targets = getattr(plan_mod, "TARGETS", None) or getattr(mod, "TARGETS", None)
-        return [str(t) for t in targets or ("safetensors",)]
+        return list(TARGETS)
 
     def suggest_destination(self) -> str:
         """``<source name>-<target>[.suffix]`` beside the root's top level, not yet taken."""
@@ -346,18 +339,15 @@ class ConvertState(JobState):
 
     def make_plan(self) -> bool:
         """Plan the conversion (fast: nothing is written); False with ``error`` set on failure."""
-        mod = engines.engine("convert")
-        if mod is None:
-            return False
         try:
             src, dst = self.guard.resolve(self.source, "structure"), self._destination()
-            plan = mod.plan_conversion(
+            plan = plan_conversion(
                 src,
                 dst,
                 to=self.target,
                 max_shard_size=self.max_shard_size.strip() or None,
                 dtype=self.dtype.strip() or None,
-                **({"model_only": True} if self.model_only else {}),
+                model_only=self.model_only,
             )
         except CkptExplorerError as e:
             self.param.update(plan=None, result=None, error=control_words(e.one_line()))
@@ -367,40 +357,31 @@ class ConvertState(JobState):
 
     def run(self, wait: bool = False) -> None:
         """Run the current plan in the background: progress, log, then the verification."""
-        mod = engines.engine("convert")
-        if mod is None or self.plan is None or self.running:
+        if self.plan is None or self.running:
             return
         plan = self.plan
-        fn = mod.run_conversion
         tick = Throttle(lambda frac, msg: self.report(frac, msg), 0.1)
 
         last = {"file": ""}
 
-        def progress(*args: Any) -> Any:
-            ev = args[0] if len(args) == 1 else args
-            frac, msg = _event_progress(ev)
+        def progress(e: Progress) -> None:
+            frac, msg = e.fraction, e.item or e.message
             if msg and msg != last["file"]:
                 last["file"] = msg
                 self.add_log(f"{frac:6.1%}  {msg}")
             tick(frac, f"{frac:.0%} — {msg}" if msg else None)
-            return None
 
         def work(cancel: threading.Event) -> Any:
             self.guard.remote.complete(plan.source)  # a URL's mirror: every byte first
-            kw: dict[str, Any] = {}
-            if engines.accepts(fn, "progress"):
-                kw["progress"] = progress
-            if engines.accepts(fn, "cancel"):
-                kw["cancel"] = cancel
-            result = fn(plan, **kw)
-            diff = cast_difference(plan) if getattr(result, "verified", False) else None
+            result = run_conversion(plan, progress=progress, cancel=cancel)
+            diff = cast_difference(plan) if result.verified else None
             return result, diff
 
         def done(out: Any) -> None:
             result, diff = out
             self.param.update(cast_max_diff=diff, result=result)
-            ok = getattr(result, "verified", None)
-            cast = plan.options.get("dtype") if hasattr(plan, "options") else None
+            ok = result.verified
+            cast = plan.options.get("dtype")
             said = f"its source cast to {cast}" if cast else "its source"
             self.add_log(f"verified: every output tensor equals {said}" if ok else "done")
             self.finish("verified" if ok else "done (not verified)" if ok is False else "done")
@@ -408,17 +389,3 @@ class ConvertState(JobState):
         self.param.update(result=None, cast_max_diff=None)
         self.begin(f"converting {self.source} → {self.destination}")
         self._start(work, done, wait, "ckpt-explorer-convert")
-
-
-def _event_progress(ev: Any) -> tuple[float, str]:
-    """(fraction, message) of a progress event in any of the shapes an engine may send."""
-    if isinstance(ev, tuple) and len(ev) >= 2 and all(isinstance(x, int | float) for x in ev[:2]):
-        return (ev[0] / ev[1] if ev[1] else 0.0), ""
-    d = engines.as_dict(ev) if not isinstance(ev, str) else {"message": ev}
-    done = engines.pick(d, "bytes_done", "done", "current")
-    total = engines.pick(d, "bytes_total", "total")
-    frac = d.get("fraction")
-    if frac is None and isinstance(done, int | float) and isinstance(total, int | float) and total:
-        frac = done / total
-    msg = engines.pick(d, "message", "current_file", "file", default="")
-    return float(frac or 0.0), str(msg)

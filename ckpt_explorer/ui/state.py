@@ -297,14 +297,13 @@ class AppState(param.Parameterized):
         if not rel:
             return ""
         if rel not in self._unsafe:
-            from .engines import engine
+            from ..security import unsafe_paths
 
-            sec = engine("security")
             try:
                 path = self.guard.resolve(rel)
             except CkptExplorerError:
                 return ""  # outside the root or missing: the picker's own error says so
-            found = sec.unsafe_paths(path) if sec is not None and path.exists() else set()
+            found = unsafe_paths(path) if path.exists() else set()
             files = sorted(p.relative_to(self.guard.root).as_posix() for p in found if p.is_file())
             note = ""
             if files:
@@ -324,10 +323,7 @@ class AppState(param.Parameterized):
 
     def open_finding(self, row: dict[str, Any]) -> bool:
         """Follow a finding's link: its tensor or file in the weight map."""
-        from .engines import pick
-
-        tensor = pick(row, "tensor", "name", "key")
-        file = pick(row, "file", "path")
+        tensor, file = _present(row.get("tensor")), _present(row.get("file"))
         if self.browse.focus(tensor=tensor, file=file):
             self.active = "Weight map"
             return True
@@ -339,3 +335,8 @@ class AppState(param.Parameterized):
             self.active = "Weight map"
             return True
         return False
+
+
+def _present(value: Any) -> str | None:
+    """A finding's ``tensor`` or ``file`` cell; None when empty (None, NaN or "")."""
+    return value if isinstance(value, str) and value else None

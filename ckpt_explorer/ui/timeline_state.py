@@ -12,7 +12,8 @@ from typing import Any
 
 import param
 
-from ..errors import CkptExplorerError
+from ..contracts import Progress
+from ..errors import Cancelled, CkptExplorerError
 from ..natural import natural_key as natural_key  # re-exported for the view
 from .job_states import JobState
 from .jobs import Job, Throttle
@@ -22,10 +23,6 @@ from .paths import RootGuard
 # share of the progress bar per build stage (reading checkpoints, then consecutive pairs)
 STAGES = {"open": (0.0, 0.4), "pair": (0.4, 1.0)}
 STAGE_WORDS = {"open": "checkpoints read", "pair": "pairs compared", "values": "tensor passes"}
-
-
-class _Cancelled(Exception):
-    """Raised from the progress callback to stop a build (summaries cached so far are kept)."""
 
 
 def default_run_dir(open_path: str) -> str:
@@ -92,14 +89,12 @@ class TimelineState(JobState):
         tick = Throttle(self._progress, 0.1)
 
         def work(cancel: threading.Event) -> Any:
-            def progress(stage: str, done: int, total: int) -> None:
-                if cancel.is_set():
-                    raise _Cancelled
-                tick(stage, done, total, force=done == total)
+            def progress(e: Progress) -> None:
+                tick(e, force=e.done == e.total)
 
             try:
-                return build_timeline(run, cache_dir=cache, progress=progress)
-            except _Cancelled:
+                return build_timeline(run, cache_dir=cache, progress=progress, cancel=cancel)
+            except Cancelled:
                 return None
             except OSError as e:
                 raise CkptExplorerError(
@@ -128,10 +123,10 @@ class TimelineState(JobState):
         if wait:
             self.job.join()
 
-    def _progress(self, stage: str, done: int, total: int) -> None:
-        lo, hi = STAGES.get(stage, (0.0, 1.0))
-        frac = lo + (hi - lo) * (done / total if total else 1.0)
-        self.report(frac, f"{done} of {total} {STAGE_WORDS.get(stage, stage)}")
+    def _progress(self, e: Progress) -> None:
+        lo, hi = STAGES.get(e.stage, (0.0, 1.0))
+        frac = lo + (hi - lo) * (e.done / e.total if e.total else 1.0)
+        self.report(frac, f"{e.done} of {e.total} {STAGE_WORDS.get(e.stage, e.stage)}")
 
     def relative(self, path: str) -> str:
         """A checkpoint path of the timeline as the pickers take it (relative to the root)."""

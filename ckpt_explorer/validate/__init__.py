@@ -7,13 +7,13 @@ Importing this package is light: the rules and readers load on first call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .findings import Finding, ValidationReport
 
 if TYPE_CHECKING:
+    from ..contracts import ProgressFn
     from ..view import CheckpointView
 
 
@@ -23,7 +23,7 @@ def validate_checkpoint(
     model: str | Path | CheckpointView | None = None,
     numeric: bool = True,
     hf_load: bool = False,
-    progress: Callable[[int, int], Any] | None = None,
+    progress: ProgressFn | None = None,
 ) -> ValidationReport:
     """Validate a model, optimizer or training-state checkpoint.
 

@@ -9,10 +9,11 @@ the next file ranges from the OS. Figures are Python floats (float64 tensors kee
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..contracts import Meter, ProgressFn
 from ..io.readahead import Readahead
 from ..types import TensorRecord
 from ..view import CheckpointView
@@ -21,7 +22,6 @@ from .parts import is_float
 
 CHUNK_ELEMENTS = 1 << 23
 EXTREME = 1e4
-ProgressFn = Callable[[int, int], Any]
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,8 @@ def scan(
     progress: ProgressFn | None = None,
     chunk_elements: int = CHUNK_ELEMENTS,
 ) -> Iterator[tuple[str, TensorRecord, TensorStats]]:
-    """(shown name, record, stats) of every floating-point tensor, each file front to back."""
+    """(shown name, record, stats) of every floating-point tensor, each file front to back;
+    ``progress`` gets ``scan`` events (bytes, the tensor being read)."""
     work = [
         (label, view, r)
         for label, view in leaves
@@ -110,14 +111,14 @@ def scan(
     ]
     total = sum(r.nbytes for _, _, r in work)
     ranges = [span for _, view, r in work if (span := view.disk_range(r)) is not None]
-    done = 0
+    meter = Meter(progress, "scan", total, "bytes")
+    meter.emit(force=True)
     with Readahead(ranges) as readahead:
         for label, view, r in work:
+            meter.item = label + r.name
             stats = tensor_stats(view.load(r.name), chunk_elements)
-            done += r.nbytes
-            readahead.advance(done)
-            if progress is not None:
-                progress(done, total)
+            readahead.advance(meter.done + r.nbytes)
+            meter.advance(r.nbytes)
             yield label + r.name, r, stats
 
 

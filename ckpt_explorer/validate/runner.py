@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..api import as_view
+from ..contracts import ProgressFn
 from ..errors import CkptExplorerError
 from ..readers.part_pairing import paired
 from ..security import security_findings
@@ -18,19 +19,6 @@ from .findings import Finding, ValidationReport
 from .loadable import check_loadable
 from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
 from .scheduler_pairing import pair_schedulers
-
-ProgressFn = Callable[[int, int], Any]
-
-
-def _open(
-    x: str | Path | CheckpointView, model: str | Path | CheckpointView | None = None
-) -> CheckpointView:
-    from ..api import open_checkpoint
-    from ..readers.param_names import attach_names
-
-    if isinstance(x, CheckpointView):
-        return attach_names(x, _open(model)) if model is not None else x
-    return open_checkpoint(x, model=model)
 
 
 def _integrity_of_parts(view: CheckpointView, seen: set[Path]) -> list[Finding]:
@@ -108,7 +96,8 @@ def validate_checkpoint(
         numeric: stream every floating-point tensor (NaN/Inf, all-zero, extreme values,
             negative ``exp_avg_sq``); False reads headers and indexes only.
         hf_load: also load HF folders with transformers ``from_pretrained`` on CPU.
-        progress: called with ``(bytes_done, bytes_total)`` during the numeric scan.
+        progress: called with :class:`~ckpt_explorer.contracts.Progress` events during the
+            numeric scan (stage ``"scan"``, tensor bytes read, the tensor being read).
 
     Returns:
         A :class:`ValidationReport`; ``report.ok`` is False when any error-level finding.
@@ -123,9 +112,9 @@ def validate_checkpoint(
     label = str(getattr(path_or_view, "path", path_or_view))
     findings: list[Finding] = []
     checked = ["security", "integrity"]
-    model_view = _open(model) if model is not None else None
+    model_view = as_view(model) if model is not None else None
     if isinstance(path_or_view, CheckpointView):
-        view = _open(path_or_view, model_view)
+        view = as_view(path_or_view, model_view)
         findings += security_findings(view.path)
         findings += integrity.check_path(view.path) if view.path.is_dir() else []
         if view.path.exists():
@@ -140,7 +129,7 @@ def validate_checkpoint(
         findings += check_loadable(root)  # each real loader's own resolution, from the files
         checked.append("loadable")
         try:
-            view = _open(root, model_view)
+            view = as_view(root, model_view)
         except CkptExplorerError as e:
             if any(f.severity == "error" for f in findings):
                 findings.append(

@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 
-from ckpt_explorer.ui import engines
-
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 pytestmark = pytest.mark.timeout(900)
@@ -124,7 +122,6 @@ def test_optimizer_view(page: Any) -> None:
     shot(page, "optimizer")
 
 
-@pytest.mark.skipif(not engines.available("diff"), reason="diff engine not in this version")
 def test_compare_runs_to_the_end(page: Any) -> None:
     tab(page, "Compare")
     page.get_by_role("button", name="Compare").click()
@@ -147,7 +144,6 @@ def test_compare_runs_to_the_end(page: Any) -> None:
     shot(page, "compare-ab")
 
 
-@pytest.mark.skipif(not engines.available("convert"), reason="convert engine not in this version")
 def test_conversion_plan_run_verify(page: Any, ui_root: Path) -> None:
     from safetensors import safe_open
 
@@ -168,7 +164,6 @@ def test_conversion_plan_run_verify(page: Any, ui_root: Path) -> None:
         assert len(list(f.keys())) == 28
 
 
-@pytest.mark.skipif(not engines.available("validate"), reason="validate not in this version")
 def test_validation_findings(page: Any) -> None:
     tab(page, "Validate")
     page.get_by_role("button", name="Validate").click()
@@ -182,7 +177,6 @@ def test_validation_findings(page: Any) -> None:
     wait_text(page, "t.includes('of 112 tensors')")
 
 
-@pytest.mark.skipif(not engines.available("resume"), reason="resume doctor not in this version")
 def test_resume_doctor(page: Any) -> None:
     tab(page, "Resume doctor")
     page.get_by_role("button", name="Diagnose").click()
@@ -241,30 +235,29 @@ def test_timing_report_10k_tensors(page: Any) -> None:
         "open_to_weight_map_s": round(open_to_map, 3),
         "filter_roundtrip_idle_s": [round(x, 3) for x in idle],
     }
-    if engines.available("diff"):
-        tab(page, "Compare")
-        pick(page, 1, "big_a")
-        pick(page, 2, "big_b")
-        t1 = time.perf_counter()
-        page.get_by_role("button", name="Compare").click()
-        page.locator("text=/compared$|of .* compared/").first.wait_for()
-        tab(page, "Weight map")
-        busy: list[float] = []
-        running = True
-        i = 0
-        while running and i < 12:
-            busy.append(_roundtrip(page, ["layers.6.", "layers.7.", "w1", "layers.8."][i % 4]))
-            i += 1
-            running = "Verdict" not in text(page)
-        tab(page, "Compare")
-        page.locator("text=Verdict").first.wait_for(timeout=600_000)
-        report.update(
-            diff_seconds=round(time.perf_counter() - t1, 2),
-            filter_roundtrip_during_diff_s=[round(x, 3) for x in busy],
-            median_idle_s=round(statistics.median(idle), 3),
-            median_during_diff_s=round(statistics.median(busy), 3) if busy else None,
-        )
-        shot(page, "compare-10k")
+    tab(page, "Compare")
+    pick(page, 1, "big_a")
+    pick(page, 2, "big_b")
+    t1 = time.perf_counter()
+    page.get_by_role("button", name="Compare").click()
+    page.locator("text=/compared$|of .* compared/").first.wait_for()
+    tab(page, "Weight map")
+    busy: list[float] = []
+    running = True
+    i = 0
+    while running and i < 12:
+        busy.append(_roundtrip(page, ["layers.6.", "layers.7.", "w1", "layers.8."][i % 4]))
+        i += 1
+        running = "Verdict" not in text(page)
+    tab(page, "Compare")
+    page.locator("text=Verdict").first.wait_for(timeout=600_000)
+    report.update(
+        diff_seconds=round(time.perf_counter() - t1, 2),
+        filter_roundtrip_during_diff_s=[round(x, 3) for x in busy],
+        median_idle_s=round(statistics.median(idle), 3),
+        median_during_diff_s=round(statistics.median(busy), 3) if busy else None,
+    )
+    shot(page, "compare-10k")
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "dashboard-timing.json").write_text(json.dumps(report, indent=2) + "\n")
     print("\ndashboard timing (10,000 tensors):", json.dumps(report, indent=2))

@@ -27,7 +27,6 @@ from test_ui_browser import open_path, pick, tab, text, wait_text
 
 from ckpt_explorer.errors import CkptExplorerError
 from ckpt_explorer.fit.written_by import view_clues
-from ckpt_explorer.ui import engines
 from ckpt_explorer.ui.components.overview import written_by_card
 from ckpt_explorer.ui.paths import PathOutsideRootError, RootGuard
 from ckpt_explorer.ui.state import AppState
@@ -78,18 +77,16 @@ def test_every_corpus_case_leaves_the_app_usable(corpus: tuple[Path, dict[str, A
             if FOREIGN_ERROR.search(err) or "\n" in err:
                 problems.append(f"{name}: fit error {err!r}")
             written_by_card(view_clues(b.view))
-        if engines.available("diff"):
-            app.compare.param.update(a=rel, b=GOOD[0])
-            app.compare.run(wait=True)
-            err = app.compare.error
-            if (expected != "ok" and not err) or FOREIGN_ERROR.search(err) or "\n" in err:
-                problems.append(f"{name}: compare error {err!r}")
-        if engines.available("validate"):
-            app.validate.target = rel
-            app.validate.run(wait=True)
-            err = app.validate.error
-            if FOREIGN_ERROR.search(err) or "\n" in err:
-                problems.append(f"{name}: validate error {err!r}")
+        app.compare.param.update(a=rel, b=GOOD[0])
+        app.compare.run(wait=True)
+        err = app.compare.error
+        if (expected != "ok" and not err) or FOREIGN_ERROR.search(err) or "\n" in err:
+            problems.append(f"{name}: compare error {err!r}")
+        app.validate.target = rel
+        app.validate.run(wait=True)
+        err = app.validate.error
+        if FOREIGN_ERROR.search(err) or "\n" in err:
+            problems.append(f"{name}: validate error {err!r}")
         # still usable: a good checkpoint opens and its tensor detail loads
         if not b.open(GOOD[len(problems) % 2]):
             problems.append(f"{name}: the good checkpoint no longer opens: {b.error}")
@@ -284,30 +281,25 @@ def test_app_never_reads_outside_the_root(guarded_root: tuple[Path, Path]) -> No
     for bad in [*OUTSIDE_PATHS, secret, "loop_a", "self.safetensors"]:
         assert not app.browse.open(bad), bad
         assert app.browse.error and "secret" not in str(app.browse.view and app.browse.view.tensors)
-        if engines.available("diff"):
-            app.compare.param.update(a="run/model.safetensors", b=bad)
-            app.compare.run(wait=True)
-            assert app.compare.error and app.compare.result is None, bad
-        if engines.available("validate"):
-            app.validate.target = bad
-            app.validate.run(wait=True)
-            assert app.validate.error, bad
-        if engines.available("resume"):
-            app.resume.param.update(a=bad, b="run/model.safetensors")
-            app.resume.run(wait=True)
-            assert app.resume.error, bad
-        if engines.available("convert"):
-            app.convert.param.update(source=bad, target="safetensors", destination="x.st")
-            assert not app.convert.make_plan(), bad
-    if engines.available("convert"):
-        app.convert.param.update(source="run/model.safetensors", target="safetensors")
-        for dest in ("../escape.safetensors", f"{outside}/escape.safetensors", "out_dir/e.st"):
-            app.convert.destination = dest
-            assert not app.convert.make_plan(), dest
-        app.convert.destination = "dangling.safetensors"
-        if app.convert.make_plan():
-            app.convert.run(wait=True)
-        assert not (outside / "nothing.safetensors").exists()
+        app.compare.param.update(a="run/model.safetensors", b=bad)
+        app.compare.run(wait=True)
+        assert app.compare.error and app.compare.result is None, bad
+        app.validate.target = bad
+        app.validate.run(wait=True)
+        assert app.validate.error, bad
+        app.resume.param.update(a=bad, b="run/model.safetensors")
+        app.resume.run(wait=True)
+        assert app.resume.error, bad
+        app.convert.param.update(source=bad, target="safetensors", destination="x.st")
+        assert not app.convert.make_plan(), bad
+    app.convert.param.update(source="run/model.safetensors", target="safetensors")
+    for dest in ("../escape.safetensors", f"{outside}/escape.safetensors", "out_dir/e.st"):
+        app.convert.destination = dest
+        assert not app.convert.make_plan(), dest
+    app.convert.destination = "dangling.safetensors"
+    if app.convert.make_plan():
+        app.convert.run(wait=True)
+    assert not (outside / "nothing.safetensors").exists()
     assert sorted(p.name for p in outside.iterdir()) == ["secret.safetensors"]
 
 
@@ -426,9 +418,6 @@ def _rows(result: Any) -> list[tuple[Any, ...]]:
     return [tuple(getattr(r, f) for f in fields) for r in result.tensors]
 
 
-@pytest.mark.skipif(
-    not (engines.available("diff") and engines.available("convert")), reason="needs diff+convert"
-)
 def test_two_sessions_compare_and_convert_concurrently(ui_root: Path, tmp_path: Path) -> None:
     """Two AppStates (two users) each run a compare and a conversion, all four at once. Each
     result equals a direct API call, neither sees the other's, and the diff engine's thread
@@ -535,9 +524,6 @@ def test_concurrent_diffs_restore_the_thread_setting(ui_root: Path) -> None:
     assert _rows(results[1]) == _rows(lone) == _rows(results[2])
 
 
-@pytest.mark.skipif(
-    not (engines.available("diff") and engines.available("convert")), reason="needs diff+convert"
-)
 def test_two_browser_users_compare_and_convert_at_once(
     browser: Any, served_app: str, ui_root: Path
 ) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from ckpt_explorer.errors import CkptExplorerError
-from ckpt_explorer.ui import engines
 from ckpt_explorer.ui.paths import PathOutsideRootError, RootGuard
 from ckpt_explorer.ui.state import AppState
 
@@ -96,7 +95,6 @@ def test_optimizer_stats_job(ui_root: Path) -> None:
     assert not b.opt_stats_job.running and b.opt_stats_job.progress == 1.0
 
 
-@pytest.mark.skipif(not engines.available("diff"), reason="diff engine not in this version")
 def test_compare_job(ui_root: Path) -> None:
     app = AppState(ui_root)
     c = app.compare
@@ -110,7 +108,6 @@ def test_compare_job(ui_root: Path) -> None:
     assert "'..'" in c.error
 
 
-@pytest.mark.skipif(not engines.available("convert"), reason="convert engine not in this version")
 def test_convert_job(ui_root: Path) -> None:
     from safetensors import safe_open
 
@@ -121,6 +118,9 @@ def test_convert_job(ui_root: Path) -> None:
     assert cv.make_plan(), cv.error
     cv.run(wait=True)
     assert cv.error == "" and cv.result.verified
+    # the log follows the engine's Progress events: the file written, then the verification
+    assert any(line.endswith(Path(cv.destination).name) for line in cv.log), cv.log
+    assert any(line.endswith("(verifying)") for line in cv.log), cv.log
     out = ui_root / cv.destination
     with safe_open(str(out), "pt") as f:
         keys = set(f.keys())
@@ -130,7 +130,6 @@ def test_convert_job(ui_root: Path) -> None:
     assert not cv.make_plan() and "relative to the root" in cv.error
 
 
-@pytest.mark.skipif(not engines.available("validate"), reason="validate not in this version")
 def test_validate_job(ui_root: Path) -> None:
     app = AppState(ui_root)
     v = app.validate
@@ -140,7 +139,6 @@ def test_validate_job(ui_root: Path) -> None:
     assert {"rule", "severity", "message"} <= set(v.findings.columns)
 
 
-@pytest.mark.skipif(not engines.available("resume"), reason="resume doctor not in this version")
 def test_resume_job(ui_root: Path) -> None:
     app = AppState(ui_root)
     r = app.resume

@@ -73,16 +73,6 @@ def html_pane(body: str, **kw: Any) -> pn.pane.HTML:
     return pn.pane.HTML(body, stylesheets=[CARD_CSS], **kw)
 
 
-def not_available(what: str, module: str) -> pn.pane.Alert:
-    """The note a view shows when its engine is not in this version."""
-    return pn.pane.Alert(
-        f"**{what} is not available in this version.** This view appears when "
-        f"`{module}` is installed with ckpt_explorer.",
-        alert_type="secondary",
-        sizing_mode="stretch_width",
-    )
-
-
 def placeholder(text: str) -> pn.pane.Markdown:
     return pn.pane.Markdown(f"<span class='muted'>{html.escape(text)}</span>", margin=(10, 10))
 

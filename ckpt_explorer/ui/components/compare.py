@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import panel as pn
 
 from ...natural import natural_key
-from ..engines import available
 from ..numbers import fmt_value, plural
 from ..state import AppState
 from ..tables import shape_text
@@ -20,7 +20,6 @@ from .common import (
     error_pane,
     fmt_bytes,
     job_status,
-    not_available,
     placeholder,
     plot,
     section,
@@ -31,6 +30,9 @@ from .common import (
 )
 from .export import export_buttons
 from .picker import PathPicker
+
+if TYPE_CHECKING:
+    from ...diff import TensorDiff
 
 COLUMNS = [
     "name",
@@ -72,11 +74,11 @@ def _row_style(row: Any) -> list[str]:
     return [f"background-color: {colour}" if colour else ""] * len(row)
 
 
-def diff_rows(rows: Any, changed_only: bool) -> Any:
+def diff_rows(rows: Sequence[TensorDiff], changed_only: bool) -> Any:
     """The table's frame: a DiffResult's rows (or partial rows), changed ones first."""
     import pandas as pd
 
-    df = pd.DataFrame([r.to_dict() if hasattr(r, "to_dict") else r for r in rows])
+    df = pd.DataFrame([r.to_dict() for r in rows])
     if not len(df):
         return pd.DataFrame(columns=COLUMNS)
     df = df[[c for c in COLUMNS if c in df.columns]].copy()
@@ -97,9 +99,6 @@ class CompareView(pn.viewable.Viewer):
     def __init__(self, app: AppState, **params: Any) -> None:
         super().__init__(**params)
         self.app = app
-        if not available("diff"):
-            self._body: pn.viewable.Viewable = not_available("Compare", "ckpt_explorer.diff")
-            return
         c = self.app.compare
         opts = self.app.candidates()
         self._a = PathPicker(opts, "A (reference)", warn=self.app.unsafe_note)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import panel as pn
 
-from ..engines import available
 from ..numbers import fmt_number, plural
 from ..state import AppState
 from .common import (
@@ -15,7 +14,6 @@ from .common import (
     error_pane,
     fmt_bytes,
     job_status,
-    not_available,
     placeholder,
     section,
     sync,
@@ -24,10 +22,15 @@ from .common import (
 )
 from .picker import PathPicker
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ...convert import ConversionPlan
+
 DTYPES = {"keep": "", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 
 
-def plan_frame(plan: Any) -> Any:
+def plan_frame(plan: ConversionPlan) -> pd.DataFrame:
     """Output files of a plan: name, writer, tensors, bytes, first names."""
     import pandas as pd
 
@@ -40,7 +43,7 @@ def plan_frame(plan: Any) -> Any:
             "first tensors": ", ".join(t.name for t in f.tensors[:3])
             + (" …" if len(f.tensors) > 3 else ""),
         }
-        for f in getattr(plan, "files", [])
+        for f in plan.files
     ]
     return pd.DataFrame(rows, columns=["file", "writer", "tensors", "bytes", "first tensors"])
 
@@ -80,9 +83,6 @@ class ConvertView(pn.viewable.Viewer):
     def __init__(self, app: AppState, **params: Any) -> None:
         super().__init__(**params)
         self.app = app
-        if not available("convert"):
-            self._body: pn.viewable.Viewable = not_available("Conversion", "ckpt_explorer.convert")
-            return
         c = self.app.convert
         self._source = PathPicker(
             self.app.candidates(), "Source checkpoint", warn=self.app.unsafe_note
@@ -180,25 +180,20 @@ class ConvertView(pn.viewable.Viewer):
             self._plan_area[:] = [placeholder("Fill in the form and press Plan.")]
             self._on_progress()
             return
-        total = getattr(plan, "total_bytes", 0)
-        fast = getattr(plan, "fast_bytes", 0)
+        total, fast = plan.total_bytes, plan.fast_bytes
         blocks: list[Any] = [
             cards(
                 [
-                    ("From", getattr(plan, "source_family", "?"), getattr(plan, "source_kind", "")),
-                    (
-                        "To",
-                        getattr(plan, "target", c.target),
-                        "folder" if plan.output_is_dir else "file",
-                    ),
+                    ("From", plan.source_family, plan.source_kind),
+                    ("To", plan.target, "folder" if plan.output_is_dir else "file"),
                     ("Tensors", f"{len(plan.tensors):,}", fmt_bytes(total)),
-                    byte_copy_card(fast, total, getattr(plan, "options", {}).get("dtype")),
+                    byte_copy_card(fast, total, plan.options.get("dtype")),
                     ("Files", str(len(plan.files)), "written atomically"),
                 ]
             ),
             table(plan_frame(plan), pagination="local", page_size=10),
         ]
-        notes = [*getattr(plan, "notes", []), *(f"dropped: {d}" for d in plan.dropped)]
+        notes = [*plan.notes, *(f"dropped: {d}" for d in plan.dropped)]
         if notes:
             blocks.append(pn.pane.Markdown("\n".join(f"- {n}" for n in notes)))
         self._plan_area[:] = blocks
@@ -210,10 +205,10 @@ class ConvertView(pn.viewable.Viewer):
         if r is None:
             self._result[:] = []
             return
-        ok = bool(getattr(r, "verified", False))
+        ok = r.verified
         rate = r.bytes / r.seconds / 2**20 if r.seconds else 0.0
         plan = self.app.convert.plan
-        cast = getattr(plan, "options", {}).get("dtype") if plan is not None else None
+        cast = plan.options.get("dtype") if plan is not None else None
         alert = pn.pane.Alert(
             (
                 verified_words(cast, self.app.convert.cast_max_diff, str(r.destination))

@@ -1,5 +1,5 @@
 """The Overview's "Who can load this" card: each modeled loader's verdict on the open
-checkpoint (``ckpt_explorer.loadable`` through ui/engines.py)."""
+checkpoint (:func:`ckpt_explorer.loadable.loader_table`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import panel as pn
 
-from ..engines import engine
+from ...loadable import has_table, loader_table
 from .common import html_pane, section
 
 _MARK = {"loads": ("✓", "#15803d"), "fails": ("✗", "#b91c1c"), "silent": ("∅", "#b45309")}
@@ -16,10 +16,9 @@ _MARK = {"loads": ("✓", "#15803d"), "fails": ("✗", "#b91c1c"), "silent": ("�
 
 def loader_rows(view: Any) -> list[dict[str, Any]]:
     """One row per verdict: target, loader, outcome, meant, what it says (no widgets)."""
-    mod = engine("loadable")
-    if mod is None or not mod.has_table(view.path):
+    if not has_table(view.path):
         return []
-    table = mod.loader_table(view.path)
+    table = loader_table(view.path)
     return [
         {
             "target": v.target or ".",

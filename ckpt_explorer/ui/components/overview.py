@@ -9,7 +9,7 @@ import pandas as pd
 import panel as pn
 
 from ...fit.written_by import view_clues
-from ..engines import engine
+from ...security import view_security_findings
 from ..state import AppState
 from ..tables import model_parameter_count
 from .common import (
@@ -51,10 +51,7 @@ def written_by_card(clues: list[Any]) -> tuple[str, str, str]:
 
 def security_banner(view: Any) -> list[pn.pane.Alert]:
     """A red banner listing each ``security.*`` error of the checkpoint (none when clean)."""
-    sec = engine("security")
-    if sec is None:
-        return []
-    errors = [f for f in sec.view_security_findings(view) if f.severity == "error"]
+    errors = [f for f in view_security_findings(view) if f.severity == "error"]
     if not errors:
         return []
     rules = {f.rule for f in errors}

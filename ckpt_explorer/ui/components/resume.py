@@ -7,26 +7,17 @@ from typing import Any
 
 import panel as pn
 
-from ..engines import available, pick
 from ..numbers import fmt_value
 from ..state import AppState
-from .common import error_pane, html_pane, not_available, placeholder, section, sync, table, watch
+from .common import error_pane, html_pane, placeholder, section, sync, table, watch
 from .picker import PathPicker
 
 
 def cause_html(rank: int, cause: dict[str, Any]) -> str:
-    """One ranked cause as a card: title, score, evidence list, what to do."""
-    title = pick(cause, "title", "cause", "summary", "name", "message", default="cause")
-    score = pick(cause, "score", "confidence", "likelihood", "severity")
-    evidence = pick(cause, "evidence", "details", default=[])
-    if isinstance(evidence, str):
-        evidence = [evidence]
-    hint = pick(cause, "hint", "fix", "suggestion", default="")
-    score_txt = (
-        f"<span class='pill'>{score:.2f}</span>"
-        if isinstance(score, float)
-        else (f"<span class='pill'>{html.escape(str(score))}</span>" if score else "")
-    )
+    """One ranked cause (``Cause.to_dict()``) as a card: title, score, evidence, what to do."""
+    title, score = cause["title"] or cause["cause"], float(cause["score"])
+    evidence, hint = cause["evidence"], cause["hint"]
+    score_txt = f"<span class='pill'>{score:.2f}</span>"
     items = "".join(f"<li>{html.escape(str(e))}</li>" for e in evidence)
     return (
         f"<div class='cause'><h4><span class='rank'>#{rank}</span>"
@@ -54,11 +45,6 @@ class ResumeView(pn.viewable.Viewer):
     def __init__(self, app: AppState, **params: Any) -> None:
         super().__init__(**params)
         self.app = app
-        if not available("resume"):
-            self._body: pn.viewable.Viewable = not_available(
-                "The resume doctor", "ckpt_explorer.resume"
-            )
-            return
         r = self.app.resume
         opts = self.app.candidates()
         self._a = PathPicker(opts, "Resumed from", warn=self.app.unsafe_note)
@@ -108,7 +94,7 @@ class ResumeView(pn.viewable.Viewer):
             return
         body = "".join(cause_html(i + 1, c) for i, c in enumerate(r.causes))
         blocks: list[Any] = [section("Likely causes, most likely first", html_pane(body))]
-        facts = getattr(r.report_obj, "facts", None)
+        facts = r.report_obj.facts if r.report_obj is not None else None
         if facts:
             blocks.append(section("What each state says", table(facts_frame(facts))))
         self._results[:] = blocks

@@ -16,7 +16,6 @@ from typing import Any
 
 import panel as pn
 
-from ..engines import available
 from ..numbers import fmt_number, plural
 from ..state import AppState
 from ..timeline_state import default_run_dir, natural_key, run_beside
@@ -281,7 +280,7 @@ class TimelineView(pn.viewable.Viewer):
         st.pair = index
         self.app.compare.param.update(a=a, b=b)
         self.app.active = "Compare"
-        if available("diff") and not self.app.compare.running:
+        if not self.app.compare.running:
             self.app.compare.run()
         return True
 

@@ -6,13 +6,11 @@ from typing import Any
 
 import panel as pn
 
-from ..engines import available
 from ..state import AppState
 from .common import (
     SEVERITY_COLOURS,
     cards,
     error_pane,
-    not_available,
     placeholder,
     section,
     table,
@@ -50,9 +48,6 @@ class ValidateView(pn.viewable.Viewer):
     def __init__(self, app: AppState, **params: Any) -> None:
         super().__init__(**params)
         self.app = app
-        if not available("validate"):
-            self._body: pn.viewable.Viewable = not_available("Validation", "ckpt_explorer.validate")
-            return
         v = self.app.validate
         self._run = pn.widgets.Button(name="Validate", button_type="primary", width=120)
         self._run.on_click(lambda *_: self._start())
