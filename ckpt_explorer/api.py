@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .io.location import Location, as_location
 from .types import Detection
 from .view import CheckpointView
 
 
-def detect_format(path: str | Path) -> Detection:
+def detect_format(path: str | Path | Location) -> Detection:
     """The family and kind of ``path`` with the evidence that decided it.
 
     Raises:
@@ -32,8 +33,8 @@ def detect_format(path: str | Path) -> Detection:
 
 
 def open_checkpoint(
-    path: str | Path,
-    model: str | Path | CheckpointView | None = None,
+    path: str | Path | Location,
+    model: str | Path | Location | CheckpointView | None = None,
     *,
     cache: str | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -64,7 +65,7 @@ def open_checkpoint(
         return open_remote(str(path), model, cache, storage_options)
     with gc_paused():  # a listing's objects hold no cycles (io/gc_pause.py)
         detection, spec = detect(path)
-        view = spec.open(Path(path), detection)
+        view = spec.open(as_location(path), detection)
         model_view = None
         if model is not None:
             model_view = model if isinstance(model, CheckpointView) else open_checkpoint(model)

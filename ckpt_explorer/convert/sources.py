@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .fastpath import read_pieces, record_pieces
@@ -34,7 +35,7 @@ class SourceContent:
     tensors: list[PlannedTensor]
     values: dict[str, Any] = field(default_factory=dict)
     state_order: list[str] = field(default_factory=list)
-    side_files: list[tuple[str, str]] = field(default_factory=list)
+    side_files: list[tuple[Location, str]] = field(default_factory=list)
     written: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # JSON files made
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -50,7 +51,7 @@ def planned(
     view: CheckpointView,
     record: TensorRecord,
     name: str | None = None,
-    memo: dict[str, tuple[str, str, int]] | None = None,
+    memo: dict[str, tuple[str | Location, str, int]] | None = None,
 ) -> PlannedTensor:
     """A source record as an output tensor of the same dtype (fast path when possible).
 
@@ -102,11 +103,11 @@ def read_source(
     if view.kind == "optimizer" and view.optimizer is not None:
         return _optimizer(view)
     if view.kind in ("model", "adapter"):
-        memo: dict[str, tuple[str, str, int]] = {}
+        memo: dict[str, tuple[str | Location, str, int]] = {}
         content = SourceContent("model", [planned(view, r, memo=memo) for r in view.tensors])
         if view.path.is_dir():
             content.side_files = [
-                (str(view.path / n), n) for n in SIDE_FILES if (view.path / n).is_file()
+                (view.path / n, n) for n in SIDE_FILES if (view.path / n).is_file()
             ]
         values = [k for k in view.values if k not in ("index.metadata", *SIDE_FILES)]
         values = [k for k in values if not k.startswith("__metadata__")]
@@ -161,9 +162,7 @@ def _bundle(view: CheckpointView) -> SourceContent:
     name, part = models[0]
     content = read_source(part)
     if not content.side_files and view.path.is_dir():  # config.json beside the ZeRO states
-        content.side_files = [
-            (str(view.path / n), n) for n in SIDE_FILES if (view.path / n).is_file()
-        ]
+        content.side_files = [(view.path / n, n) for n in SIDE_FILES if (view.path / n).is_file()]
     content.parts_left_out += [
         f"part {n} ({p.kind}, {len(p.tensors)} tensor(s), {format_bytes(p.total_bytes)})"
         for n, p in view.parts.items()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..io.torchrun import Nodes
 from ..view import CheckpointView
 from .engine import DEFAULT_CHUNK_BYTES, CancelArg, Engine, ProgressFn, plan_pairs
@@ -109,8 +110,8 @@ def diff_checkpoints(
 
 
 def options(
-    a: Path,
-    b: Path,
+    a: Path | Location,
+    b: Path | Location,
     atol: float,
     rtol: float,
     device: str,

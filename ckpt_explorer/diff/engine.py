@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..io.readahead import Readahead
 from ..readers.optimizer_info import recorded_param_of
 from ..types import TensorRecord
@@ -320,7 +320,7 @@ class Engine:
         self.total = sum(p.nbytes for p in plans)
         self._report_every = max(1, min(16 * 2**20, self.total // 200))
         rows: list[TensorDiff] = []
-        ranges: list[tuple[Path, int, int]] = []
+        ranges: list[tuple[Location, int, int]] = []
         for p in plans if self.readahead else ():
             if p.nbytes:
                 for view, rec in ((self.view_a, p.rec_a), (self.view_b, p.rec_b)):

@@ -7,14 +7,15 @@ import tempfile
 from pathlib import Path
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..io.torchrun import Cancel, Nodes, run_torchrun
 from .engine import DEFAULT_CHUNK_BYTES, ProgressFn
 from .report import DiffResult
 
 
 def launch(
-    a: str | Path,
-    b: str | Path,
+    a: str | Path | Location,
+    b: str | Path | Location,
     *,
     nproc: int,
     atol: float = 0.0,

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import CkptExplorerError, FormatDetectionError
+from ..io.location import Location, PathLike, as_location
 from ..readers.diffusers_config import pipeline_summary
 from ..types import Detection
 from ..view import CheckpointView
 
-Probe = Callable[[Path], Detection | None]
-Opener = Callable[[Path, Detection], CheckpointView]
+Probe = Callable[[Location], Detection | None]
+Opener = Callable[[Location, Detection], CheckpointView]
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def spec_for(detection: Detection, target: str) -> FormatSpec:
     raise KeyError(detection.family)
 
 
-def _describe(path: Path) -> str:
+def _describe(path: Location) -> str:
     if path.is_dir():
         entries = sorted(p.name for p in path.iterdir())
         shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
@@ -61,14 +61,14 @@ def _describe(path: Path) -> str:
     size = path.stat().st_size
     if size == 0:
         return "an empty file"
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         head = f.read(12)
     return f"a file of {size} bytes starting {head!r}"
 
 
-def detect(path: str | Path) -> tuple[Detection, FormatSpec]:
+def detect(path: PathLike) -> tuple[Detection, FormatSpec]:
     """Detect the family of ``path``; raises :class:`FormatDetectionError` if none fits."""
-    path = Path(path)
+    path = as_location(path)
     if not path.exists():
         raise FormatDetectionError(
             path, "an existing file or directory", "nothing at that path", "Check the path."

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from . import accelerate, colossalai, conflicts, dcp, deepspeed, torch_load, transformers
 from .files import torch_version
 from .layout import targets
@@ -32,19 +34,23 @@ LOADERS = (
 )
 
 
-def has_table(path: str | Path) -> bool:
+def has_table(path: str | Path | Location) -> bool:
     """Whether ``path`` gets a loader table: a local checkpoint, not a remote checkpoint's
     mirror (it holds only the files and bytes its listing fetched: no config.json, no stale
     neighbours, holes where tensor bytes would be)."""
     from ..remote.guard import is_mirrored
 
-    root = Path(path)
-    return root.exists() and not is_mirrored(root)
+    root = as_location(path).local_path()
+    return root is not None and root.exists() and not is_mirrored(root)
 
 
-def loader_table(path: str | Path) -> LoaderTable:
-    """The loader table of ``path`` and, for a training-state folder, of its parts."""
-    root = Path(path)
+def loader_table(path: str | Path | Location) -> LoaderTable:
+    """The loader table of a local ``path`` and, for a training-state folder, of its
+    parts."""
+    local = as_location(path).local_path()
+    if local is None:
+        raise CkptExplorerError(str(path), "a local checkpoint for the loader table", "a URL")
+    root = local
     layouts = targets(root)
     verdicts: list[Verdict] = []
     found: list[Conflict] = []

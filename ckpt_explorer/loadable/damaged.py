@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..io.location import Location
 from .files import Listing
 from .model import Layout
 
@@ -29,7 +30,7 @@ CAI_GROUP = re.compile(rf"pytorch_optim_group{_P}\.bin")
 DS_STATES = re.compile(r"(?:(?:bf16_)?zero_pp_rank_\d+_)?mp_rank_\d+_(?:model|optim)_states\.pt")
 
 
-def deepspeed_tags(path: Path, listing: Listing) -> list[str]:
+def deepspeed_tags(path: Path | Location, listing: Listing) -> list[str]:
     """Sub-folders holding DeepSpeed model/optimizer state files (the tags)."""
     tags = []
     for d in listing.dirs:
@@ -41,7 +42,7 @@ def deepspeed_tags(path: Path, listing: Listing) -> list[str]:
     return tags
 
 
-def recognise(path: Path, listing: Listing | None = None) -> Layout | None:
+def recognise(path: Path | Location, listing: Listing | None = None) -> Layout | None:
     """The damaged layout ``path`` is, or None when it is none of them (or not damaged)."""
     if not path.is_dir():
         return None
@@ -100,7 +101,7 @@ def recognise(path: Path, listing: Listing | None = None) -> Layout | None:
     return None
 
 
-def explain(path: Path) -> tuple[str, str] | None:
+def explain(path: Path | Location) -> tuple[str, str] | None:
     """(what was found, what to do) for a damaged folder, for a detection error: the layout,
     what the loader it was written for does with it, and the repair."""
     layout = recognise(path)
@@ -109,7 +110,9 @@ def explain(path: Path) -> tuple[str, str] | None:
     from . import LOADERS  # the package imports this module
 
     found = f"{layout.damaged} ({'; '.join(layout.evidence)})"
-    for v in (v for f in LOADERS for v in f(path, "", layout) if v.meant and not v.ok):
+    local = path.local_path() if isinstance(path, Location) else path
+    verdicts = (v for f in LOADERS for v in f(local, "", layout)) if local is not None else ()
+    for v in (v for v in verdicts if v.meant and not v.ok):  # the loaders read local files
         said = f"{v.error}: {v.message}" if v.error else v.message
         found += f"; {v.label} would fail with {said}"
         break

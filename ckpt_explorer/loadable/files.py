@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from ..readers.sharded_index import read_index_json
 
 COLOSSAL_INDEX_GLOB = "*.index.*json"  # colossalai has_index_file: Path.glob, non-recursive
@@ -22,15 +23,15 @@ INDEX_FILE = re.compile(r"(.*?).index((\..*)?).json")  # colossalai's own (unesc
 class Listing:
     """The entries directly inside a folder (names only, sorted)."""
 
-    path: Path
+    path: Path | Location
     files: tuple[str, ...]
     dirs: tuple[str, ...]
 
     @classmethod
-    def of(cls, path: Path) -> Listing:
+    def of(cls, path: Path | Location) -> Listing:
         files: list[str] = []
         dirs: list[str] = []
-        for p in sorted(path.iterdir()):
+        for p in sorted(as_location(path).iterdir()):
             (dirs if p.is_dir() else files).append(p.name)
         return cls(path, tuple(files), tuple(dirs))
 
@@ -46,10 +47,10 @@ class Listing:
         return sorted(n for n in names if fnmatch.fnmatchcase(n, COLOSSAL_INDEX_GLOB))
 
 
-def index_doc(path: Path) -> dict[str, Any] | None:
+def index_doc(path: Path | Location) -> dict[str, Any] | None:
     """The parsed index JSON, or None when it cannot be read as one."""
     try:
-        return read_index_json(path)
+        return read_index_json(as_location(path))
     except (CkptExplorerError, OSError):
         return None
 

@@ -15,11 +15,11 @@ evidence and are no part.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
 from ..formats.registry import FormatSpec, spec_for, specs
+from ..io.location import Location
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
 from . import deepspeed, diffusers_config, peft_adapter
@@ -42,7 +42,7 @@ MODEL_SIDE_FILES = ("config.json", "generation_config.json")
 DEEPSPEED = "deepspeed"  # a tag folder is a part: the one ``latest`` names (older tags are not)
 
 
-def _own_model_files(path: Path) -> set[str]:
+def _own_model_files(path: Location) -> set[str]:
     """Files that belong to a model stored directly in ``path`` (index + shards)."""
     owned: set[str] = set()
     indexes = find_index(path)
@@ -54,7 +54,7 @@ def _own_model_files(path: Path) -> set[str]:
 
 
 def _detect_child(
-    child: Path, target: str, skip: tuple[str, ...] = ("training-state",)
+    child: Location, target: str, skip: tuple[str, ...] = ("training-state",)
 ) -> tuple[Detection, FormatSpec] | None:
     for spec in specs(target):
         if spec.name in skip:
@@ -68,9 +68,9 @@ def _detect_child(
     return None
 
 
-def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
+def find_parts(path: Location) -> dict[str, tuple[Location, Detection, FormatSpec]]:
     """Name -> (path, detection, spec) of the state parts in ``path``."""
-    parts: dict[str, tuple[Path, Detection, FormatSpec]] = {}
+    parts: dict[str, tuple[Location, Detection, FormatSpec]] = {}
     children = [c for c in sorted(path.iterdir()) if not c.name.startswith(".")]
     if len(children) > MAX_CHILDREN:
         return {}
@@ -101,7 +101,7 @@ def find_parts(path: Path) -> dict[str, tuple[Path, Detection, FormatSpec]]:
     return dict(sorted(parts.items(), key=lambda kv: _ema_config(kv[1]) is not None))
 
 
-def _ema_config(part: tuple[Path, Detection, FormatSpec]) -> dict[str, Any] | None:
+def _ema_config(part: tuple[Location, Detection, FormatSpec]) -> dict[str, Any] | None:
     """The config of a model part saved by diffusers' EMAModel (None for any other part)."""
     child, detection, _ = part
     if detection.kind != "model" or not child.is_dir():
@@ -110,7 +110,9 @@ def _ema_config(part: tuple[Path, Detection, FormatSpec]) -> dict[str, Any] | No
     return config if diffusers_config.is_ema(config) else None
 
 
-def other_files(path: Path, parts: dict[str, tuple[Path, Detection, FormatSpec]]) -> list[str]:
+def other_files(
+    path: Location, parts: dict[str, tuple[Location, Detection, FormatSpec]]
+) -> list[str]:
     """Children of ``path`` that are no state part (role "other"; model side files excluded)."""
     taken = {p.name for p, _, _ in parts.values()}
     if "model" in parts or "adapter" in parts:
@@ -123,7 +125,7 @@ def other_files(path: Path, parts: dict[str, tuple[Path, Detection, FormatSpec]]
     ]
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     parts = find_parts(path)
     kinds = {d.kind for _, d, _ in parts.values()} - {"args"}  # args alone make no state
     weights = kinds & {"model", "adapter", "optimizer"} or any(
@@ -155,7 +157,7 @@ def probe(path: Path) -> Detection | None:
     )
 
 
-def open_bundle(path: Path, detection: Detection) -> CheckpointView:
+def open_bundle(path: Location, detection: Detection) -> CheckpointView:
     views: dict[str, CheckpointView] = {}
     for name, (child, part_detection, spec) in find_parts(path).items():
         views[name] = spec.open(child, part_detection)

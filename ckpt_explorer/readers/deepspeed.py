@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError, CorruptCheckpointError
+from ..io.location import Location
 from ..io.paths import resolve_inside
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
@@ -35,11 +36,11 @@ LAYER_FILE = re.compile(r"layer_\d+-model_\d+-model_states\.pt$")
 SAVE_DIR_FILES = frozenset({"latest", "latest_universal", "zero_to_fp32.py", "zero_to_torch.py"})
 
 
-def _holds_states(folder: Path) -> bool:
+def _holds_states(folder: Location) -> bool:
     return any(MODEL_FILE.search(p.name) for p in folder.iterdir() if p.is_file())
 
 
-def _tag_dir(path: Path) -> tuple[Path, str | None] | None:
+def _tag_dir(path: Location) -> tuple[Location, str | None] | None:
     """The folder that holds the state files, and the tag read from ``latest``."""
     latest = path / "latest"
     if latest.is_file() and latest.stat().st_size < 4096:
@@ -53,7 +54,7 @@ def _tag_dir(path: Path) -> tuple[Path, str | None] | None:
     return None
 
 
-def latest_tag(path: Path) -> str | None:
+def latest_tag(path: Location) -> str | None:
     """The tag that ``latest`` in ``path`` names, when that tag folder exists."""
     try:
         found = _tag_dir(path)
@@ -62,7 +63,7 @@ def latest_tag(path: Path) -> str | None:
     return found[1] if found is not None else None
 
 
-def _inside_training_state(path: Path) -> bool:
+def _inside_training_state(path: Location) -> bool:
     """Whether the save folder also holds another tool's training state around the tags (HF
     Trainer's ``checkpoint-N``: weights, ``scheduler.pt``, ``rng_state.pth`` ...): then it is
     that training state, the tag folder one of its parts (readers/bundle.py)."""
@@ -80,7 +81,7 @@ def _inside_training_state(path: Path) -> bool:
     return bundle.probe(path) is not None
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     found = _tag_dir(path)
     if found is None:
         return None
@@ -113,7 +114,7 @@ def _without_optimizer(view: CheckpointView) -> CheckpointView:
     )
 
 
-def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
+def open_deepspeed(path: Location, detection: Detection) -> CheckpointView:
     found = _tag_dir(path)
     if found is None:
         raise CorruptCheckpointError(path, "a DeepSpeed tag folder", "none")

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError, CorruptCheckpointError
+from ..io.location import Location
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
 from . import peft_adapter, torch_pickle
@@ -53,7 +53,7 @@ ADAPTER_PT = "adapter_model.pt"
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def recipe_path(path: Path) -> Path | None:
+def recipe_path(path: Location) -> Location | None:
     """``recipe_state/recipe_state.pt`` (torchtune >= 0.5), else ``recipe_state.pt``."""
     for candidate in (path / RECIPE_DIR / RECIPE_FILE, path / RECIPE_FILE):
         if candidate.is_file():
@@ -61,12 +61,12 @@ def recipe_path(path: Path) -> Path | None:
     return None
 
 
-def _epochs(path: Path) -> list[tuple[int, str]]:
+def _epochs(path: Location) -> list[tuple[int, str]]:
     found = [(int(m.group(1)), c.name) for c in path.iterdir() if (m := EPOCH_DIR.match(c.name))]
     return sorted(e for e in found if (path / e[1]).is_dir())
 
 
-def choose_epoch(path: Path, epochs_run: Any) -> tuple[str | None, str, list[str]]:
+def choose_epoch(path: Location, epochs_run: Any) -> tuple[str | None, str, list[str]]:
     """(the epoch folder of the training state, why, warnings)."""
     epochs = _epochs(path)
     if not epochs:
@@ -94,7 +94,7 @@ def choose_epoch(path: Path, epochs_run: Any) -> tuple[str | None, str, list[str
     return largest, why, [f"recipe state epochs_run {epochs_run!r} names no epoch folder"]
 
 
-def read_config(path: Path) -> dict[str, Any] | None:
+def read_config(path: Location) -> dict[str, Any] | None:
     """``torchtune_config.yaml`` parsed with ``yaml.safe_load`` (None when absent/unreadable)."""
     file = path / CONFIG_FILE
     if not file.is_file() or file.stat().st_size > MAX_CONFIG_BYTES:
@@ -123,7 +123,7 @@ def _config_facts(config: dict[str, Any]) -> tuple[str | None, str]:
     return model_type, ", ".join(facts)
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     recipe = recipe_path(path)
     if recipe is None:
         return None
@@ -149,7 +149,7 @@ def probe(path: Path) -> Detection | None:
     return Detection(str(path), FAMILY, "training_state", tuple(evidence), detail)
 
 
-def _model_view(epoch: Path) -> CheckpointView | None:
+def _model_view(epoch: Location) -> CheckpointView | None:
     """The weights of an epoch folder (HF sharded or one file), adapters aside."""
     from ..formats.registry import specs
 
@@ -162,7 +162,7 @@ def _model_view(epoch: Path) -> CheckpointView | None:
     return None
 
 
-def _adapter_views(epoch: Path) -> dict[str, CheckpointView]:
+def _adapter_views(epoch: Location) -> dict[str, CheckpointView]:
     """The LoRA adapter files of an epoch: ``adapter_model.pt`` (torchtune's names) and the
     PEFT ``adapter_model.safetensors`` (+ config), by file name."""
     out: dict[str, CheckpointView] = {}
@@ -196,7 +196,7 @@ def _adapter_part(adapters: dict[str, CheckpointView]) -> tuple[str, CheckpointV
     return ADAPTER_PT, CheckpointView(pt.path, detection, pt.files, pt.tensors, values)
 
 
-def _tied(epoch: Path) -> bool:
+def _tied(epoch: Location) -> bool:
     try:
         config = optional_json(epoch, "config.json")
     except CkptExplorerError:
@@ -205,7 +205,7 @@ def _tied(epoch: Path) -> bool:
 
 
 def _order(
-    epoch: Path,
+    epoch: Location,
     model: CheckpointView | None,
     adapters: dict[str, CheckpointView],
     model_type: str | None,
@@ -223,7 +223,7 @@ def _order(
 
 
 def epoch_model_order(
-    output_dir: Path, recipe_values: dict[str, Any]
+    output_dir: Location, recipe_values: dict[str, Any]
 ) -> tuple[ParamOrder | None, str]:
     """torchtune's parameter order for the epoch the recipe state belongs to, or None and why."""
     chosen, _, _ = choose_epoch(output_dir, recipe_values.get(EPOCHS_KEY))
@@ -235,7 +235,7 @@ def epoch_model_order(
     return _order(epoch, _model_view(epoch), _adapter_views(epoch), model_type)
 
 
-def _files(path: Path, folder: Path) -> list[FileInfo]:
+def _files(path: Location, folder: Location) -> list[FileInfo]:
     return [
         FileInfo(f.relative_to(path).as_posix(), f.stat().st_size)
         for f in sorted(folder.iterdir())
@@ -243,7 +243,7 @@ def _files(path: Path, folder: Path) -> list[FileInfo]:
     ]
 
 
-def open_output(path: Path, detection: Detection) -> CheckpointView:
+def open_output(path: Location, detection: Detection) -> CheckpointView:
     recipe = recipe_path(path)
     if recipe is None:
         raise CorruptCheckpointError(path, f"{RECIPE_DIR}/{RECIPE_FILE}", "none")

@@ -16,9 +16,9 @@ running_state: ``epochs_run``, ``total_epochs``, ``max_steps_per_epoch``, ``seed
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..io.torch_file import sniff_torch
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
@@ -36,11 +36,11 @@ OPT_KEY = "optimizer"
 DETAIL = "torchtune recipe state (optimizer, run position, seed)"
 
 
-def recipe_root(path: Path) -> dict[Any, Any] | None:
+def recipe_root(path: Location) -> dict[Any, Any] | None:
     """The root of ``path`` when it is a torchtune recipe state (None otherwise)."""
     if not path.is_file():
         return None
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         if sniff_torch(f.read(16)) is None:
             return None
     root = torch_pickle.torch_structure(path).root
@@ -69,7 +69,7 @@ def recipe_evidence(root: dict[Any, Any], name: str) -> list[str]:
     return evidence
 
 
-def probe_file(path: Path) -> Detection | None:
+def probe_file(path: Location) -> Detection | None:
     root = recipe_root(path)
     if root is None:
         return None
@@ -85,7 +85,7 @@ def _under(records: list[TensorRecord], key: str) -> list[TensorRecord]:
 
 
 def recipe_parts(
-    path: Path,
+    path: Location,
 ) -> tuple[dict[str, CheckpointView], list[TensorRecord], dict[str, Any]]:
     """(parts ``optimizer`` and :data:`RUN_PART`, the file's records, its values)."""
     structure = torch_pickle.torch_structure(path)
@@ -134,7 +134,7 @@ def recipe_parts(
     return parts, records, values
 
 
-def open_recipe_state(path: Path, detection: Detection) -> CheckpointView:
+def open_recipe_state(path: Location, detection: Detection) -> CheckpointView:
     """A ``recipe_state.pt`` opened alone: its parts, its ids named from the output folder
     around it when there is one (``<output_dir>/recipe_state/recipe_state.pt``)."""
     parts, records, values = recipe_parts(path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import threading
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 from ..types import TensorRecord
@@ -58,7 +59,7 @@ def _read_order(m: Mirror) -> list[str]:
         view = open_checkpoint(m.local)
         root = view.path if view.path.is_dir() else view.path.parent
         for record in view.disk_order():
-            rel = m.rel_of(root / record.file)
+            rel = m.rel_of(Path(str(root / record.file)))
             if rel is not None and rel not in order:
                 order.append(rel)
     except CkptExplorerError:
@@ -135,7 +136,7 @@ def _fetching(record: TensorRecord, m: Mirror, view: CheckpointView) -> Any:
 
     def load() -> Any:
         if dcp_dir is not None:  # torch's DCP loader reads .distcp files itself: whole files
-            rels = [m.rel_of(p) for p in dcp_dir.glob("*.distcp")]
+            rels = [m.rel_of(Path(str(p))) for p in dcp_dir.glob("*.distcp")]
             m.ensure_whole(r for r in rels if r is not None)
         for _ in range(10_000):
             try:

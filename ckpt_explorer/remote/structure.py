@@ -19,6 +19,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
+from ..io.location import as_location
 from .mirror import WORKERS, Mirror
 
 HEAD = 64 * 2**10
@@ -124,7 +125,7 @@ def _dcp_bytes_items(m: Mirror, folder: str) -> None:
 
     prefix = "" if folder == "." else folder + "/"
     try:
-        metadata = read_metadata(m.path(prefix + ".metadata").parent)
+        metadata = read_metadata(as_location(m.path(prefix + ".metadata").parent))
     except Exception:
         return  # the local reader reports an unreadable .metadata itself
     byte_fqns = {

@@ -173,9 +173,9 @@ class RemoteAccess:
         except CkptExplorerError as e:
             raise self.shown_error(e) from None
 
-    def complete(self, path: str | Path) -> None:
+    def complete(self, path: object) -> None:
         """Fetch every byte of the mirror holding ``path`` (nothing for a local path)."""
-        text = str(Path(path))
+        text = str(path)
         with self._lock:
             mirrors = list(self._mirrors.values())
         for m in mirrors:

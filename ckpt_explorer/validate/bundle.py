@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..readers.json_files import optional_json
 from ..readers.roles import (
     DETAIL_ACCELERATE_RNG,
@@ -38,7 +39,7 @@ def _int(v: Any) -> int | None:
     return None
 
 
-def position_claims(path: Path, parts: Components) -> dict[str, int]:
+def position_claims(path: Path | Location, parts: Components) -> dict[str, int]:
     """Where the run says it is: source -> step."""
     claims: dict[str, int] = {}
     m = STEP_IN_NAME.search(path.name)
@@ -61,7 +62,7 @@ def position_claims(path: Path, parts: Components) -> dict[str, int]:
     return claims
 
 
-def _accelerate_save_count(path: Path, parts: Components) -> bool:
+def _accelerate_save_count(path: Path | Location, parts: Components) -> bool:
     """accelerate's automatic naming ``checkpoint_<n>`` counts saves, not steps."""
     accelerate = any(rs.detail == DETAIL_ACCELERATE_RNG for rs in parts.run_states)
     return accelerate and ACCELERATE_NAME.fullmatch(path.name) is not None
@@ -80,7 +81,7 @@ def _rng_expected(parts: Components) -> str:
     return ""
 
 
-def check_bundle(path: Path, parts: Components) -> list[Finding]:
+def check_bundle(path: Path | Location, parts: Components) -> list[Finding]:
     out: list[Finding] = []
     if not parts.models:
         out.append(
@@ -173,7 +174,7 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
     return out
 
 
-def _epoch(path: Path, parts: Components) -> list[Finding]:
+def _epoch(path: Path | Location, parts: Components) -> list[Finding]:
     m = EPOCH_IN_NAME.search(path.name)
     if m is None:
         return []

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from ..readers.part_pairing import paired
 from ..security import security_findings
 from ..view import CheckpointView
@@ -23,7 +24,8 @@ ProgressFn = Callable[[int, int], Any]
 
 
 def _open(
-    x: str | Path | CheckpointView, model: str | Path | CheckpointView | None = None
+    x: str | Path | Location | CheckpointView,
+    model: str | Path | Location | CheckpointView | None = None,
 ) -> CheckpointView:
     from ..api import open_checkpoint
     from ..readers.param_names import attach_names
@@ -33,7 +35,7 @@ def _open(
     return open_checkpoint(x, model=model)
 
 
-def _integrity_of_parts(view: CheckpointView, seen: set[Path]) -> list[Finding]:
+def _integrity_of_parts(view: CheckpointView, seen: set[Location]) -> list[Finding]:
     out: list[Finding] = []
     for name, part in view.parts.items():
         if part.path in seen:
@@ -93,9 +95,9 @@ def _pick_model(parts: Components) -> ModelPart | None:
 
 
 def validate_checkpoint(
-    path_or_view: str | Path | CheckpointView,
+    path_or_view: str | Path | Location | CheckpointView,
     *,
-    model: str | Path | CheckpointView | None = None,
+    model: str | Path | Location | CheckpointView | None = None,
     numeric: bool = True,
     hf_load: bool = False,
     progress: ProgressFn | None = None,
@@ -132,7 +134,7 @@ def validate_checkpoint(
             findings += check_loadable(view.path)
             checked.append("loadable")
     else:
-        root = Path(path_or_view)
+        root = as_location(path_or_view)
         if not root.exists():
             raise CkptExplorerError(root, "a checkpoint file or folder", "nothing at that path")
         findings += security_findings(root)  # every pickle judged before anything is opened
