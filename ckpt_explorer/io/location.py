@@ -16,7 +16,7 @@ import io
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePath, PurePosixPath
-from typing import IO, Any, BinaryIO
+from typing import IO, Any
 
 from .local_store import LOCAL
 from .store import DIR, FILE, StatResult, Store
@@ -162,9 +162,6 @@ class Location:
         raw = self.store.open(self.pure)
         return raw if mode == "rb" else io.TextIOWrapper(raw, encoding=encoding or "utf-8")
 
-    def open_binary(self) -> BinaryIO:
-        return self.store.open(self.pure)
-
     def read_bytes(self) -> bytes:
         return self.store.read(self.pure, 0, self.size())
 
@@ -222,8 +219,4 @@ def as_location(path: PathLike) -> Location:
     """``path`` as a location: a location stays itself; anything else is a local path."""
     if isinstance(path, Location):
         return path
-    return Location(LOCAL, Path(path))
-
-
-def local_location(path: str | os.PathLike[str]) -> Location:
     return Location(LOCAL, Path(path))

@@ -95,21 +95,19 @@ def _refused(name: str, mtime_ns: int, size: int) -> str | None:
     return None
 
 
-def is_safetensors(path: Path) -> bool:
+def is_safetensors(path: Path | Location) -> bool:
     """An 8-byte little-endian header length followed by ``{``."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(9)
+        head = as_location(path).read_range(0, 9)
     except OSError:
         return False
     return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") > 1
 
 
-def is_torch_file(path: Path) -> bool:
+def is_torch_file(path: Path | Location) -> bool:
     from ..io.torch_file import sniff_torch
 
     try:
-        with open(path, "rb") as f:
-            return sniff_torch(f.read(16)) is not None
+        return sniff_torch(as_location(path).read_range(0, 16)) is not None
     except OSError:
         return False
