@@ -38,8 +38,11 @@ def launch(
     if device != "cpu":  # a clear error before starting processes (torch is not needed here)
         resolve_device(device)
     with tempfile.TemporaryDirectory(prefix="ckpt-diff-") as tmp:
+        from ..remote.handoff import argument
+
         out = Path(tmp) / "result.json"
-        args = [str(a), str(b), "--out", str(out), "--atol", repr(float(atol))]
+        args = [argument(a, Path(tmp), "a"), argument(b, Path(tmp), "b")]
+        args += ["--out", str(out), "--atol", repr(float(atol))]
         args += ["--rtol", repr(float(rtol)), "--device", device]
         args += ["--chunk-bytes", str(chunk_bytes)]
         for old, new in (rename or {}).items():

@@ -102,9 +102,6 @@ class MappedFile:
                 f"a file of {current} bytes",
                 "The file was truncated or changed after it was opened; open it again.",
             )
-        from ..remote.guard import check_range  # a remote mirror's holes are never read
-
-        check_range(self._local, offset, nbytes)
         return mapping
 
 

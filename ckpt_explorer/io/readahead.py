@@ -22,6 +22,7 @@ class Readahead:
     """
 
     PIECE = 8 * 2**20
+    REMOTE_PIECE = 16 * 2**20  # a request has a fixed cost: fewer, larger ones for a store
 
     def __init__(
         self, ranges: Sequence[tuple[Location | Path, int, int]], window: int = 256 * 2**20
@@ -61,9 +62,10 @@ class Readahead:
         try:
             for where, offset, nbytes in self._ranges:
                 local = where if isinstance(where, Path) else where.local_path()
+                piece = self.PIECE if local is not None else self.REMOTE_PIECE
                 pos = 0
                 while pos < nbytes:
-                    n = min(self.PIECE, nbytes - pos)
+                    n = min(piece, nbytes - pos)
                     with self._cond:
                         while not self._stop and issued - self._consumed > self._window:
                             self._cond.wait(0.05)

@@ -60,6 +60,7 @@ class StoreRawFile(io.RawIOBase):
         return data
 
 
-def open_store_file(store: Store, path: PurePath, size: int, buffer: int = BUFFER) -> BinaryIO:
+def open_store_file(store: Store, path: PurePath, size: int) -> BinaryIO:
     """A buffered reader over :class:`StoreRawFile` (``readline`` and ``peek`` work)."""
-    return io.BufferedReader(StoreRawFile(store, path, size), buffer_size=buffer)  # type: ignore[return-value]
+    raw = StoreRawFile(store, path, size)
+    return io.BufferedReader(raw, buffer_size=BUFFER)  # type: ignore[return-value]

@@ -35,13 +35,11 @@ LOADERS = (
 
 
 def has_table(path: str | Path | Location) -> bool:
-    """Whether ``path`` gets a loader table: a local checkpoint, not a remote checkpoint's
-    mirror (it holds only the files and bytes its listing fetched: no config.json, no stale
-    neighbours, holes where tensor bytes would be)."""
-    from ..remote.guard import is_mirrored
-
-    root = as_location(path).local_path()
-    return root is not None and root.exists() and not is_mirrored(root)
+    """Whether ``path`` gets a loader table: a local checkpoint. The loaders read local
+    files; a remote checkpoint gets none (its listing reads structure only, and what they
+    would do with it once downloaded is a question for that local copy)."""
+    root = as_location(path)
+    return root.local_path() is not None and root.exists()
 
 
 def loader_table(path: str | Path | Location) -> LoaderTable:

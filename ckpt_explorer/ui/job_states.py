@@ -386,7 +386,6 @@ class ConvertState(JobState):
             return None
 
         def work(cancel: threading.Event) -> Any:
-            self.guard.remote.complete(plan.source)  # a URL's mirror: every byte first
             kw: dict[str, Any] = {}
             if engines.accepts(fn, "progress"):
                 kw["progress"] = progress

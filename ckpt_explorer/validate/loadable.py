@@ -17,8 +17,8 @@ from .findings import Finding
 
 
 def check_loadable(path: Path | Location) -> list[Finding]:
-    """The findings of ``path``'s loader table; none for a remote checkpoint's mirror, which
-    holds only what its listing fetched (the table needs the whole folder)."""
+    """The findings of ``path``'s loader table; none for a remote checkpoint (the loaders
+    read local files)."""
     if not has_table(path):
         return []
     local = as_location(path).local_path()
