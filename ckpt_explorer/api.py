@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .io.location import Location, PathLike, as_location
 from .types import Detection
 from .view import CheckpointView
 
 
-def _explain_damaged(path: Path) -> tuple[str, str] | None:
+def _explain_damaged(path: Location) -> tuple[str, str] | None:
     """What a folder no format fits holds when it is a damaged layout, and what to do (the
     loader checks of :mod:`ckpt_explorer.loadable`, imported only when detection failed)."""
     from .loadable import explain_damaged as explain
@@ -17,7 +18,30 @@ def _explain_damaged(path: Path) -> tuple[str, str] | None:
     return explain(path)
 
 
-def detect_format(path: str | Path) -> Detection:
+def locate(
+    path: PathLike,
+    *,
+    cache: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Location:
+    """Where ``path`` is: a local path, or a URL (``s3://``, ``gs://``, ``az://``,
+    ``http(s)://``, ``hf://``) opened in a remote store (listed once; needs the ``remote``
+    extra). A location is returned as it is."""
+    from .remote.urls import is_url
+
+    if isinstance(path, str) and is_url(path):
+        from .remote.store import open_url
+
+        return open_url(path, storage_options, cache)
+    return as_location(path)
+
+
+def detect_format(
+    path: str | Path | Location,
+    *,
+    cache: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Detection:
     """The family and kind of ``path`` with the evidence that decided it.
 
     Raises:
@@ -28,21 +52,13 @@ def detect_format(path: str | Path) -> Detection:
         'colossalai-sharded-optimizer (optimizer): pytorch_optim.bin.index.json has ...'
     """
     from .formats import detect
-    from .remote.urls import is_url
 
-    if is_url(path):  # s3:// gs:// az:// http(s):// hf://: read from a structure-only mirror
-        from dataclasses import replace
-
-        from .remote.session import mirror_for
-
-        local = mirror_for(str(path)).local
-        return replace(detect(local, _explain_damaged)[0], path=str(path))
-    return detect(path, _explain_damaged)[0]
+    return detect(locate(path, cache=cache, storage_options=storage_options), _explain_damaged)[0]
 
 
 def open_checkpoint(
-    path: str | Path,
-    model: str | Path | CheckpointView | None = None,
+    path: PathLike,
+    model: PathLike | CheckpointView | None = None,
     *,
     cache: str | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -52,9 +68,10 @@ def open_checkpoint(
     Args:
         path: a checkpoint file or folder of any known family, or a URL (``s3://``, ``gs://``,
             ``az://``, ``http(s)://``, ``hf://repo[@rev]/path``; needs the ``remote`` extra):
-            listing then fetches only structure, ``load`` fetches the tensor's bytes.
-        model: for an optimizer, a model checkpoint (path or view) whose tensor order gives
-            parameter names to the optimizer's integer ids.
+            listing then reads only structure in byte ranges, ``load`` reads the tensor's
+            bytes; or a :class:`~.io.location.Location`.
+        model: for an optimizer, a model checkpoint (path, URL or view) whose tensor order
+            gives parameter names to the optimizer's integer ids.
         cache: for a URL, a folder that keeps the fetched bytes (keyed by URL, ETag, size).
         storage_options: for a URL, fsspec options (credentials otherwise come from the
             backend's standard environment and config).
@@ -65,23 +82,23 @@ def open_checkpoint(
     from .formats import detect
     from .io.gc_pause import gc_paused
     from .readers.param_names import attach_names
-    from .remote.urls import is_url
 
-    if is_url(path):
-        from .remote.session import open_remote
-
-        return open_remote(str(path), model, cache, storage_options)
+    where = locate(path, cache=cache, storage_options=storage_options)
     with gc_paused():  # a listing's objects hold no cycles (io/gc_pause.py)
-        detection, spec = detect(path, _explain_damaged)
-        view = spec.open(Path(path), detection)
+        detection, spec = detect(where, _explain_damaged)
+        view = spec.open(where, detection)
         model_view = None
         if model is not None:
-            model_view = model if isinstance(model, CheckpointView) else open_checkpoint(model)
+            model_view = (
+                model
+                if isinstance(model, CheckpointView)
+                else open_checkpoint(model, cache=cache, storage_options=storage_options)
+            )
         return attach_names(view, model_view)
 
 
 def as_view(
-    x: str | Path | CheckpointView, model: str | Path | CheckpointView | None = None
+    x: PathLike | CheckpointView, model: PathLike | CheckpointView | None = None
 ) -> CheckpointView:
     """``x`` as an open view: a view as it is, a path (or URL) opened lazily.
 

@@ -196,7 +196,7 @@ def _convert_with_colossalai(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .remote.cli_args import _options
+    from .remote.cli_args import storage_options
     from .ui.serve import serve
 
     server, url = serve(
@@ -206,7 +206,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         address=args.address,
         allow_remote=args.allow_remote,
         cache=args.remote_cache,
-        storage_options=_options(args),
+        storage_options=storage_options(args),
     )
     print(f"ckpt_explorer dashboard: {url}  (Ctrl+C to stop)", flush=True)
     try:
@@ -526,7 +526,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the page read URLs under PREFIX (e.g. s3://bucket/run; repeatable); "
         "none by default",
     )
-    p.add_argument("--cache", dest="remote_cache", metavar="DIR", help="keep remote mirrors here")
+    p.add_argument(
+        "--cache",
+        dest="remote_cache",
+        metavar="DIR",
+        help="keep fetched bytes of remote objects here",
+    )
     p.add_argument(
         "--storage-option",
         action="append",
@@ -549,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from .remote.cli_args import remote_arguments
 
-        with remote_arguments(args):  # URL arguments read through local mirrors
+        with remote_arguments(args):  # URL arguments opened as remote locations
             code = int(args.func(args))
             sys.stdout.flush()
         return code

@@ -6,15 +6,13 @@ the CLI can print it as one line and the dashboard can show it without a traceba
 
 from __future__ import annotations
 
-from pathlib import Path
-
 
 class CkptExplorerError(Exception):
     """Base class: an expected failure with a one-line explanation."""
 
     def __init__(
         self,
-        path: str | Path | None,
+        path: object,
         expected: str,
         found: str,
         hint: str = "",

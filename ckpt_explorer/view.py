@@ -6,10 +6,10 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from operator import attrgetter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import CkptExplorerError
+from .io.location import Location, PathLike, as_location
 from .types import Detection, FileInfo, OptimizerInfo, Slot, StateMap, TensorRecord, Traits
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ class CheckpointView:
     """A checkpoint listed from headers, indexes and pickle structure; values load on demand.
 
     Attributes:
-        path: what was opened.
+        path: what was opened (a :class:`~.io.location.Location`: ``str(view.path)`` is the
+            local path as given, or the URL of a remote checkpoint).
         detection: family, kind and the evidence.
         files: the files it consists of (relative to ``path`` or its folder).
         tensors: tensor records in the checkpoint's logical order (its state_dict or index
@@ -43,7 +44,7 @@ class CheckpointView:
 
     def __init__(
         self,
-        path: str | Path,
+        path: PathLike,
         detection: Detection,
         files: tuple[FileInfo, ...] = (),
         tensors: tuple[TensorRecord, ...] = (),
@@ -52,7 +53,7 @@ class CheckpointView:
         optimizer: OptimizerInfo | None = None,
         warnings: tuple[str, ...] = (),
     ) -> None:
-        self.path = Path(path)
+        self.path: Location = as_location(path)
         self._detection = detection
         self._traits: Traits | None = None
         self._state_map: StateMap | None = None
@@ -200,9 +201,9 @@ class CheckpointView:
     def __len__(self) -> int:
         return len(self.tensors)
 
-    def disk_range(self, record: TensorRecord) -> tuple[Path, int, int] | None:
+    def disk_range(self, record: TensorRecord) -> tuple[Location, int, int] | None:
         """``(file, offset, nbytes)`` of ``record``'s bytes, for read-ahead (None when they are
-        not one range of a plain file)."""
+        not one range of a file)."""
         root = self.path if self.path.is_dir() else self.path.parent
         path = root / record.file
         if record.offset is None or not path.is_file():

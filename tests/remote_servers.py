@@ -1,7 +1,8 @@
 """Real servers on 127.0.0.1 for the remote tests and benchmark (never the internet).
 
 - :class:`RangeServer`: a stdlib HTTP server over a folder with single-range ``Range`` support,
-  ETags, HTML folder listings, counters (requests, body bytes sent) and injected faults.
+  ETags and ``If-Match``, HTML folder listings, counters (requests, body bytes sent), a log of
+  the ranges asked for, and injected faults.
 - :func:`moto_s3`: moto's ThreadedMotoServer, for s3fs through ``AWS_ENDPOINT_URL_S3``.
 """
 
@@ -30,6 +31,7 @@ class RangeServer:
         self.faults: dict[str, str] = {}
         self.requests = 0
         self.bytes_sent = 0
+        self.log: list[tuple[str, str, int, int]] = []  # (method, path, start, end) of files
         self.lock = threading.Lock()
         server = self
 
@@ -76,6 +78,13 @@ class RangeServer:
                     self.send_error(404)
                     return
                 size = path.stat().st_size
+                etag = f'"{size:x}-{int(path.stat().st_mtime_ns):x}"'
+                wanted = self.headers.get("If-Match")
+                if wanted is not None and wanted.strip() not in ("*", etag):
+                    self.send_response(412)  # the object changed since the client listed it
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 listed = size + 1000 if fault == "truncate" else size
                 start, end = 0, listed
                 m = _RANGE.match(self.headers.get("Range", ""))
@@ -90,10 +99,12 @@ class RangeServer:
                     end = min(end, listed)
                 real_end = min(end, size)
                 n = max(0, real_end - start)
+                with server.lock:
+                    server.log.append(("GET" if body else "HEAD", rel, start, end))
                 self.send_response(status)
                 self.send_header("Content-Length", str(n if body else end - start))
                 self.send_header("Accept-Ranges", "bytes")
-                self.send_header("ETag", f'"{size:x}-{int(path.stat().st_mtime_ns):x}"')
+                self.send_header("ETag", etag)
                 if status == 206:
                     self.send_header("Content-Range", f"bytes {start}-{end - 1}/{listed}")
                 self.end_headers()
@@ -148,6 +159,12 @@ class RangeServer:
         with self.lock:
             self.requests = 0
             self.bytes_sent = 0
+            self.log.clear()
+
+    def ranges(self, rel: str) -> list[tuple[int, int]]:
+        """The byte ranges GET asked for of file ``rel`` since the last reset."""
+        with self.lock:
+            return [(s, e) for method, r, s, e in self.log if method == "GET" and r == rel]
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 PACKAGE = "ckpt_explorer"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
@@ -42,7 +40,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "natural": frozenset(),
     "readable": frozenset(),
     "demo": frozenset(),
-    "view": frozenset(),
+    "view": frozenset({"io"}),
     "json_stream": frozenset(),
     # byte access: local files, pickles, headers; remote byte stores
     "io": frozenset(),
@@ -57,10 +55,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     # the entry points: detect, open
     "api": frozenset({"view", "io", "remote", "readers", "formats", "loadable"}),
     # engines over views
-    "diff": frozenset({"view", "io", "plain", "readers", "api"}),
-    "fit": frozenset({"view", "readable", "readers", "api"}),
+    "diff": frozenset({"view", "io", "remote", "plain", "readers", "api"}),
+    "fit": frozenset({"view", "io", "readable", "readers", "api"}),
     "inspect_report": frozenset({"view", "plain", "readable", "loadable", "fit"}),
-    "convert": frozenset({"view", "io", "natural", "readers", "api", "fit"}),
+    "convert": frozenset({"view", "io", "remote", "natural", "readers", "api", "fit"}),
     "validate": frozenset(
         {"finding", "view", "io", "readers", "security", "loadable", "api", "diff"}
     ),
@@ -85,16 +83,6 @@ ALLOWED: dict[str, frozenset[str]] = {
     "__init__": frozenset({"view", "api", "diff", "validate", "resume", "convert", "ui"}),
     "__main__": frozenset({"cli"}),
 }
-# Imports that go with the remote mirror (remote/guard.py, mirror.py, session.py, structure.py),
-# which the byte store replaces: they are the only exceptions, and this allowance goes with them.
-REMOTE_MIRROR = frozenset(
-    {
-        ("api", "remote.session"),
-        ("remote.session", "api"),
-        ("io.mapped", "remote.guard"),
-        ("remote.structure", "readers.dcp"),
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -194,7 +182,7 @@ def _imports() -> list[Import]:
         by_name = _imports_by_name(nodes)
         for node in nodes:
             for target in _targets(module, node, by_name):
-                if target == module or (module, target) in REMOTE_MIRROR:
+                if target == module:
                     continue
                 for t in _with_packages(module, target):
                     out[Import(module, t, f"{rel}:{getattr(node, 'lineno', 0)}")] = None
@@ -342,14 +330,3 @@ def test_every_import_follows_the_table() -> None:
     assert not wrong, "imports against the layer table (tests/test_import_layers.py):\n" + (
         "\n".join(wrong)
     )
-
-
-@pytest.mark.parametrize("edge", sorted(REMOTE_MIRROR))
-def test_the_remote_mirror_allowance_is_still_needed(edge: tuple[str, str]) -> None:
-    """An allowance whose import is gone is removed from REMOTE_MIRROR."""
-    source, target = edge
-    assert source in MODULES and target in MODULES, f"{edge}: remove it from REMOTE_MIRROR"
-    tree = ast.parse(MODULES[source].read_text(encoding="utf-8"))
-    assert any(
-        target in _with_packages(source, t) for node in _nodes(tree) for t in _targets(source, node)
-    ), f"{source} no longer imports {target}: remove it from REMOTE_MIRROR"

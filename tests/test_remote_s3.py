@@ -58,11 +58,15 @@ def s3(real_checkpoints: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def tiny_structure(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ckpt_explorer.remote import structure
+def tiny_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture checkpoints are tiny: read them the way large ones are read."""
+    from ckpt_explorer.io import store_file
+    from ckpt_explorer.remote import store
 
-    monkeypatch.setattr(structure, "HEAD", 16)
-    monkeypatch.setattr(structure, "WHOLE", 0)
+    monkeypatch.setattr(store, "HEAD", 16)
+    monkeypatch.setattr(store, "TAIL", 16)
+    monkeypatch.setattr(store, "MERGE_GAP", 0)
+    monkeypatch.setattr(store_file, "BUFFER", 512)
 
 
 def _outcome(argv: list[str], capsys: pytest.CaptureFixture[str], url: str, local: Path) -> Any:
@@ -93,7 +97,7 @@ def test_inspect_over_s3_equals_local(
     case: str,
     s3: Any,
     real_checkpoints: Any,
-    tiny_structure: None,
+    tiny_blocks: None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out, _ = real_checkpoints(maker)
@@ -153,3 +157,26 @@ def test_secret_is_not_in_the_error(s3: Any, capsys: pytest.CaptureFixture[str])
     err = capsys.readouterr().err
     assert "s3://no-such-bucket/x" in err and len(err.strip().splitlines()) == 1
     assert secret not in err and ENV["AWS_SECRET_ACCESS_KEY"] not in err
+
+
+def test_a_changed_object_is_refused_not_mixed(s3: Any, tmp_path: Path) -> None:
+    """Reads ask S3 for the version listed (IfMatch on the ETag): an object rewritten since
+    is refused with one line naming the URL."""
+    from safetensors.torch import save_file
+
+    from ckpt_explorer.remote.backend import RemoteError
+
+    g = torch.Generator().manual_seed(3)
+    sd = {f"w.{i}": torch.randn(64, 64, generator=g) for i in range(4)}
+    save_file(sd, str(tmp_path / "m.safetensors"))
+    s3.put_file(str(tmp_path / "m.safetensors"), f"{BUCKET}/changing/m.safetensors")
+    url = f"s3://{BUCKET}/changing/m.safetensors"
+    view = open_checkpoint(url)
+    assert torch.equal(view.load("w.0"), sd["w.0"])
+    sd["w.1"] += 1  # the same size: only the bytes (and so the ETag) change
+    save_file(sd, str(tmp_path / "m.safetensors"))
+    s3.put_file(str(tmp_path / "m.safetensors"), f"{BUCKET}/changing/m.safetensors")
+    with pytest.raises(RemoteError, match="changed since it was listed") as e:
+        view.load("w.1")
+    assert url in str(e.value) and "\n" not in str(e.value)
+    assert torch.equal(open_checkpoint(url).load("w.1"), sd["w.1"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 
+from ..io.location import Location
 from .plan import Piece
 
 BLOCK = 2**20
@@ -53,7 +54,9 @@ class RangeComparer:
         self._a = bytearray(BLOCK)
         self._b = bytearray(BLOCK)
 
-    def _fill(self, buf: bytearray, parts: Iterator[tuple[str, int, int]], want: int) -> int:
+    def _fill(
+        self, buf: bytearray, parts: Iterator[tuple[str | Location, int, int]], want: int
+    ) -> int:
         """Fill ``buf[:want]`` from ``parts`` (blocks may straddle piece ends); bytes read."""
         view = memoryview(buf)
         got = 0
@@ -62,6 +65,13 @@ class RangeComparer:
             if item is None:
                 return got
             path, offset, n = item
+            if isinstance(path, Location):  # a remote source: read through its store
+                data = path.read_range(offset, offset + n, keep=False)
+                view[got : got + len(data)] = data
+                got += len(data)
+                if len(data) < n:
+                    return got
+                continue
             fd, size = self.files.get(path)
             if offset + n > size:
                 return got
@@ -91,7 +101,7 @@ class RangeComparer:
         return True
 
 
-def _resplit(pieces: Sequence[Piece]) -> Iterator[tuple[str, int, int]]:
+def _resplit(pieces: Sequence[Piece]) -> Iterator[tuple[str | Location, int, int]]:
     """(file, offset, n) over ``pieces``, cut at every multiple of ``BLOCK`` of the running
     position, so both sides of a comparison fill their buffers in the same steps."""
     pos = 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError, MissingDependencyError
+from ..io.location import Location, as_location
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -215,7 +216,7 @@ def fit_checks(source: Path, plugin: str, tp: int, pp: int, nproc: int, dtype: s
 
 
 def plan_engine_job(
-    source: str | Path,
+    source: str | Path | Location,
     destination: str | Path,
     plugin: str = "torch_ddp",
     tp: int = 1,
@@ -260,8 +261,14 @@ def plan_engine_job(
         raise MissingDependencyError(
             None, "colossalai installed", "no colossalai", "pip install colossalai"
         )
-    src, dst = Path(source), Path(destination)
-    _check_paths(src, dst, overwrite)
+    local = as_location(source).local_path()
+    if local is None:
+        raise CkptExplorerError(
+            source, "a local source for --engine colossalai", "a remote URL",
+            "Convert it with the stream engine, or download it first.",
+        )  # fmt: skip
+    src, dst = local, Path(destination)
+    _check_paths(as_location(src), dst, overwrite)
     cfg = Path(config_dir) if config_dir else (src if src.is_dir() else src.parent)
     if not (cfg / "config.json").is_file():
         raise CkptExplorerError(

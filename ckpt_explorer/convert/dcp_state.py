@@ -9,10 +9,10 @@ into dotted FQNs and records each FQN's original path in the metadata's ``planne
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
+from ..io.location import PathLike, as_location
 from ..io.safe_pickle import PickleReport, safe_loads
 
 MAX_INDEX = 2**20  # a list index in a recorded path (bounds what rebuilding allocates)
@@ -20,8 +20,9 @@ MAX_INDEX = 2**20  # a list index in a recorded path (bounds what rebuilding all
 ObjPath = tuple[str | int, ...]
 
 
-def dcp_layout(folder: Path) -> tuple[list[str], dict[str, ObjPath]]:
+def dcp_layout(folder: PathLike) -> tuple[list[str], dict[str, ObjPath]]:
     """(FQNs in metadata order, FQN -> original object path) of a DCP folder, read safely."""
+    folder = as_location(folder)
     from ..readers.dcp import MAX_METADATA_BYTES, _fields
 
     meta = folder / ".metadata"

@@ -60,11 +60,13 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
 
     from ..contracts import Meter
     from ..io.rank_progress import rank_progress
+    from ..remote.handoff import located
     from .atomic import clean_stale, discard, fsync_tree, install, make_temp
     from .planner import plan_conversion
     from .verify import check_index, check_written, verify_output
 
     args = _parser().parse_args(argv)
+    source = located(args.source)  # a remote source: its store, opened once per rank
     backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -78,7 +80,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         if rank == 0:
             try:
                 plan = plan_conversion(
-                    args.source,
+                    source,
                     args.destination,
                     args.to,
                     args.max_shard_size,
@@ -98,7 +100,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         tmp = Path(str(box[0]))
         if plan is None:
             plan = plan_conversion(
-                args.source,
+                source,
                 args.destination,
                 args.to,
                 args.max_shard_size,

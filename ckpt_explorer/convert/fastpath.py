@@ -6,7 +6,8 @@ Those ranges are copied without deserialising anything: with ``os.copy_file_rang
 kernel) where source and destination offsets sit at the same place within a page, otherwise
 through one reused 1 MiB buffer (``preadv``/``pwrite``): the kernel's page-to-page copy is
 about 1.6x slower when every page straddles two (safetensors packs tensors back to back, torch
-zips align storages to 64 bytes, so offsets rarely agree), the buffered copy is not.
+zips align storages to 64 bytes, so offsets rarely agree), the buffered copy is not. A remote
+source's ranges are read through its store (exactly those bytes) and written the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TruncatedFileError
+from ..io.location import Location, as_location
 from ..types import TensorRecord
 from .bytecheck import OpenFiles
 from .plan import Piece
@@ -37,7 +39,9 @@ Tick = Callable[[int], None]
 
 
 def record_pieces(
-    root: Path, record: TensorRecord, memo: dict[str, tuple[str, str, int]] | None = None
+    root: Location | Path,
+    record: TensorRecord,
+    memo: dict[str, tuple[str | Location, str, int]] | None = None,
 ) -> tuple[Piece, ...] | None:
     """The byte range of a source record when its bytes can be copied as they are, else None.
 
@@ -49,12 +53,15 @@ def record_pieces(
         return None
     known = memo.get(record.file) if memo is not None else None
     if known is None:
-        path = root if root.is_file() else root / record.file
+        base = as_location(root)
+        path = base if base.is_file() else base / record.file
         try:
-            st = os.stat(path)
+            st = path.stat()
         except OSError:
             return None
-        known = (str(path), _file_kind(str(path), st.st_mtime_ns, st.st_size), st.st_mtime_ns)
+        local = path.local_path()
+        where: str | Location = str(local) if local is not None else path
+        known = (where, _file_kind(where, st.st_mtime_ns, st.st_size), st.st_mtime_ns)
         if memo is not None:
             memo[record.file] = known
     where, kind, mtime_ns = known
@@ -66,13 +73,12 @@ def record_pieces(
 
 
 @functools.lru_cache(maxsize=256)
-def _file_kind(path: str, mtime_ns: int, size: int) -> str:
+def _file_kind(path: str | Location, mtime_ns: int, size: int) -> str:
     from ..io.torch_file import sniff_torch
     from ..readers.safetensors_file import looks_like_safetensors
 
     try:
-        with open(path, "rb") as f:
-            head = f.read(16)
+        head = as_location(path).read_range(0, 16)
     except OSError:
         return ""
     if looks_like_safetensors(head):
@@ -81,12 +87,14 @@ def _file_kind(path: str, mtime_ns: int, size: int) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _torch_layout(path: str, mtime_ns: int) -> dict[tuple[int, tuple[int, ...], str], bool]:
+def _torch_layout(
+    path: str | Location, mtime_ns: int
+) -> dict[tuple[int, tuple[int, ...], str], bool]:
     """(absolute offset, shape, dtype) -> whether that tensor is a dense block of its storage."""
     from ..io.torch_file import iter_lazy_tensors
     from ..readers.torch_pickle import torch_structure
 
-    structure = torch_structure(Path(path))
+    structure = torch_structure(as_location(path))
     if structure.byteorder != "little":
         return {}
     out: dict[tuple[int, tuple[int, ...], str], bool] = {}
@@ -96,7 +104,7 @@ def _torch_layout(path: str, mtime_ns: int) -> dict[tuple[int, tuple[int, ...], 
     return out
 
 
-def _torch_contiguous(path: str, mtime_ns: int, record: TensorRecord) -> bool:
+def _torch_contiguous(path: str | Location, mtime_ns: int, record: TensorRecord) -> bool:
     layout = _torch_layout(path, mtime_ns)
     return layout.get((record.offset or 0, tuple(record.shape), record.dtype), False)
 
@@ -129,6 +137,9 @@ def copy_pieces(
     written = 0
     try:
         for piece in pieces:
+            if isinstance(piece.file, Location):
+                written += _copy_remote(piece, out_fd, out_offset + written, tick, cancel)
+                continue
             fd, size = files.get(piece.file)
             if piece.offset + piece.nbytes > size:
                 raise TruncatedFileError(
@@ -151,6 +162,42 @@ def copy_pieces(
         if own:
             files.close()
     return written
+
+
+def _copy_remote(
+    piece: Piece, out_fd: int, out_offset: int, tick: Tick | None, cancel: Cancel | None
+) -> int:
+    """Copy a piece of a remote object: its bytes read through the store, :data:`CHUNK` at a
+    time."""
+    assert isinstance(piece.file, Location)
+    done = 0
+    while done < piece.nbytes:
+        if cancel is not None and cancel.is_set():
+            break
+        n = min(CHUNK, piece.nbytes - done)
+        data = memoryview(_piece_range(piece, done, n))
+        at = 0
+        while at < n:
+            at += os.pwrite(out_fd, data[at:], out_offset + done + at)
+        done += n
+        if tick is not None:
+            tick(n)
+    return done
+
+
+def _piece_range(piece: Piece, skip: int, n: int) -> bytes:
+    """``n`` bytes of a remote piece from ``skip`` bytes into it (all of them, or an error)."""
+    assert isinstance(piece.file, Location)
+    start = piece.offset + skip
+    data = piece.file.read_range(start, start + n, keep=False)
+    if len(data) != n:
+        raise TruncatedFileError(
+            piece.file,
+            f"{n} bytes at {start}",
+            f"{len(data)}",
+            "The source changed or is truncated.",
+        )
+    return data
 
 
 def _copy_range(src_fd: int, src_off: int, dst_fd: int, dst_off: int, n: int) -> None:
@@ -197,6 +244,10 @@ def read_pieces(pieces: tuple[Piece, ...], dtype: str, shape: tuple[int, ...]) -
     view = memoryview(buf.numpy())  # type: ignore[arg-type]
     pos = 0
     for p in pieces:
+        if isinstance(p.file, Location):
+            view[pos : pos + p.nbytes] = _piece_range(p, 0, p.nbytes)
+            pos += p.nbytes
+            continue
         with open(p.file, "rb") as f:
             got = os.preadv(f.fileno(), [view[pos : pos + p.nbytes]], p.offset)
         if got != p.nbytes:
@@ -206,7 +257,11 @@ def read_pieces(pieces: tuple[Piece, ...], dtype: str, shape: tuple[int, ...]) -
 
 
 def piece_bytes(piece: Piece) -> torch.Tensor:
-    """A uint8 view of one piece, mapped from its file (no copy)."""
+    """A uint8 view of one piece, mapped from its file (no copy; a remote piece is read)."""
+    if isinstance(piece.file, Location):
+        from ..io.mapped import MappedFile
+
+        return MappedFile(piece.file).bytes_tensor(piece.offset, piece.nbytes)
     st = os.stat(piece.file)
     return _mapped(piece.file, st.st_mtime_ns, st.st_size).bytes_tensor(piece.offset, piece.nbytes)
 

@@ -111,7 +111,11 @@ def write_extras(plan: ConversionPlan, root: Path) -> None:
             doc = colossalai_optimizer_index(plan.files, group)
         write_json(root / name, doc)
     for src, name in plan.copies:
-        shutil.copyfile(src, root / name)
+        local = src.local_path()
+        if local is not None:
+            shutil.copyfile(local, root / name)
+        else:  # a remote side file (config.json): its bytes through the store
+            (root / name).write_bytes(src.read_bytes())
         fsync_path(root / name)
     for name, doc in plan.written:
         write_json(root / name, doc)

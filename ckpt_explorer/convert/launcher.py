@@ -14,9 +14,13 @@ from .plan import ConversionPlan
 
 
 def job_arguments(plan: ConversionPlan, result_path: Path) -> list[str]:
-    """The rank-side command line that re-plans ``plan`` in every rank."""
+    """The rank-side command line that re-plans ``plan`` in every rank (a remote source is
+    handed over in a file beside ``result_path``)."""
+    from ..remote.handoff import argument
+
     o = plan.options
-    args = [str(plan.source), str(plan.destination), "--to", plan.target]
+    source = argument(plan.source, result_path.parent, "source")
+    args = [source, str(plan.destination), "--to", plan.target]
     args += ["--result", str(result_path)]
     if o.get("max_shard_size") is not None:
         args += ["--max-shard-size", str(o["max_shard_size"])]

@@ -11,6 +11,7 @@ each named.
 
 from __future__ import annotations
 
+from ..io.location import Location
 from ..readers.megatron_hf import megatron_hf
 from ..view import CheckpointView
 from .fastpath import record_pieces
@@ -27,7 +28,7 @@ def megatron_hf_source(view: CheckpointView) -> SourceContent:
     """
     hf = megatron_hf(view)
     model = view.parts["model"]
-    memo: dict[str, tuple[str, str, int]] = {}
+    memo: dict[str, tuple[str | Location, str, int]] = {}
     tensors = [
         PlannedTensor(
             r.name,

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..io.location import Location
+
 if TYPE_CHECKING:
     import pandas as pd
     import torch
@@ -21,9 +23,10 @@ TARGETS = ("safetensors", "bin", "hf", "torch", "dcp")
 
 @dataclass(frozen=True)
 class Piece:
-    """A byte range of a source file: ``nbytes`` bytes at absolute ``offset``."""
+    """A byte range of a source file: ``nbytes`` bytes at absolute ``offset`` of a local file
+    (its OS path) or of a remote object (its location, read through the store)."""
 
-    file: str
+    file: str | Location
     offset: int
     nbytes: int
 
@@ -97,7 +100,7 @@ class ConversionPlan:
         options: the arguments that made the plan (a distributed rank re-plans from them).
     """
 
-    source: Path
+    source: Location
     destination: Path
     source_family: str
     source_kind: str
@@ -105,7 +108,7 @@ class ConversionPlan:
     output_is_dir: bool
     files: list[PlannedFile]
     index: tuple[str, str] | None = None
-    copies: list[tuple[str, str]] = field(default_factory=list)
+    copies: list[tuple[Location, str]] = field(default_factory=list)
     written: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from ..natural import natural_if_string_ordered
 from ..readers.diffusers_config import WEIGHT_STEM, model_config
 from ..view import CheckpointView
@@ -41,7 +42,7 @@ class DestinationExistsError(CkptExplorerError):
 
 
 def plan_conversion(
-    source: str | Path | CheckpointView,
+    source: str | Path | Location | CheckpointView,
     destination: str | Path,
     to: str,
     max_shard_size: str | int | None = None,
@@ -52,7 +53,8 @@ def plan_conversion(
     """Plan converting ``source`` into ``destination`` (nothing is written).
 
     Args:
-        source: any checkpoint ckpt_explorer opens (file or folder), or its open view.
+        source: any checkpoint ckpt_explorer opens (file or folder, or a remote location), or
+            its open view.
         destination: the file or folder to create.
         to: "safetensors" or "bin" (one file; a sharded folder with ``max_shard_size``),
             "hf" (a folder: safetensors shards of at most ``max_shard_size``, 5GB by default,
@@ -78,7 +80,7 @@ def plan_conversion(
     """
     from ..api import as_view
 
-    src = source.path if isinstance(source, CheckpointView) else Path(source)
+    src = source.path if isinstance(source, CheckpointView) else as_location(source)
     dst = Path(destination)
     if to not in TARGETS:
         raise CkptExplorerError(None, f"--to one of {', '.join(TARGETS)}", repr(to))
@@ -139,7 +141,7 @@ def plan_conversion(
     return plan
 
 
-def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
+def _check_paths(src: Location, dst: Path, overwrite: bool) -> None:
     if not src.exists():
         raise CkptExplorerError(src, "an existing checkpoint", "nothing at that path")
     s, d = src.resolve(), dst.resolve()
@@ -226,7 +228,7 @@ def _plan_model(
         shard = shard or HF_DEFAULT_SHARD
     writer = "torch" if to == "bin" else "safetensors"
     stem, ext = ("pytorch_model", "bin") if writer == "torch" else ("model", "safetensors")
-    if any(n == "config.json" and model_config(Path(src).parent) for src, n in plan.copies):
+    if any(n == "config.json" and model_config(src.parent) for src, n in plan.copies):
         stem = WEIGHT_STEM  # diffusers from_pretrained reads diffusion_pytorch_model.*
     # a name-sorted source (safetensors headers) is packed in natural order: layers 0, 1, 2 …
     shards = split(natural_if_string_ordered(tensors, lambda t: t.name), shard)

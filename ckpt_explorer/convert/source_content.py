@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..io.location import Location
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .fastpath import record_pieces
@@ -25,7 +26,7 @@ class SourceContent:
     tensors: list[PlannedTensor]
     values: dict[str, Any] = field(default_factory=dict)
     state_order: list[str] = field(default_factory=list)
-    side_files: list[tuple[str, str]] = field(default_factory=list)
+    side_files: list[tuple[Location, str]] = field(default_factory=list)
     written: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # JSON files made
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -41,7 +42,7 @@ def planned(
     view: CheckpointView,
     record: TensorRecord,
     name: str | None = None,
-    memo: dict[str, tuple[str, str, int]] | None = None,
+    memo: dict[str, tuple[str | Location, str, int]] | None = None,
 ) -> PlannedTensor:
     """A source record as an output tensor of the same dtype (fast path when possible).
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..view import CheckpointView
 from .fastpath import read_pieces
 from .megatron_hf import megatron_hf_source
@@ -59,11 +60,11 @@ def read_source(
     if view.kind == "optimizer" and view.optimizer is not None:
         return _optimizer(view)
     if view.kind in ("model", "adapter"):
-        memo: dict[str, tuple[str, str, int]] = {}
+        memo: dict[str, tuple[str | Location, str, int]] = {}
         content = SourceContent("model", [planned(view, r, memo=memo) for r in view.tensors])
         if view.path.is_dir():
             content.side_files = [
-                (str(view.path / n), n) for n in SIDE_FILES if (view.path / n).is_file()
+                (view.path / n, n) for n in SIDE_FILES if (view.path / n).is_file()
             ]
         values = [k for k in view.values if k not in ("index.metadata", *SIDE_FILES)]
         values = [k for k in values if not k.startswith("__metadata__")]
@@ -123,9 +124,7 @@ def _bundle(view: CheckpointView) -> SourceContent:
     name, part = models[0]
     content = read_source(part)
     if not content.side_files and view.path.is_dir():  # config.json beside the ZeRO states
-        content.side_files = [
-            (str(view.path / n), n) for n in SIDE_FILES if (view.path / n).is_file()
-        ]
+        content.side_files = [(view.path / n, n) for n in SIDE_FILES if (view.path / n).is_file()]
     content.parts_left_out += [
         f"part {n} ({p.kind}, {len(p.tensors)} tensor(s), {format_bytes(p.total_bytes)})"
         for n, p in view.parts.items()

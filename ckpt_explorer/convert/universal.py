@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .fastpath import record_pieces
@@ -65,10 +66,10 @@ def _parts(view: CheckpointView) -> tuple[CheckpointView, CheckpointView, str]:
     return masters, view.parts[model_name], model_name
 
 
-def _side_files(view: CheckpointView, masters: CheckpointView) -> list[tuple[str, str]]:
+def _side_files(view: CheckpointView, masters: CheckpointView) -> list[tuple[Location, str]]:
     folder = masters.path.parent  # the universal folder
     for where in dict.fromkeys((folder, view.path, folder.parent)):
-        found = [(str(where / n), n) for n in SIDE_FILES if (where / n).is_file()]
+        found = [(where / n, n) for n in SIDE_FILES if (where / n).is_file()]
         if found:
             return found
     return []
@@ -80,7 +81,7 @@ def universal_source(view: CheckpointView) -> SourceContent:
     shared_raw = model.values.get("shared_params")
     shared = {str(k): str(v) for k, v in (shared_raw or {}).items()}
     master_of = {r.name: r for r in masters.tensors}
-    memo: dict[str, tuple[str, str, int]] = {}
+    memo: dict[str, tuple[str | Location, str, int]] = {}
     by_name: dict[str, PlannedTensor] = {}
     tensors: list[PlannedTensor] = []
     copied: list[str] = []

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from .bytecheck import OpenFiles, RangeComparer
 from .fastpath import record_pieces
 from .plan import ConversionPlan, PlannedFile, PlannedTensor
@@ -47,7 +48,7 @@ def verify_output(
     except CkptExplorerError as e:
         return [f"the output does not open: {e}"]
     listed = {r.name: r for r in view.tensors}
-    memo: dict[str, tuple[str, str, int]] = {}
+    memo: dict[str, tuple[str | Location, str, int]] = {}
     with OpenFiles() as files_open:
         compare = RangeComparer(files_open)
         for pf in chosen:
@@ -147,7 +148,7 @@ def _same_output(
     record: TensorRecord,
     t: PlannedTensor,
     compare: RangeComparer,
-    memo: dict[str, tuple[str, str, int]],
+    memo: dict[str, tuple[str | Location, str, int]],
 ) -> bool:
     """The output tensor ``record`` holds exactly ``t``'s source bytes."""
     if t.fast and t.pieces is not None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..io.safe_pickle import OpaqueObject
 from ..types import TensorRecord
 from ..view import CheckpointView
@@ -35,7 +35,7 @@ MODEL = re.compile(r"(?:^|/)(?:zero_pp_rank_(\d+)_)?mp_rank_(\d+)_model_states\.
 class Segment:
     """``numel`` elements of 4-byte fp32 at ``offset`` of ``file``."""
 
-    file: str
+    file: str | Location
     offset: int
     numel: int
 
@@ -99,7 +99,7 @@ def _flat_records(view: CheckpointView, key: str) -> list[TensorRecord]:
     return recs
 
 
-def _segments(view: CheckpointView, root: Path, recs: list[TensorRecord]) -> list[Segment]:
+def _segments(view: CheckpointView, root: Location, recs: list[TensorRecord]) -> list[Segment]:
     from .fastpath import record_pieces
 
     out = []
@@ -115,7 +115,7 @@ def _segments(view: CheckpointView, root: Path, recs: list[TensorRecord]) -> lis
 
 def zero_parameters(
     ds: CheckpointView,
-) -> tuple[list[ZeroParam], list[TensorRecord], Path, list[str], dict[str, str]]:
+) -> tuple[list[ZeroParam], list[TensorRecord], Location, list[str], dict[str, str]]:
     """(fp32 parameters, module tensors to keep as saved, the model-states file they are
     in, notes, shared aliases name -> the parameter it shares)."""
     optim_parts = sorted(

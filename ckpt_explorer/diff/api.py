@@ -10,6 +10,7 @@ from typing import Any
 from ..api import as_view
 from ..contracts import Cancel, ProgressFn
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..io.torchrun import Nodes
 from ..view import CheckpointView
 from .engine import DEFAULT_CHUNK_BYTES, Engine, plan_pairs
@@ -21,8 +22,8 @@ from .values import compare_values
 
 
 def diff_checkpoints(
-    a: str | Path | CheckpointView,
-    b: str | Path | CheckpointView,
+    a: str | Path | Location | CheckpointView,
+    b: str | Path | Location | CheckpointView,
     *,
     atol: float = 0.0,
     rtol: float = 0.0,
@@ -105,8 +106,8 @@ def diff_checkpoints(
 
 
 def options(
-    a: Path,
-    b: Path,
+    a: Path | Location,
+    b: Path | Location,
     atol: float,
     rtol: float,
     device: str,

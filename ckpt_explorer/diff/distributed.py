@@ -62,7 +62,9 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     t0 = time.perf_counter()
-    view_a, view_b = hf_sides(open_checkpoint(args.a), open_checkpoint(args.b))
+    from ..remote.handoff import located
+
+    view_a, view_b = hf_sides(open_checkpoint(located(args.a)), open_checkpoint(located(args.b)))
     rename = parse_rename(args.rename)
     engine = Engine(
         view_a,

@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..contracts import Cancel, Progress, ProgressFn, is_cancelled
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..io.readahead import Readahead
 from ..types import TensorRecord
 from ..view import CheckpointView
@@ -323,7 +323,7 @@ class Engine:
         if self.progress is not None:
             self._report()  # the total, before the first byte
         rows: list[TensorDiff] = []
-        ranges: list[tuple[Path, int, int]] = []
+        ranges: list[tuple[Location, int, int]] = []
         for p in plans if self.readahead else ():
             if p.nbytes:
                 for view, rec in ((self.view_a, p.rec_a), (self.view_b, p.rec_b)):

@@ -8,14 +8,15 @@ from pathlib import Path
 
 from ..contracts import Cancel, Progress, ProgressFn
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..io.torchrun import Nodes, run_torchrun
 from .engine import DEFAULT_CHUNK_BYTES
 from .report import DiffResult
 
 
 def launch(
-    a: str | Path,
-    b: str | Path,
+    a: str | Path | Location,
+    b: str | Path | Location,
     *,
     nproc: int,
     atol: float = 0.0,
@@ -39,8 +40,11 @@ def launch(
     if device != "cpu":  # a clear error before starting processes (torch is not needed here)
         resolve_device(device)
     with tempfile.TemporaryDirectory(prefix="ckpt-diff-") as tmp:
+        from ..remote.handoff import argument
+
         out = Path(tmp) / "result.json"
-        args = [str(a), str(b), "--out", str(out), "--atol", repr(float(atol))]
+        args = [argument(a, Path(tmp), "a"), argument(b, Path(tmp), "b")]
+        args += ["--out", str(out), "--atol", repr(float(atol))]
         args += ["--rtol", repr(float(rtol)), "--device", device]
         args += ["--chunk-bytes", str(chunk_bytes)]
         for old, new in (rename or {}).items():

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from ..types import TensorRecord
 from ..view import CheckpointView
 
@@ -52,7 +53,7 @@ class ArchFacts:
         return {k: getattr(self, k) for k in keys.split()} | {"sources": dict(self.sources)}
 
 
-def find_config(path: Path) -> Path | None:
+def find_config(path: Path | Location) -> Path | Location | None:
     """config.json of a model folder, of its model part (``modeling/``), or next to a file."""
     folder = path if path.is_dir() else path.parent
     for cand in (folder / "config.json", folder / "modeling" / "config.json"):
@@ -172,9 +173,9 @@ def add_tensor_facts(f: ArchFacts, tensors: tuple[TensorRecord, ...]) -> None:
         f.set("intermediate", fc.shape[1], f"{src}: {fc.name} columns")
 
 
-def read_arch(path: str | Path, view: CheckpointView) -> ArchFacts:
+def read_arch(path: str | Path | Location, view: CheckpointView) -> ArchFacts:
     """Facts of the checkpoint at ``path`` (opened as ``view``): config.json first, then tensors."""
-    cfg_path = find_config(Path(path))
+    cfg_path = find_config(as_location(path))
     if cfg_path is not None:
         try:
             cfg = json.loads(cfg_path.read_text(encoding="utf-8"))

@@ -18,6 +18,8 @@ from .memory import Memory, memory_per_gpu
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..io.location import Location
+
 
 @dataclass(frozen=True)
 class FitReport:
@@ -107,14 +109,14 @@ class FitReport:
         return "\n".join(lines)
 
 
-def fit_checkpoint(path: str | Path | CheckpointView, layout: Layout) -> FitReport:
+def fit_checkpoint(path: str | Path | Location | CheckpointView, layout: Layout) -> FitReport:
     """Open ``path`` (headers only; or take the open view) and decide whether it loads and
     fits at ``layout``."""
     view = as_view(path)
     return fit_view(view.path if isinstance(path, CheckpointView) else path, view, layout)
 
 
-def fit_view(path: str | Path, view: CheckpointView, layout: Layout) -> FitReport:
+def fit_view(path: str | Path | Location, view: CheckpointView, layout: Layout) -> FitReport:
     """:func:`fit_checkpoint` of a checkpoint already opened as ``view``."""
     arch = read_arch(path, view)
     tensors = model_tensors(view)

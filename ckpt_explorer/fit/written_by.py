@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .checks import padded_vocab
@@ -36,11 +37,19 @@ class LayoutClue:
         return {"fact": self.fact, "value": self.value, "evidence": self.evidence}
 
 
-def _names(root: Path) -> list[str]:
+def _names(root: Location) -> list[str]:
     if root.is_file():
         return [root.name]
+    local = root.local_path()
     out: list[str] = []
-    for _dir, _dirs, files in os.walk(root):
+    if local is None:  # a remote folder: its listing
+        for p in root.rglob("*"):
+            if p.is_file():
+                out.append(p.name)
+                if len(out) > MAX_FILES:
+                    break
+        return out
+    for _dir, _dirs, files in os.walk(local):
         out += files
         if len(out) > MAX_FILES:
             break
@@ -91,7 +100,7 @@ def _name_clues(names: list[str]) -> list[LayoutClue]:
     return out
 
 
-def _dcp_clue(root: Path) -> list[LayoutClue]:
+def _dcp_clue(root: Location) -> list[LayoutClue]:
     if not (root / ".metadata").is_file():
         return []
     from ..readers.dcp import read_metadata
@@ -134,13 +143,13 @@ def _vocab_clue(tensors: tuple[TensorRecord, ...], vocab: int | None) -> list[La
 
 
 def layout_clues(
-    path: str | Path, tensors: tuple[TensorRecord, ...], vocab: int | None
+    path: str | Path | Location, tensors: tuple[TensorRecord, ...], vocab: int | None
 ) -> list[LayoutClue]:
     """Clues to the writing layout from file names, DCP chunk metadata and padded vocab rows.
 
     ``vocab`` must come from config.json: rows beyond it are padding; without it, nothing is said.
     """
-    root = Path(path)
+    root = as_location(path)
     return _name_clues(_names(root)) + _dcp_clue(root) + _vocab_clue(tensors, vocab)
 
 

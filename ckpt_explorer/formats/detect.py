@@ -8,21 +8,21 @@ the path holds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from ..errors import CkptExplorerError, FormatDetectionError
+from ..io.location import Location, PathLike, as_location
 from ..readers.diffusers_config import pipeline_summary
 from ..types import Detection
 from .registry import FormatSpec, specs
 
-Explain = Callable[[Path], "tuple[str, str] | None"]  # a folder -> (what was found, what to do)
+Explain = Callable[[Location], "tuple[str, str] | None"]  # a folder -> (what was found, what to do)
 EXPECTED = (
     "a checkpoint (safetensors, torch.save, HF/ColossalAI index, DCP, DeepSpeed, PEFT, "
     "or a training-state folder)"
 )
 
 
-def _describe(path: Path) -> str:
+def _describe(path: Location) -> str:
     if path.is_dir():
         entries = sorted(p.name for p in path.iterdir())
         shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
@@ -32,12 +32,12 @@ def _describe(path: Path) -> str:
     size = path.stat().st_size
     if size == 0:
         return "an empty file"
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         head = f.read(12)
     return f"a file of {size} bytes starting {head!r}"
 
 
-def detect(path: str | Path, explain: Explain | None = None) -> tuple[Detection, FormatSpec]:
+def detect(path: PathLike, explain: Explain | None = None) -> tuple[Detection, FormatSpec]:
     """Detect the family of ``path`` and the entry that opens it.
 
     Args:
@@ -48,7 +48,7 @@ def detect(path: str | Path, explain: Explain | None = None) -> tuple[Detection,
     Raises:
         FormatDetectionError: nothing known fits; the message says what was found.
     """
-    path = Path(path)
+    path = as_location(path)
     if not path.exists():
         raise FormatDetectionError(
             path, "an existing file or directory", "nothing at that path", "Check the path."

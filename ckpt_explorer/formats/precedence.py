@@ -14,14 +14,13 @@ could claim it is decided here, over the readers' results:
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from ..io.location import Location
 from ..readers import deepspeed, deepspeed_universal, peft_adapter
 from ..types import Detection
 from . import training_state
 
 
-def probe_deepspeed(path: Path) -> Detection | None:
+def probe_deepspeed(path: Location) -> Detection | None:
     """A DeepSpeed checkpoint, unless the save folder is another tool's training state."""
     detection = deepspeed.probe(path)
     if (
@@ -34,7 +33,7 @@ def probe_deepspeed(path: Path) -> Detection | None:
     return detection
 
 
-def probe_peft_adapter(path: Path) -> Detection | None:
+def probe_peft_adapter(path: Location) -> Detection | None:
     """A PEFT adapter folder, unless a Trainer saved its training state beside the adapter."""
     detection = peft_adapter.probe(path)
     if detection is None or training_state.probe(path) is not None:
@@ -42,7 +41,7 @@ def probe_peft_adapter(path: Path) -> Detection | None:
     return detection
 
 
-def probe_universal(path: Path) -> Detection | None:
+def probe_universal(path: Location) -> Detection | None:
     """A universal checkpoint folder, or a save folder whose ``latest_universal`` names one
     while its ``latest`` names no existing ZeRO tag."""
     found = deepspeed_universal.universal_dir(path)

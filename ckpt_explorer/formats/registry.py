@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from ..io.location import Location
 from ..types import Detection
 from ..view import CheckpointView
 
-Probe = Callable[[Path], Detection | None]
-Opener = Callable[[Path, Detection], CheckpointView]
+Probe = Callable[[Location], Detection | None]
+Opener = Callable[[Location, Detection], CheckpointView]
 
 
 @dataclass(frozen=True)

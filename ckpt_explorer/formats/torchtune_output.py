@@ -9,10 +9,10 @@ and adapters give (``readers/torchtune_names.py``).
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
+from ..io.location import Location
 from ..readers import peft_adapter, torch_pickle
 from ..readers.one_file import RUN_PART
 from ..readers.param_alignment import ParamOrder
@@ -43,7 +43,7 @@ from .registry import specs
 EPOCH_MODEL_ENTRIES = ("sharded-index", "hf-single")
 
 
-def _model_view(epoch: Path) -> CheckpointView | None:
+def _model_view(epoch: Location) -> CheckpointView | None:
     """The weights of an epoch folder (HF sharded or one file), adapters aside."""
     for spec in specs("dir"):
         if spec.name not in EPOCH_MODEL_ENTRIES:
@@ -54,7 +54,7 @@ def _model_view(epoch: Path) -> CheckpointView | None:
     return None
 
 
-def _adapter_views(epoch: Path) -> dict[str, CheckpointView]:
+def _adapter_views(epoch: Location) -> dict[str, CheckpointView]:
     """The LoRA adapter files of an epoch: ``adapter_model.pt`` (torchtune's names) and the
     PEFT ``adapter_model.safetensors`` (+ config), by file name."""
     out: dict[str, CheckpointView] = {}
@@ -89,7 +89,7 @@ def _adapter_part(adapters: dict[str, CheckpointView]) -> tuple[str, CheckpointV
 
 
 def _order(
-    epoch: Path,
+    epoch: Location,
     model: CheckpointView | None,
     adapters: dict[str, CheckpointView],
     model_type: str | None,
@@ -107,7 +107,7 @@ def _order(
 
 
 def epoch_model_order(
-    output_dir: Path, recipe_values: dict[str, Any]
+    output_dir: Location, recipe_values: dict[str, Any]
 ) -> tuple[ParamOrder | None, str]:
     """torchtune's parameter order for the epoch the recipe state belongs to, or None and why."""
     chosen, _, _ = choose_epoch(output_dir, recipe_values.get(EPOCHS_KEY))
@@ -119,7 +119,7 @@ def epoch_model_order(
     return _order(epoch, _model_view(epoch), _adapter_views(epoch), model_type)
 
 
-def _config_part(path: Path, config: dict[str, Any]) -> CheckpointView:
+def _config_part(path: Location, config: dict[str, Any]) -> CheckpointView:
     """``torchtune_config.yaml`` as a part of kind args."""
     size = (path / CONFIG_FILE).stat().st_size
     detection = Detection(
@@ -132,7 +132,7 @@ def _config_part(path: Path, config: dict[str, Any]) -> CheckpointView:
     return CheckpointView(path / CONFIG_FILE, detection, (FileInfo(CONFIG_FILE, size),), (), config)
 
 
-def open_output(path: Path, detection: Detection) -> CheckpointView:
+def open_output(path: Location, detection: Detection) -> CheckpointView:
     """An output folder: the chosen epoch's model and adapter, the recipe state's optimizer
     (ids under torchtune's names) and run state, the recipe config."""
     recipe = recipe_path(path)
@@ -191,7 +191,7 @@ def open_output(path: Path, detection: Detection) -> CheckpointView:
     )
 
 
-def open_recipe_state(path: Path, detection: Detection) -> CheckpointView:
+def open_recipe_state(path: Location, detection: Detection) -> CheckpointView:
     """A ``recipe_state.pt`` opened alone: its parts, its ids named from the output folder
     around it when there is one (``<output_dir>/recipe_state/recipe_state.pt``)."""
     parts, records, values = recipe_parts(path)

@@ -8,9 +8,8 @@ adapter) are its model part. Opening opens every part with its own entry and joi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..readers import bundle, deepspeed, peft_adapter
 from ..readers.sharded_index import TMP_DIR
 from ..types import Detection
@@ -18,11 +17,11 @@ from ..view import CheckpointView
 from .registry import FormatSpec, spec_for, specs
 
 NAME = "training-state"  # the registry entry (formats/__init__.py)
-PartSpec = tuple[Path, Detection, FormatSpec]
+PartSpec = tuple[Location, Detection, FormatSpec]
 
 
 def _detect_child(
-    child: Path, target: str, skip: tuple[str, ...] = (NAME,)
+    child: Location, target: str, skip: tuple[str, ...] = (NAME,)
 ) -> tuple[Detection, FormatSpec] | None:
     """The first entry (but those in ``skip``) that recognises ``child``; None when none does
     or a probe fails on it (a child that cannot be read is no part)."""
@@ -38,7 +37,7 @@ def _detect_child(
     return None
 
 
-def find_parts(path: Path) -> dict[str, PartSpec]:
+def find_parts(path: Location) -> dict[str, PartSpec]:
     """Name -> (path, detection, entry) of the state parts in ``path``."""
     children = bundle.children(path)
     if children is None:
@@ -75,12 +74,12 @@ def _detected(parts: dict[str, PartSpec]) -> dict[str, bundle.Part]:
     return {name: (child, detection) for name, (child, detection, _) in parts.items()}
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     """A training state when ``path`` holds state parts of two kinds or more."""
     return bundle.training_state_detection(path, _detected(find_parts(path)))
 
 
-def open_training_state(path: Path, detection: Detection) -> CheckpointView:
+def open_training_state(path: Location, detection: Detection) -> CheckpointView:
     """Every part opened by its own entry, joined into one view (parts kept by name)."""
     views = {
         name: spec.open(child, found) for name, (child, found, spec) in find_parts(path).items()

@@ -1,1 +1,2 @@
-"""Byte-level access: headers, pickle structure, mmapped tensors, safe paths."""
+"""Byte-level access: the byte store and Location, headers, pickle structure, mapped tensors,
+safe paths."""

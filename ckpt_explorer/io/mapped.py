@@ -1,6 +1,9 @@
-"""Tensors that live in a file: mmapped on demand, copy-on-write, never writing back.
+"""Tensors that live in a file: read on demand through the store, never written back.
 
-torch is imported by the functions that make tensors, never at import (listing needs none).
+A local file is mapped once (copy-on-write) and each tensor is a view of the mapping; a file
+without an OS path (a remote object) gives each tensor exactly its byte range, read when the
+tensor is asked for. torch is imported by the functions that make tensors, never at import
+(listing needs none).
 """
 
 from __future__ import annotations
@@ -8,11 +11,11 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import TruncatedFileError
 from ..types import shape_numel
+from .location import Location, PathLike, as_location
 from .torch_names import DTYPES, DType, torch_dtype
 
 if TYPE_CHECKING:
@@ -20,41 +23,63 @@ if TYPE_CHECKING:
 
 
 class MappedFile:
-    """One file mapped once, shared by every tensor read from it."""
+    """One file shared by every tensor read from it: mapped once where it is a local file,
+    read range by range through its store otherwise."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: PathLike) -> None:
+        self.path: Location = as_location(path)
+        self._local = self.path.local_path()
         self._map: mmap.mmap | None = None
         self._size = 0
         self._lock = threading.Lock()
 
     def _mapping(self) -> mmap.mmap:
+        assert self._local is not None
         with self._lock:
             if self._map is None:
-                with open(self.path, "rb") as f:
+                with open(self._local, "rb") as f:
                     self._size = os.fstat(f.fileno()).st_size
                     self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
             return self._map
 
     def bytes_tensor(self, offset: int, nbytes: int) -> torch.Tensor:
-        """A uint8 tensor over ``[offset, offset + nbytes)`` of the file, without copying."""
+        """A uint8 tensor over ``[offset, offset + nbytes)`` of the file (a view of the
+        mapping for a local file; the range read into memory otherwise)."""
         import torch
 
         if nbytes == 0:
             return torch.empty(0, dtype=torch.uint8)
+        if self._local is None:
+            data = bytearray(self._read(offset, nbytes))
+            return torch.frombuffer(data, dtype=torch.uint8)
         mapping = self._checked(offset, nbytes)
         return torch.frombuffer(mapping, dtype=torch.uint8, count=nbytes, offset=offset)
 
     def byte_view(self, offset: int, nbytes: int) -> memoryview:
-        """``[offset, offset + nbytes)`` of the file as a memoryview of the mapping (no torch)."""
+        """``[offset, offset + nbytes)`` of the file as a memoryview (no torch)."""
         if nbytes == 0:
             return memoryview(b"")
+        if self._local is None:
+            return memoryview(self._read(offset, nbytes))
         return memoryview(self._checked(offset, nbytes))[offset : offset + nbytes]
+
+    def _read(self, offset: int, nbytes: int) -> bytes:
+        """Exactly ``[offset, offset + nbytes)`` through the store (tensor data: not kept)."""
+        data = self.path.read_range(offset, offset + nbytes, keep=False)
+        if len(data) != nbytes:
+            raise TruncatedFileError(
+                self.path,
+                f"bytes up to {offset + nbytes}",
+                f"an object of {offset + len(data)} bytes",
+                "The object was truncated or changed after it was opened; open it again.",
+            )
+        return data
 
     def _checked(self, offset: int, nbytes: int) -> mmap.mmap:
         """The mapping, once ``[offset, offset + nbytes)`` is known to lie in the file."""
         mapping = self._mapping()
-        current = os.stat(self.path).st_size
+        assert self._local is not None
+        current = os.stat(self._local).st_size
         if offset + nbytes > min(self._size, current):
             raise TruncatedFileError(
                 self.path,
@@ -62,9 +87,6 @@ class MappedFile:
                 f"a file of {current} bytes",
                 "The file was truncated or changed after it was opened; open it again.",
             )
-        from ..remote.guard import check_range  # a remote mirror's holes are never read
-
-        check_range(self.path, offset, nbytes)
         return mapping
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from ..errors import UnsafeCheckpointError
+from .location import Location
 
 
-def resolve_inside(root: Path, name: str, source: Path) -> Path:
+def resolve_inside(root: Location, name: str, source: Location) -> Location:
     """Join ``name`` (from ``source``, an index or metadata file) under ``root``.
 
     Raises:
@@ -27,10 +28,10 @@ def resolve_inside(root: Path, name: str, source: Path) -> Path:
             repr(name),
             "Fix the index; ckpt_explorer never reads files outside the checkpoint.",
         )
-    joined = root / Path(*pure.parts)
+    joined = root.joinpath(*pure.parts)
     real_root = root.resolve()
     try:
-        real = joined.resolve(strict=False)
+        real = joined.resolve()
     except (OSError, RuntimeError) as e:  # symlink loops
         raise UnsafeCheckpointError(source, "a resolvable file name", f"{name!r} ({e})") from e
     if real != real_root and real_root not in real.parents:

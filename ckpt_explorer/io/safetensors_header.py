@@ -6,10 +6,10 @@ import itertools
 import json
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError, TruncatedFileError
+from .location import PathLike, as_location
 from .safetensors_dtypes import DTYPES, HeaderEntry
 from .safetensors_fast import checked_entries as _checked_columns
 
@@ -65,45 +65,43 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def read_header(path: str | Path) -> SafetensorsHeader:
+def read_header(path: PathLike) -> SafetensorsHeader:
     """Read and validate the header of a safetensors file (no tensor bytes are read).
 
     Raises:
         CorruptCheckpointError: malformed header (bad length, JSON, dtype, shape, offsets).
         TruncatedFileError: the file is shorter than the header declares.
     """
-    path = Path(path)
-    with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        f.seek(0)
-        head = f.read(8)
-        if len(head) < 8:
-            raise TruncatedFileError(
-                path,
-                "an 8-byte safetensors header length",
-                f"a file of {size} bytes",
-                "The file is empty or truncated.",
-            )
-        (n,) = struct.unpack("<Q", head)
-        if n > MAX_HEADER_BYTES:
-            raise CorruptCheckpointError(
-                path,
-                f"a header length under {MAX_HEADER_BYTES} bytes",
-                f"{n}",
-                "This is not a safetensors file, or it is corrupt.",
-            )
-        if 8 + n > size:
-            raise TruncatedFileError(
-                path,
-                f"a header of {n} bytes",
-                f"only {size - 8} bytes after the length",
-                "The file is truncated; copy it again from its source.",
-            )
-        raw = f.read(n)
+    path = as_location(path)
+    size = path.size()
+    head = path.read_range(0, 8)
+    if len(head) < 8:
+        raise TruncatedFileError(
+            path,
+            "an 8-byte safetensors header length",
+            f"a file of {size} bytes",
+            "The file is empty or truncated.",
+        )
+    (n,) = struct.unpack("<Q", head)
+    if n > MAX_HEADER_BYTES:
+        raise CorruptCheckpointError(
+            path,
+            f"a header length under {MAX_HEADER_BYTES} bytes",
+            f"{n}",
+            "This is not a safetensors file, or it is corrupt.",
+        )
+    if 8 + n > size:
+        raise TruncatedFileError(
+            path,
+            f"a header of {n} bytes",
+            f"only {size - 8} bytes after the length",
+            "The file is truncated; copy it again from its source.",
+        )
+    raw = path.read_range(8, 8 + n)
     return parse_header(path, raw, size)
 
 
-def parse_header(path: str | Path, raw: bytes, file_size: int) -> SafetensorsHeader:
+def parse_header(path: object, raw: bytes, file_size: int) -> SafetensorsHeader:
     """Validate header bytes ``raw`` (without the length prefix) of a file of ``file_size``."""
     try:
         text = raw.decode("utf-8")
@@ -132,7 +130,7 @@ def parse_header(path: str | Path, raw: bytes, file_size: int) -> SafetensorsHea
 
 
 def _header(
-    path: str | Path,
+    path: object,
     raw: bytes,
     text: str,
     entries: list[HeaderEntry],
@@ -157,7 +155,7 @@ def checked_entries(raw: bytes, text: str) -> tuple[list[HeaderEntry], dict[str,
     return _checked_columns(raw, text, DTYPES)
 
 
-def _entry(path: str | Path, name: str, info: Any) -> HeaderEntry:
+def _entry(path: object, name: str, info: Any) -> HeaderEntry:
     if not isinstance(info, dict):
         raise CorruptCheckpointError(path, f"an object for tensor {name!r}", repr(info)[:80])
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
@@ -189,7 +187,7 @@ def _entry(path: str | Path, name: str, info: Any) -> HeaderEntry:
     return HeaderEntry(name, dtype, tuple(shape), offsets[0], offsets[1])
 
 
-def _check_coverage(path: str | Path, entries: list[HeaderEntry]) -> None:
+def _check_coverage(path: object, entries: list[HeaderEntry]) -> None:
     position = 0
     for e in sorted(entries, key=lambda e: (e.begin, e.end)):
         if e.begin < position:

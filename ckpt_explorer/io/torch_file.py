@@ -22,6 +22,7 @@ from ..errors import (
     TruncatedFileError,
     UnsafeCheckpointError,
 )
+from .location import Location, PathLike, as_location
 from .safe_pickle import LazyTensor, PickleReport, SafeUnpickler, StorageRef, safe_loads
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -47,7 +48,7 @@ class StorageRecord:
 class TorchFileStructure:
     """The unpickled object tree of a torch file (tensors as :class:`LazyTensor`)."""
 
-    path: Path
+    path: Location
     container: str  # "zip" or "legacy"
     root: Any
     report: PickleReport
@@ -67,7 +68,7 @@ def sniff_torch(head: bytes) -> str | None:
     return None
 
 
-def read_torch_structure(path: str | Path) -> TorchFileStructure:
+def read_torch_structure(path: PathLike) -> TorchFileStructure:
     """Read the pickle structure of a torch.save file.
 
     Raises:
@@ -75,9 +76,8 @@ def read_torch_structure(path: str | Path) -> TorchFileStructure:
         TruncatedFileError: a storage record lies past the end of the file.
         UnsafeCheckpointError: the pickle was refused by the allow-list.
     """
-    path = Path(path)
-    with open(path, "rb") as f:
-        head = f.read(len(LEGACY_MAGIC))
+    path = as_location(path)
+    head = path.read_range(0, len(LEGACY_MAGIC))
     kind = sniff_torch(head)
     if kind == "zip":
         return _read_zip(path)
@@ -88,7 +88,7 @@ def read_torch_structure(path: str | Path) -> TorchFileStructure:
     )
 
 
-def _unpickle(path: Path, data: bytes | io.BufferedReader, report: PickleReport) -> Any:
+def _unpickle(path: Location | Path, data: Any, report: PickleReport) -> Any:
     try:
         if isinstance(data, bytes):
             return safe_loads(data, report)
@@ -123,18 +123,20 @@ def _is_pt2_marker(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
         return False
 
 
-def _read_zip(path: Path) -> TorchFileStructure:
-    size = path.stat().st_size
+def _read_zip(path: Location) -> TorchFileStructure:
+    size = path.size()
+    raw = path.open("rb")
     try:
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(raw)
     except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raw.close()
         raise TruncatedFileError(
             path,
             "a complete torch.save zip archive",
             f"an unreadable zip ({e})",
             "The file is probably truncated; copy it again from its source.",
         ) from e
-    with zf, open(path, "rb") as raw:
+    with zf, raw:
         infos = zf.infolist()
         pkl = [i for i in infos if i.filename.endswith("data.pkl") and i.filename.count("/") == 1]
         if len(pkl) != 1 and any(_is_pt2_marker(zf, i) for i in infos):
@@ -169,13 +171,13 @@ def _read_zip(path: Path) -> TorchFileStructure:
         bo = prefix + "byteorder"
         if bo in zf.NameToInfo:
             byteorder = zf.read(bo).decode("ascii", "replace").strip() or "little"
-        records: dict[str, StorageRecord] = {}
         data_prefix = prefix + "data/"
-        for info in infos:
-            if not info.filename.startswith(data_prefix):
-                continue
+        storages = [i for i in infos if i.filename.startswith(data_prefix)]
+        headers = path.read_ranges([(i.header_offset, i.header_offset + 30) for i in storages])
+        records: dict[str, StorageRecord] = {}
+        for info, header in zip(storages, headers, strict=True):
             key = info.filename[len(data_prefix) :]
-            records[key] = StorageRecord(key, _data_start(path, raw, info, size), info.file_size)
+            records[key] = StorageRecord(key, _data_start(path, header, info, size), info.file_size)
             if info.compress_type != zipfile.ZIP_STORED:
                 raise CorruptCheckpointError(
                     path,
@@ -188,9 +190,8 @@ def _read_zip(path: Path) -> TorchFileStructure:
     return structure
 
 
-def _data_start(path: Path, raw: Any, info: zipfile.ZipInfo, size: int) -> int:
-    raw.seek(info.header_offset)
-    header = raw.read(30)
+def _data_start(path: Location, header: bytes, info: zipfile.ZipInfo, size: int) -> int:
+    """Where a record's bytes start, from its 30-byte local header."""
     if len(header) < 30 or header[:4] != ZIP_MAGIC:
         raise TruncatedFileError(
             path,
@@ -210,7 +211,7 @@ def _data_start(path: Path, raw: Any, info: zipfile.ZipInfo, size: int) -> int:
     return start
 
 
-def read_torch_bytes(data: bytes, source: Path) -> Any:
+def read_torch_bytes(data: bytes, source: Location | Path) -> Any:
     """The object in a small in-memory torch.save blob (tensors stay :class:`LazyTensor`)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
@@ -223,10 +224,10 @@ def read_torch_bytes(data: bytes, source: Path) -> Any:
     return _unpickle(source, payload, PickleReport())
 
 
-def _read_legacy(path: Path) -> TorchFileStructure:
-    size = path.stat().st_size
+def _read_legacy(path: Location) -> TorchFileStructure:
+    size = path.size()
     report = PickleReport()
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         for _header in range(3):  # magic number, protocol version, system info
             _unpickle(path, f, PickleReport())
         root = _unpickle(path, f, report)

@@ -9,7 +9,6 @@ dtype table (tests/test_cli_no_torch.py compares it with the live one, so drift 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
@@ -38,7 +37,7 @@ class DType:
         return torch_dtype(self.name)
 
 
-def torch_dtype(name: str, path: str | Path | None = None) -> torch.dtype:
+def torch_dtype(name: str, path: object = None) -> torch.dtype:
     """``"bfloat16"`` -> ``torch.bfloat16``; a clear error for dtypes this torch lacks."""
     import torch
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from . import accelerate, colossalai, conflicts, damaged, dcp, deepspeed, torch_load, transformers
 from .files import torch_version
 from .layout import targets
@@ -32,19 +34,21 @@ LOADERS = (
 )
 
 
-def has_table(path: str | Path) -> bool:
-    """Whether ``path`` gets a loader table: a local checkpoint, not a remote checkpoint's
-    mirror (it holds only the files and bytes its listing fetched: no config.json, no stale
-    neighbours, holes where tensor bytes would be)."""
-    from ..remote.guard import is_mirrored
-
-    root = Path(path)
-    return root.exists() and not is_mirrored(root)
+def has_table(path: str | Path | Location) -> bool:
+    """Whether ``path`` gets a loader table: a local checkpoint. The loaders read local
+    files; a remote checkpoint gets none (its listing reads structure only, and what they
+    would do with it once downloaded is a question for that local copy)."""
+    root = as_location(path)
+    return root.local_path() is not None and root.exists()
 
 
-def loader_table(path: str | Path) -> LoaderTable:
-    """The loader table of ``path`` and, for a training-state folder, of its parts."""
-    root = Path(path)
+def loader_table(path: str | Path | Location) -> LoaderTable:
+    """The loader table of a local ``path`` and, for a training-state folder, of its
+    parts."""
+    local = as_location(path).local_path()
+    if local is None:
+        raise CkptExplorerError(str(path), "a local checkpoint for the loader table", "a URL")
+    root = local
     layouts = targets(root)
     verdicts: list[Verdict] = []
     found: list[Conflict] = []
@@ -56,14 +60,16 @@ def loader_table(path: str | Path) -> LoaderTable:
     return LoaderTable(str(root), layouts, tuple(verdicts), tuple(found), torch_version())
 
 
-def explain_damaged(path: Path) -> tuple[str, str] | None:
+def explain_damaged(path: Path | Location) -> tuple[str, str] | None:
     """(what was found, what to do) for a damaged folder, for a detection error: the layout,
     what the loader it was written for does with it, and the repair."""
     layout = damaged.recognise(path)
     if layout is None:
         return None
     found = f"{layout.damaged} ({'; '.join(layout.evidence)})"
-    for v in (v for f in LOADERS for v in f(path, "", layout) if v.meant and not v.ok):
+    local = path.local_path() if isinstance(path, Location) else path
+    verdicts = (v for f in LOADERS for v in f(local, "", layout)) if local is not None else ()
+    for v in (v for v in verdicts if v.meant and not v.ok):  # the loaders read local files
         said = f"{v.error}: {v.message}" if v.error else v.message
         found += f"; {v.label} would fail with {said}"
         break

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..io.location import Location
 from .files import Listing
 from .model import Layout
 
@@ -29,7 +30,7 @@ CAI_GROUP = re.compile(rf"pytorch_optim_group{_P}\.bin")
 DS_STATES = re.compile(r"(?:(?:bf16_)?zero_pp_rank_\d+_)?mp_rank_\d+_(?:model|optim)_states\.pt")
 
 
-def deepspeed_tags(path: Path, listing: Listing) -> list[str]:
+def deepspeed_tags(path: Path | Location, listing: Listing) -> list[str]:
     """Sub-folders holding DeepSpeed model/optimizer state files (the tags)."""
     tags = []
     for d in listing.dirs:
@@ -41,7 +42,7 @@ def deepspeed_tags(path: Path, listing: Listing) -> list[str]:
     return tags
 
 
-def recognise(path: Path, listing: Listing | None = None) -> Layout | None:
+def recognise(path: Path | Location, listing: Listing | None = None) -> Layout | None:
     """The damaged layout ``path`` is, or None when it is none of them (or not damaged)."""
     if not path.is_dir():
         return None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from ..readers.sharded_index import read_index_json
 
 COLOSSAL_INDEX_GLOB = "*.index.*json"  # colossalai has_index_file: Path.glob, non-recursive
@@ -22,15 +23,15 @@ INDEX_FILE = re.compile(r"(.*?).index((\..*)?).json")  # colossalai's own (unesc
 class Listing:
     """The entries directly inside a folder (names only, sorted)."""
 
-    path: Path
+    path: Path | Location
     files: tuple[str, ...]
     dirs: tuple[str, ...]
 
     @classmethod
-    def of(cls, path: Path) -> Listing:
+    def of(cls, path: Path | Location) -> Listing:
         files: list[str] = []
         dirs: list[str] = []
-        for p in sorted(path.iterdir()):
+        for p in sorted(as_location(path).iterdir()):
             (dirs if p.is_dir() else files).append(p.name)
         return cls(path, tuple(files), tuple(dirs))
 
@@ -46,10 +47,10 @@ class Listing:
         return sorted(n for n in names if fnmatch.fnmatchcase(n, COLOSSAL_INDEX_GLOB))
 
 
-def index_doc(path: Path) -> dict[str, Any] | None:
+def index_doc(path: Path | Location) -> dict[str, Any] | None:
     """The parsed index JSON, or None when it cannot be read as one."""
     try:
-        return read_index_json(path)
+        return read_index_json(as_location(path))
     except (CkptExplorerError, OSError):
         return None
 
@@ -94,21 +95,19 @@ def _refused(name: str, mtime_ns: int, size: int) -> str | None:
     return None
 
 
-def is_safetensors(path: Path) -> bool:
+def is_safetensors(path: Path | Location) -> bool:
     """An 8-byte little-endian header length followed by ``{``."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(9)
+        head = as_location(path).read_range(0, 9)
     except OSError:
         return False
     return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") > 1
 
 
-def is_torch_file(path: Path) -> bool:
+def is_torch_file(path: Path | Location) -> bool:
     from ..io.torch_file import sniff_torch
 
     try:
-        with open(path, "rb") as f:
-            return sniff_torch(f.read(16)) is not None
+        return sniff_torch(as_location(path).read_range(0, 16)) is not None
     except OSError:
         return False

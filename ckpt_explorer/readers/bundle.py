@@ -21,9 +21,9 @@ parts become a Detection (:func:`training_state_detection`) and their views one 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
 from . import diffusers_config
@@ -49,17 +49,17 @@ MODEL_SIDE_FILES = ("config.json", "generation_config.json")
 ADAPTER_OWN_FILES = frozenset({"adapter_config.json", *ADAPTER_FILES})
 DEEPSPEED = "deepspeed"  # a tag folder is a part: the one ``latest`` names (older tags are not)
 
-Part = tuple[Path, Detection]  # where a part lies, and what it was detected as
+Part = tuple[Location, Detection]  # where a part lies, and what it was detected as
 
 
-def children(path: Path) -> list[Path] | None:
+def children(path: Location) -> list[Location] | None:
     """The entries of ``path`` that may be parts (hidden ones never); None when there are too
     many for a training state."""
     found = [c for c in sorted(path.iterdir()) if not c.name.startswith(".")]
     return None if len(found) > MAX_CHILDREN else found
 
 
-def own_model_files(path: Path) -> set[str]:
+def own_model_files(path: Location) -> set[str]:
     """Files that belong to a model stored directly in ``path`` (index + shards)."""
     owned: set[str] = set()
     indexes = find_index(path)
@@ -79,7 +79,7 @@ def ema_config(part: Part) -> dict[str, Any] | None:
     return config if diffusers_config.is_ema(config) else None
 
 
-def other_files(path: Path, parts: Mapping[str, Part]) -> list[str]:
+def other_files(path: Location, parts: Mapping[str, Part]) -> list[str]:
     """Children of ``path`` that are no state part (role "other"; model side files excluded)."""
     taken = {p.name for p, _ in parts.values()}
     if "model" in parts or "adapter" in parts:
@@ -92,7 +92,7 @@ def other_files(path: Path, parts: Mapping[str, Part]) -> list[str]:
     ]
 
 
-def training_state_detection(path: Path, parts: Mapping[str, Part]) -> Detection | None:
+def training_state_detection(path: Location, parts: Mapping[str, Part]) -> Detection | None:
     """The Detection of ``path`` from its parts, or None when they make no training state:
     two parts or more of two kinds or more (training args alone make no state), one of them
     weights, an optimizer or a DeepSpeed tag folder."""
@@ -127,7 +127,7 @@ def training_state_detection(path: Path, parts: Mapping[str, Part]) -> Detection
 
 
 def bundle_view(
-    path: Path, detection: Detection, views: Mapping[str, CheckpointView]
+    path: Location, detection: Detection, views: Mapping[str, CheckpointView]
 ) -> CheckpointView:
     """One view of the parts' views: records ``<part>/<name>``, files relative to ``path``."""
     records: list[TensorRecord] = []

@@ -11,12 +11,11 @@ in the state (integer ids, or FQN keys from ``get_state_dict``) gets an :class:`
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
+from ..io.location import Location, PathLike, as_location
 from ..io.safe_pickle import OpaqueObject, PickleReport, safe_loads
 from ..io.torch_file import read_torch_bytes
 from ..io.torch_names import DType
@@ -28,7 +27,7 @@ MAX_METADATA_BYTES = 512 * 2**20
 MAX_BYTES_ITEM = 16 * 2**20
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     meta = path / ".metadata"
     if not meta.is_file():
         return None
@@ -39,13 +38,13 @@ def probe(path: Path) -> Detection | None:
     return Detection(str(path), "torch-dcp", kind, tuple(evidence))
 
 
-def _state(obj: Any, what: str, path: Path) -> Any:
+def _state(obj: Any, what: str, path: Location) -> Any:
     if not isinstance(obj, OpaqueObject):
         raise CorruptCheckpointError(path / ".metadata", f"a {what} record", type(obj).__name__)
     return obj.state
 
 
-def _fields(obj: Any, what: str, path: Path) -> dict[str, Any]:
+def _fields(obj: Any, what: str, path: Location) -> dict[str, Any]:
     state = _state(obj, what, path)
     if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
         state = {**(state[0] or {}), **state[1]}  # slots dataclasses
@@ -101,7 +100,7 @@ class DcpMetadata:
     storage_data: dict[MetadataIndex, StorageInfo]
 
 
-def _ints(value: Any, what: str, path: Path) -> tuple[int, ...]:
+def _ints(value: Any, what: str, path: Location) -> tuple[int, ...]:
     if not isinstance(value, tuple | list) or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in value
     ):
@@ -109,8 +108,9 @@ def _ints(value: Any, what: str, path: Path) -> tuple[int, ...]:
     return tuple(value)
 
 
-def read_metadata(path: Path) -> DcpMetadata:
+def read_metadata(path: PathLike) -> DcpMetadata:
     """Parse ``.metadata`` with the allow-list unpickler into plain values (no torch)."""
+    path = as_location(path)
     meta_path = path / ".metadata"
     if meta_path.stat().st_size > MAX_METADATA_BYTES:
         raise CorruptCheckpointError(meta_path, "DCP metadata under 512 MiB", "a larger file")
@@ -191,29 +191,18 @@ def torch_metadata(plain: DcpMetadata) -> Any:
     )
 
 
-def _reader(path: Path, metadata: Any) -> Any:
-    from torch.distributed.checkpoint import FileSystemReader
-
-    class _SafeReader(FileSystemReader):
-        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
-            return metadata
-
-    return _SafeReader(str(path))
-
-
-def _loader(path: Path, plain: DcpMetadata, fqn: str, cache: list[Any]) -> Any:
+def _loader(path: Location, plain: DcpMetadata, fqn: str, cache: list[Any]) -> Any:
     def load() -> Any:
         import torch
-        import torch.distributed.checkpoint as dcp
+
+        from .dcp_storage import dcp_load
 
         if not cache:  # one torch Metadata per opened folder, built at the first read
             cache.append(torch_metadata(plain))
         metadata = cache[0]
         item = metadata.state_dict_metadata[fqn]
         out = {fqn: torch.empty(item.size, dtype=item.properties.dtype)}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dcp.load(out, storage_reader=_reader(path, metadata), no_dist=True)
+        dcp_load(out, path, metadata)
         return out[fqn]
 
     return load
@@ -226,25 +215,35 @@ def kind_from_names(names: list[str]) -> str:
     return "optimizer" if optim else "model"
 
 
-def _bytes_item(path: Path, info: Any) -> Any:
-    """A non-tensor DCP item: a small torch.save blob, read with the allow-list unpickler."""
-    if info is None or info.length > MAX_BYTES_ITEM:
-        return {"bytes_item": info.length if info else None}
-    data_file = path / info.relative_path
-    with open(data_file, "rb") as f:
-        f.seek(info.offset)
-        blob = f.read(info.length)
-    if len(blob) < info.length:
-        raise CorruptCheckpointError(
-            data_file,
-            f"{info.length} bytes at {info.offset}",
-            f"{len(blob)}",
-            "The file is truncated.",
-        )
-    return read_torch_bytes(blob, data_file)
+def bytes_items(path: Location, infos: list[StorageInfo | None]) -> list[Any]:
+    """Non-tensor DCP items (small torch.save blobs, read with the allow-list unpickler); the
+    blobs of each data file are read in one batch. An item too large to read, or one without
+    storage, is described instead."""
+    out: list[Any] = [None] * len(infos)
+    by_file: dict[str, list[int]] = {}
+    for i, info in enumerate(infos):
+        if info is None or info.length > MAX_BYTES_ITEM:
+            out[i] = {"bytes_item": info.length if info else None}
+        else:
+            by_file.setdefault(info.relative_path, []).append(i)
+    for rel, indices in by_file.items():
+        data_file = path / rel
+        wanted = [infos[i] for i in indices]
+        blobs = data_file.read_ranges([(w.offset, w.offset + w.length) for w in wanted if w])
+        for i, info, blob in zip(indices, wanted, blobs, strict=True):
+            assert info is not None
+            if len(blob) < info.length:
+                raise CorruptCheckpointError(
+                    data_file,
+                    f"{info.length} bytes at {info.offset}",
+                    f"{len(blob)}",
+                    "The file is truncated.",
+                )
+            out[i] = read_torch_bytes(blob, data_file)
+    return out
 
 
-def open_dcp(path: Path, detection: Detection) -> CheckpointView:
+def open_dcp(path: Location, detection: Detection) -> CheckpointView:
     metadata = read_metadata(path)
     torch_meta: list[Any] = []
     first_chunk: dict[str, Any] = {}
@@ -252,11 +251,12 @@ def open_dcp(path: Path, detection: Detection) -> CheckpointView:
         if index.fqn not in first_chunk or (index.index or 0) < first_chunk[index.fqn][0]:
             first_chunk[index.fqn] = (index.index or 0, info)
     records: list[TensorRecord] = []
-    values: dict[str, Any] = {}
+    objects = [f for f, item in metadata.state_dict_metadata.items() if isinstance(item, BytesMeta)]
+    found = bytes_items(path, [first_chunk.get(f, (0, None))[1] for f in objects])
+    values: dict[str, Any] = dict(zip(objects, found, strict=True))
     for fqn, item in metadata.state_dict_metadata.items():
         info = first_chunk.get(fqn, (0, None))[1]
         if not isinstance(item, TensorMeta):
-            values[fqn] = _bytes_item(path, info)
             continue
         dtype = item.properties.dtype
         numel = shape_numel(tuple(item.size))
@@ -274,7 +274,7 @@ def open_dcp(path: Path, detection: Detection) -> CheckpointView:
     records.sort(key=lambda r: (r.file, r.offset or 0))
     files = [FileInfo(".metadata", (path / ".metadata").stat().st_size)]
     files += [FileInfo(p.name, p.stat().st_size) for p in sorted(path.glob("*.distcp"))]
-    found = dcp_optimizer_info(records, values)
+    optimizer = dcp_optimizer_info(records, values)
     return CheckpointView(
-        path, detection, tuple(files), tuple(records), values, optimizer=found and found[1]
+        path, detection, tuple(files), tuple(records), values, optimizer=optimizer and optimizer[1]
     )

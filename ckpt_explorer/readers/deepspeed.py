@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 
 from ..errors import CkptExplorerError, CorruptCheckpointError
+from ..io.location import Location
 from ..io.paths import resolve_inside
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
@@ -35,11 +36,11 @@ LAYER_FILE = re.compile(r"layer_\d+-model_\d+-model_states\.pt$")
 SAVE_DIR_FILES = frozenset({"latest", "latest_universal", "zero_to_fp32.py", "zero_to_torch.py"})
 
 
-def _holds_states(folder: Path) -> bool:
+def _holds_states(folder: Location) -> bool:
     return any(MODEL_FILE.search(p.name) for p in folder.iterdir() if p.is_file())
 
 
-def _tag_dir(path: Path) -> tuple[Path, str | None] | None:
+def _tag_dir(path: Location) -> tuple[Location, str | None] | None:
     """The folder that holds the state files, and the tag read from ``latest``."""
     latest = path / "latest"
     if latest.is_file() and latest.stat().st_size < 4096:
@@ -53,7 +54,7 @@ def _tag_dir(path: Path) -> tuple[Path, str | None] | None:
     return None
 
 
-def latest_tag(path: Path) -> str | None:
+def latest_tag(path: Location) -> str | None:
     """The tag that ``latest`` in ``path`` names, when that tag folder exists."""
     try:
         found = _tag_dir(path)
@@ -62,7 +63,7 @@ def latest_tag(path: Path) -> str | None:
     return found[1] if found is not None else None
 
 
-def beside_other_files(path: Path) -> bool:
+def beside_other_files(path: Location) -> bool:
     """Whether the save folder holds more than DeepSpeed wrote around its tags (HF Trainer's
     ``checkpoint-N``: weights, ``scheduler.pt``, ``rng_state.pth`` ...): then it may be that
     tool's training state, the tag folder one of its parts (formats/precedence.py decides)."""
@@ -76,7 +77,7 @@ def beside_other_files(path: Path) -> bool:
     return bool(others)
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     found = _tag_dir(path)
     if found is None:
         return None
@@ -107,7 +108,7 @@ def _without_optimizer(view: CheckpointView) -> CheckpointView:
     )
 
 
-def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
+def open_deepspeed(path: Location, detection: Detection) -> CheckpointView:
     found = _tag_dir(path)
     if found is None:
         raise CorruptCheckpointError(path, "a DeepSpeed tag folder", "none")
@@ -130,10 +131,13 @@ def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
     # The module: mp_rank_00 (ZeRO 0-2), else dp rank 0's ZeRO-3 file; optimizer files by rank.
     model_names = sorted(
         (n for n in raw if MODEL_FILE.search(n)),
-        key=lambda n: (Path(n).name.startswith("zero_pp_rank_"), _rank_order(Path(n).name)),
+        key=lambda n: (
+            PurePosixPath(n).name.startswith("zero_pp_rank_"),
+            _rank_order(PurePosixPath(n).name),
+        ),
     )
     optim_names = sorted(
-        (n for n in raw if OPTIM_FILE.search(n)), key=lambda n: _rank_order(Path(n).name)
+        (n for n in raw if OPTIM_FILE.search(n)), key=lambda n: _rank_order(PurePosixPath(n).name)
     )
     warnings: list[str] = []
     layout = None
@@ -166,7 +170,7 @@ def open_deepspeed(path: Path, detection: Detection) -> CheckpointView:
             if stage is not None:
                 values["zero_stage"] = enum_value(stage)
             if layout is not None and rel == optim_names[0]:
-                parts[rel] = optimizer_part(view, layout, Path(model_names[0]).name)
+                parts[rel] = optimizer_part(view, layout, PurePosixPath(model_names[0]).name)
             else:  # flat partitions only: ids are partitions, never to be aligned with params
                 parts[rel] = _without_optimizer(view)
         else:

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
+from ..io.location import Location
 from ..io.paths import resolve_inside
 from ..io.safe_pickle import OpaqueObject
 from ..io.torch_file import sniff_torch
@@ -55,17 +55,17 @@ ZERO = "zero"
 MODEL_FILE = re.compile(r"^(?:zero_pp_rank_(\d+)_)?mp_rank_(\d+)_model_states\.pt$")
 
 
-def _model_files(folder: Path) -> list[str]:
+def _model_files(folder: Location) -> list[str]:
     names = [p.name for p in folder.iterdir() if p.is_file() and MODEL_FILE.match(p.name)]
     return sorted(names, key=lambda n: tuple(int(x) for x in re.findall(r"\d+", n)))
 
 
-def _common_state(folder: Path) -> dict[str, Any] | None:
+def _common_state(folder: Location) -> dict[str, Any] | None:
     """The root of ``zero/optimizer_state.pt`` when it is DeepSpeed's common optimizer state."""
     path = folder / ZERO / OPTIM_STATE
     if not path.is_file():
         return None
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         if sniff_torch(f.read(16)) is None:
             return None
     root = torch_pickle.torch_structure(path).root
@@ -74,7 +74,7 @@ def _common_state(folder: Path) -> dict[str, Any] | None:
     return None
 
 
-def _folder_evidence(folder: Path) -> list[str] | None:
+def _folder_evidence(folder: Location) -> list[str] | None:
     """Why ``folder`` is a universal folder (None when it is not one)."""
     models = _model_files(folder)
     if not models or not (folder / ZERO).is_dir():
@@ -95,14 +95,14 @@ def _folder_evidence(folder: Path) -> list[str] | None:
     ]
 
 
-def _read_tag(path: Path) -> str | None:
+def _read_tag(path: Location) -> str | None:
     latest = path / LATEST
     if not latest.is_file() or latest.stat().st_size > 4096:
         return None
     return latest.read_text(encoding="utf-8", errors="replace").strip() or None
 
 
-def universal_dir(path: Path) -> tuple[Path, str | None, list[str]] | None:
+def universal_dir(path: Location) -> tuple[Location, str | None, list[str]] | None:
     """(the universal folder, the tag ``latest_universal`` names when ``path`` is the save
     folder, evidence) for ``path``; None when it is neither. A save folder whose ``latest``
     names a ZeRO tag is DeepSpeed's checkpoint first (formats/precedence.py)."""
@@ -124,12 +124,12 @@ def universal_dir(path: Path) -> tuple[Path, str | None, list[str]] | None:
     return folder, tag, [f"'{LATEST}' names tag {tag!r} ({found})", *evidence]
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     found = universal_dir(path)
     return None if found is None else universal_detection(path, found)
 
 
-def universal_detection(path: Path, found: tuple[Path, str | None, list[str]]) -> Detection:
+def universal_detection(path: Location, found: tuple[Location, str | None, list[str]]) -> Detection:
     """The Detection of ``path`` from what :func:`universal_dir` found."""
     folder, tag, evidence = found
     common = _common_state(folder) or {}
@@ -200,7 +200,7 @@ def _run_facts(values: dict[str, Any]) -> str:
     return ", ".join(facts) or "no run position"
 
 
-def open_universal(path: Path, detection: Detection) -> CheckpointView:
+def open_universal(path: Location, detection: Detection) -> CheckpointView:
     found = universal_dir(path)
     if found is None:
         raise CorruptCheckpointError(path, "a DeepSpeed universal checkpoint folder", "none")

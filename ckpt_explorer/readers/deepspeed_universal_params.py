@@ -26,11 +26,10 @@ hyperparameters with ``params`` = the ids of their ``param_shapes`` group.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..io.location import Location
 from ..io.safe_pickle import LazyTensor
 from ..types import Detection, FileInfo, OptimizerInfo, ParamName, TensorRecord
 from ..view import CheckpointView
@@ -61,7 +60,7 @@ class ZeroFolder:
         common_records: its tensors (ZeRO-3 keeps rank 0's flats and steps there).
     """
 
-    root: Path
+    root: Location
     masters: dict[str, TensorRecord] = field(default_factory=dict)
     copies: set[str] = field(default_factory=set)
     states: dict[str, dict[str, TensorRecord]] = field(default_factory=dict)
@@ -71,23 +70,23 @@ class ZeroFolder:
     common_records: list[TensorRecord] = field(default_factory=list)
 
 
-def param_folders(zero: Path) -> list[str]:
+def param_folders(zero: Location) -> list[str]:
     """Names of the parameter folders of ``zero`` (those holding ``fp32.pt``), sorted."""
     out = []
-    with os.scandir(zero) as entries:
-        for e in entries:
-            if (
-                e.is_dir(follow_symlinks=False)  # never a link out of the checkpoint
-                and not e.name.startswith(".")
-                and (zero / e.name / MASTER_FILE).is_file()
-            ):
-                out.append(e.name)
-                if len(out) > MAX_PARAMS:
-                    break
+    for e in zero.iterdir():
+        if (
+            not e.name.startswith(".")
+            and not e.is_symlink()  # never a link out of the checkpoint
+            and e.is_dir()
+            and (e / MASTER_FILE).is_file()
+        ):
+            out.append(e.name)
+            if len(out) > MAX_PARAMS:
+                break
     return sorted(out)
 
 
-def _one_file(path: Path, rel: str) -> tuple[TensorRecord | None, dict[str, Any]]:
+def _one_file(path: Location, rel: str) -> tuple[TensorRecord | None, dict[str, Any]]:
     """The tensor of one ``zero/<p>/<x>.pt`` file (``param`` of a dict, or a bare tensor)."""
     structure = torch_pickle.torch_structure(path)
     root = structure.root
@@ -114,7 +113,7 @@ def _in_shape(record: TensorRecord, shape: tuple[int, ...] | None) -> TensorReco
     return replace(record, shape=shape, loader=load if loader is not None else None)
 
 
-def read_zero_folder(zero: Path, shapes: dict[str, tuple[int, ...]]) -> ZeroFolder:
+def read_zero_folder(zero: Location, shapes: dict[str, tuple[int, ...]]) -> ZeroFolder:
     """Every parameter folder of ``zero`` and its ``optimizer_state.pt``; ``shapes``: the
     parameters' shapes from the model states (flat ZeRO-3 files are listed in them)."""
     folder = ZeroFolder(zero)

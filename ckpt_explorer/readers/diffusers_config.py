@@ -11,10 +11,10 @@ class]) and one subfolder per component; only the model components hold weights.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location, PathLike
 from .json_files import optional_json
 
 WEIGHT_FILES = ("diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin")
@@ -25,7 +25,7 @@ EMA_KEYS = frozenset(
 )
 
 
-def model_config(folder: Path) -> dict[str, Any] | None:
+def model_config(folder: PathLike) -> dict[str, Any] | None:
     """The diffusers model config of ``folder`` (None when absent or not diffusers')."""
     try:
         doc = optional_json(folder, "config.json")
@@ -60,13 +60,13 @@ def ema_note(config: dict[str, Any]) -> str:
     )
 
 
-def _holds_weights(folder: Path) -> bool:
+def _holds_weights(folder: Location) -> bool:
     """A weights file (or shard index) of diffusers or transformers directly in ``folder``."""
     stems = (WEIGHT_STEM, "model.", "model-", "pytorch_model")
     return any(p.is_file() and p.name.startswith(stems) for p in folder.iterdir())
 
 
-def pipeline_summary(folder: Path) -> tuple[str, str] | None:
+def pipeline_summary(folder: Location) -> tuple[str, str] | None:
     """(one line naming a pipeline root's model subfolders, the first of them); None when
     ``folder`` is no diffusers pipeline root with a model subfolder."""
     try:

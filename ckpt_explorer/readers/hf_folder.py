@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from ..io.location import Location
 from ..types import Detection, FileInfo, Traits
 from ..view import CheckpointView
 from . import diffusers_config
@@ -14,7 +13,7 @@ from .single_file import open_file_records
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", *diffusers_config.WEIGHT_FILES)
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     for name in WEIGHT_FILES:
         if (path / name).is_file():
             evidence = [f"{name} without an index → one unsharded weights file"]
@@ -35,7 +34,7 @@ def probe(path: Path) -> Detection | None:
     return None
 
 
-def open_folder(path: Path, detection: Detection) -> CheckpointView:
+def open_folder(path: Location, detection: Detection) -> CheckpointView:
     name = next(n for n in WEIGHT_FILES if (path / n).is_file())
     records, values = open_file_records(path / name, name)
     files = [FileInfo(name, (path / name).stat().st_size)]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
+from ..io.location import Location, PathLike, as_location
 from ..types import Detection, FileInfo
 from ..view import CheckpointView
 from .roles import DETAIL_TRAINER_STATE, TRAINER_STATE_KEYS, content_traits, is_trainer_state
@@ -15,8 +15,9 @@ RUNNING_KEYS = {"epoch", "step", "sample_start_index", "global_step", "consumed_
 MAX_JSON_BYTES = 16 * 2**20
 
 
-def read_small_json(path: Path) -> Any:
+def read_small_json(path: PathLike) -> Any:
     """Parse a small JSON file; a clear error if it is large or malformed."""
+    path = as_location(path)
     size = path.stat().st_size
     if size > MAX_JSON_BYTES:
         raise CorruptCheckpointError(
@@ -28,8 +29,8 @@ def read_small_json(path: Path) -> Any:
         raise CorruptCheckpointError(path, "valid JSON", f"{e}") from e
 
 
-def probe_running_states(path: Path) -> Detection | None:
-    with open(path, "rb") as f:
+def probe_running_states(path: Location) -> Detection | None:
+    with path.open("rb") as f:
         head = f.read(64).lstrip()
     if not head.startswith(b"{") or path.stat().st_size > MAX_JSON_BYTES:
         return None
@@ -62,12 +63,12 @@ def probe_running_states(path: Path) -> Detection | None:
     )
 
 
-def open_running_states(path: Path, detection: Detection) -> CheckpointView:
+def open_running_states(path: Location, detection: Detection) -> CheckpointView:
     doc = read_small_json(path)
     return CheckpointView(path, detection, (FileInfo(path.name, path.stat().st_size),), (), doc)
 
 
-def optional_json(folder: Path, name: str) -> Any:
+def optional_json(folder: PathLike, name: str) -> Any:
     """The parsed ``folder/name`` if it exists, else None."""
-    p = folder / name
+    p = as_location(folder) / name
     return read_small_json(p) if p.is_file() else None

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..io.paths import resolve_inside
 from ..io.safe_pickle import OpaqueObject
 from ..types import Detection, FileInfo, TensorRecord
@@ -52,7 +52,7 @@ RUN_DETAIL = "Megatron run position (iteration = optimizer steps taken)"
 ARGS_DETAIL = "Megatron-LM arguments (argparse.Namespace)"
 
 
-def read_tracker(save_dir: Path) -> str | None:
+def read_tracker(save_dir: Location) -> str | None:
     """The text of ``latest_checkpointed_iteration.txt`` in ``save_dir`` (None if absent)."""
     tracker = save_dir / TRACKER
     if not tracker.is_file() or tracker.stat().st_size > 256:
@@ -61,7 +61,7 @@ def read_tracker(save_dir: Path) -> str | None:
     return text or None
 
 
-def tracked_folder(save_dir: Path) -> tuple[Path, str] | None:
+def tracked_folder(save_dir: Location) -> tuple[Location, str] | None:
     """The iteration folder the tracker names (``iter_0000004`` for ``4``), when it exists."""
     text = read_tracker(save_dir)
     if text is None:
@@ -73,7 +73,7 @@ def tracked_folder(save_dir: Path) -> tuple[Path, str] | None:
     return (folder, text) if folder.is_dir() else None
 
 
-def save_dir_line(save_dir: Path, folder: Path, text: str) -> str:
+def save_dir_line(save_dir: Location, folder: Location, text: str) -> str:
     """One line on what a save dir holds: the tracker, the folder it names, the others."""
     iters = sorted(
         c.name
@@ -88,7 +88,7 @@ def save_dir_line(save_dir: Path, folder: Path, text: str) -> str:
     return line
 
 
-def iteration_of(folder: Path) -> int | None:
+def iteration_of(folder: Location) -> int | None:
     """The iteration an ``iter_NNNNNNN`` folder's name gives."""
     m = ITER_DIR.match(folder.name)
     return int(m.group(1)) if m else None
@@ -108,7 +108,7 @@ def is_scheduler_state(obj: Any) -> bool:
 
 
 def state_parts(
-    path: Path, family: str, root: dict[str, Any], source: str
+    path: Location, family: str, root: dict[str, Any], source: str
 ) -> dict[str, CheckpointView]:
     """The ``scheduler``, ``running_state`` and ``args`` parts of a Megatron state ``root``
     (``common.pt``'s dict or a ``model_optim_rng.pt``); ``source`` names the file."""
@@ -156,7 +156,7 @@ def state_parts(
 
 
 def _part(
-    path: Path, family: str, kind: str, evidence: str, detail: str, values: dict[str, Any]
+    path: Location, family: str, kind: str, evidence: str, detail: str, values: dict[str, Any]
 ) -> CheckpointView:
     detection = Detection(str(path), family, kind, (evidence,), detail)
     return CheckpointView(path, detection, (), (), values)  # its file is counted by the state

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
+from ..io.location import Location
 from ..types import Detection, FileInfo, TensorRecord, shape_numel
 from ..view import CheckpointView, prefixed
 from . import megatron_dist_optim as dist_optim
-from .dcp import BytesMeta, DcpMetadata, StorageInfo, TensorMeta, _bytes_item, read_metadata
+from .dcp import BytesMeta, DcpMetadata, StorageInfo, TensorMeta, bytes_items, read_metadata
 from .megatron_common import (
     files_of,
     iteration_of,
@@ -55,7 +55,7 @@ RNG_PREFIX = "rng_state/"
 EXTRA_STATE = "._extra_state/"
 
 
-def _backend(folder: Path) -> str | None:
+def _backend(folder: Location) -> str | None:
     meta = folder / "metadata.json"
     if not meta.is_file() or meta.stat().st_size > MAX_JSON or not (folder / ".metadata").is_file():
         return None
@@ -67,7 +67,7 @@ def _backend(folder: Path) -> str | None:
     return backend if isinstance(backend, str) else None
 
 
-def dist_folder(path: Path) -> tuple[Path, str | None] | None:
+def dist_folder(path: Location) -> tuple[Location, str | None] | None:
     """``(iteration folder, tracker text)``: ``path`` itself, or the folder its tracker names."""
     if _backend(path) == BACKEND and (path / "common.pt").is_file():
         return path, None
@@ -77,12 +77,12 @@ def dist_folder(path: Path) -> tuple[Path, str | None] | None:
     return None
 
 
-def _common(folder: Path) -> dict[str, Any]:
+def _common(folder: Location) -> dict[str, Any]:
     root = torch_structure(folder / "common.pt").root
     return root if isinstance(root, dict) else {}
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     found = dist_folder(path)
     if found is None:
         return None
@@ -123,13 +123,14 @@ class ModelParam:
 class DistFolder:
     """An opened iteration folder: metadata, storage lookups and the loaders' cache."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Location) -> None:
         self.folder = folder
         self.meta: DcpMetadata = read_metadata(folder)
         self.cache = MetadataCache(self.meta)
         self.chunks: dict[str, list[tuple[tuple[int, ...], StorageInfo]]] = {}
         for index, info in self.meta.storage_data.items():
             self.chunks.setdefault(index.fqn, []).append((index.offset or (), info))
+        self._objects: dict[str, Any] | None = None
 
     def tensors(self) -> dict[str, TensorMeta]:
         return {k: v for k, v in self.meta.state_dict_metadata.items() if isinstance(v, TensorMeta)}
@@ -144,8 +145,15 @@ class DistFolder:
         return min(entries, key=lambda e: e[0])[1] if entries else None
 
     def object_value(self, fqn: str) -> Any:
-        info = self.first_chunk(fqn)
-        value = _bytes_item(self.folder, info)
+        if self._objects is None:  # every object's blob at the first ask, in one batch
+            names = self.objects()
+            found = bytes_items(self.folder, [self.first_chunk(n) for n in names])
+            self._objects = dict(zip(names, found, strict=True))
+        value = (
+            self._objects[fqn]
+            if fqn in self._objects
+            else bytes_items(self.folder, [self.first_chunk(fqn)])[0]
+        )
         while isinstance(value, list) and len(value) == 1:  # ShardedObject data, one level down
             value = value[0]
         return value
@@ -274,7 +282,7 @@ def rng_part(dist: DistFolder) -> CheckpointView | None:
     )
 
 
-def open_megatron_dist(path: Path, detection: Detection) -> CheckpointView:
+def open_megatron_dist(path: Location, detection: Detection) -> CheckpointView:
     found = dist_folder(path)
     if found is None:
         raise CorruptCheckpointError(path, "a megatron-core torch_dist folder", "none")

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..io.location import Location
 from ..io.raw_values import record_scalar
 from ..io.torch_file import TorchFileStructure
 from ..types import Detection, OptimizerInfo, ParamName, TensorRecord
@@ -91,7 +91,7 @@ def sharding_type(common: dict[str, Any]) -> str | None:
 
 def optimizer_part(
     dist: DistFolder,
-    common_path: Path,
+    common_path: Location,
     structure: TorchFileStructure,
     args: dict[str, Any],
     params: list[ModelParam],
@@ -204,7 +204,7 @@ def optimizer_part(
 
 
 def _common_step(
-    path: Path, structure: TorchFileStructure, sdicts: list[dict[str, Any]]
+    path: Location, structure: TorchFileStructure, sdicts: list[dict[str, Any]]
 ) -> TensorRecord | None:
     """The record of ``state.common_step`` in ``common.pt`` (a tensor), if one is saved."""
     if len(sdicts) != 1:

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 
 LLAMA, GPT2 = "LlamaForCausalLM", "GPT2LMHeadModel"
 # args flag -> (values that mean "off", what the flag turns on); checked for every model
@@ -132,7 +132,7 @@ class HfSpec:
         return {**head, **body, **tokens, "tie_word_embeddings": self.tied, "torch_dtype": dtype}
 
 
-def _need_int(args: Mapping[str, Any], name: str, where: Path) -> int:
+def _need_int(args: Mapping[str, Any], name: str, where: Location) -> int:
     value = args.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise CkptExplorerError(
@@ -144,7 +144,7 @@ def _need_int(args: Mapping[str, Any], name: str, where: Path) -> int:
     return value
 
 
-def _flag(args: Mapping[str, Any], name: str, absent: bool, where: Path) -> bool:
+def _flag(args: Mapping[str, Any], name: str, absent: bool, where: Location) -> bool:
     value = args.get(name, absent)
     if not isinstance(value, bool):
         raise CkptExplorerError(where, f"args.{name} True or False", repr(value), HINT)
@@ -152,7 +152,7 @@ def _flag(args: Mapping[str, Any], name: str, absent: bool, where: Path) -> bool
 
 
 def _check_off(
-    args: Mapping[str, Any], flags: tuple[tuple[str, tuple[Any, ...], str], ...], where: Path
+    args: Mapping[str, Any], flags: tuple[tuple[str, tuple[Any, ...], str], ...], where: Location
 ) -> None:
     for name, off, what in flags:
         value = args.get(name)
@@ -165,7 +165,7 @@ def _check_off(
             )
 
 
-def _epsilon(args: Mapping[str, Any], where: Path) -> float:
+def _epsilon(args: Mapping[str, Any], where: Location) -> float:
     for name in ("norm_epsilon", "layernorm_epsilon"):  # the name before Megatron-LM 0.5
         value = args.get(name)
         if isinstance(value, float | int) and not isinstance(value, bool) and value > 0:
@@ -178,7 +178,7 @@ def _epsilon(args: Mapping[str, Any], where: Path) -> float:
     )
 
 
-def hf_spec(args: Mapping[str, Any], where: Path) -> HfSpec:
+def hf_spec(args: Mapping[str, Any], where: Location) -> HfSpec:
     """The HF twin of a Megatron model with these ``args`` (see the module docstring).
 
     Raises:

@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
+from ..io.location import Location
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, as_rank_file, prefixed
 from .megatron_common import (
@@ -50,13 +50,13 @@ ROOT_KEYS = ("checkpoint_version", "iteration", "args")
 Rank = tuple[int, int, int]  # tensor, pipeline, expert rank
 
 
-def rank_files(folder: Path) -> dict[Rank, Path]:
+def rank_files(folder: Location) -> dict[Rank, Location]:
     """``(tp, pp, ep)`` -> ``mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt`` of an iteration folder.
 
     Megatron-LM appends ``_PPP`` when pipeline-parallel and ``_EEE`` when expert-parallel, so
     a single suffix is the expert rank when the args say ``expert_model_parallel_size`` > 1
     and ``pipeline_model_parallel_size`` 1, else the pipeline rank."""
-    found: dict[tuple[int, ...], Path] = {}
+    found: dict[tuple[int, ...], Location] = {}
     for child in folder.iterdir():
         m = RANK_DIR.match(child.name)
         if m and (child / RANK_FILE).is_file():
@@ -72,7 +72,7 @@ def rank_files(folder: Path) -> dict[Rank, Path]:
             arg(args, "pipeline_model_parallel_size") or 1,
         )
         as_ep = ep > 1 and pp == 1
-    out: dict[Rank, Path] = {}
+    out: dict[Rank, Location] = {}
     for k, path in found.items():
         if len(k) == 3:
             out[(k[0], k[1], k[2])] = path
@@ -83,14 +83,14 @@ def rank_files(folder: Path) -> dict[Rank, Path]:
     return dict(sorted(out.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])))
 
 
-def _root(file: Path) -> dict[str, Any]:
+def _root(file: Location) -> dict[str, Any]:
     root = torch_structure(file).root
     return root if isinstance(root, dict) else {}
 
 
-def legacy_folder(path: Path) -> tuple[Path, str | None] | None:
+def legacy_folder(path: Location) -> tuple[Location, str | None] | None:
     """``(iteration folder, tracker text)``: ``path``, or the folder its tracker names."""
-    candidates: list[tuple[Path, str | None]] = [(path, None)]
+    candidates: list[tuple[Location, str | None]] = [(path, None)]
     found = tracked_folder(path)
     if found is not None:
         candidates.append(found)
@@ -103,7 +103,7 @@ def legacy_folder(path: Path) -> tuple[Path, str | None] | None:
     return None
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     found = legacy_folder(path)
     if found is None:
         return None
@@ -133,7 +133,7 @@ def probe(path: Path) -> Detection | None:
 
 
 def _logical_model(
-    folder: Path, views: dict[tuple[int, int], CheckpointView], args: dict[str, Any]
+    folder: Location, views: dict[tuple[int, int], CheckpointView], args: dict[str, Any]
 ) -> CheckpointView:
     """The model put together from every rank's shards (see :mod:`.megatron_tp`)."""
     tps = sorted({t for t, _ in views})
@@ -187,7 +187,7 @@ def _logical_model(
     )
 
 
-def _rng_part(folder: Path, views: dict[str, CheckpointView]) -> CheckpointView | None:
+def _rng_part(folder: Location, views: dict[str, CheckpointView]) -> CheckpointView | None:
     parts = {name: v.parts["rng_state"] for name, v in views.items() if "rng_state" in v.parts}
     if not parts or next(iter(views)) not in parts:
         return None
@@ -211,7 +211,7 @@ def _rng_part(folder: Path, views: dict[str, CheckpointView]) -> CheckpointView 
     )
 
 
-def open_megatron_legacy(path: Path, detection: Detection) -> CheckpointView:
+def open_megatron_legacy(path: Location, detection: Detection) -> CheckpointView:
     found = legacy_folder(path)
     if found is None:
         raise CorruptCheckpointError(path, "a Megatron-LM iteration folder (mp_rank_*/)", "none")

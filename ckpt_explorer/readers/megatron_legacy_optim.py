@@ -16,9 +16,9 @@ DistributedOptimizer (flat buffers, no per-parameter states).
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..types import Detection, TensorRecord
 from ..view import CheckpointView
 from .megatron_common import files_of
@@ -37,7 +37,7 @@ def _rank_optimizers(views: list[CheckpointView]) -> list[CheckpointView] | None
 
 
 def logical_optimizer(
-    folder: Path, views: dict[str, CheckpointView], args: dict[str, Any]
+    folder: Location, views: dict[str, CheckpointView], args: dict[str, Any]
 ) -> tuple[CheckpointView | None, str]:
     """The joined optimizer of the tensor ranks ``views`` (one pipeline stage), or None and
     why not."""
@@ -96,7 +96,7 @@ def logical_optimizer(
     return view, ""
 
 
-def flat_optimizer(folder: Path, views: dict[str, CheckpointView]) -> CheckpointView | None:
+def flat_optimizer(folder: Location, views: dict[str, CheckpointView]) -> CheckpointView | None:
     """The DistributedOptimizer of every rank: each rank's ``distrib_optim.pt`` buffers
     (``mp_rank_TT.<buffer>``) with rank 0's param groups; no ids (not recorded)."""
     opts = {where: v.parts.get("optimizer") for where, v in views.items()}

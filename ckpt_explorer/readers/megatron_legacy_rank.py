@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..types import Detection, FileInfo, OptimizerInfo, TensorRecord
 from ..view import CheckpointView
 from .megatron_common import files_of, state_parts
@@ -55,7 +55,7 @@ def _under(records: list[TensorRecord], values: dict[str, Any], key: str) -> tup
 
 
 def _part(
-    path: Path, kind: str, why: str, detail: str, recs: list[TensorRecord], vals: dict[str, Any]
+    path: Location, kind: str, why: str, detail: str, recs: list[TensorRecord], vals: dict[str, Any]
 ) -> CheckpointView:
     detection = Detection(str(path), PART_FAMILY, kind, (why,), detail)
     return CheckpointView(path, detection, files_of(recs), tuple(recs), vals)
@@ -87,7 +87,7 @@ def _optimizer_entries(root: dict[str, Any]) -> dict[str, tuple[str, dict[str, A
     return out
 
 
-def rank_view(file: Path, source: str) -> CheckpointView:
+def rank_view(file: Location, source: str) -> CheckpointView:
     """The view of one ``model_optim_rng.pt`` (``source``: its path in the checkpoint)."""
     structure = torch_structure(file)
     root = structure.root if isinstance(structure.root, dict) else {}
@@ -151,7 +151,7 @@ def rank_view(file: Path, source: str) -> CheckpointView:
     return CheckpointView(file, detection, tuple(files), tuple(records), values, parts)
 
 
-def distrib_optim_part(flat: Path, torch_sd: dict[str, Any], source: str) -> CheckpointView:
+def distrib_optim_part(flat: Location, torch_sd: dict[str, Any], source: str) -> CheckpointView:
     """``distrib_optim.pt``'s flat buffers, with the param groups ``model_optim_rng.pt`` keeps."""
     structure = torch_structure(flat)
     root = structure.root if isinstance(structure.root, dict) else {}

@@ -5,18 +5,18 @@ the saved tensor (``offsets`` / ``sizes``): torch's own ``create_read_items_for_
 turns it into reads of exactly the saved chunks that overlap it (one layer of a
 ``(num_layers, ...)`` stack is its own chunk(s), so only that layer's bytes are read), and
 every read lands in the box's tensor. The metadata is the one the allow-list unpickler read
-(:func:`.dcp.torch_metadata`), given to torch's ``FileSystemReader``; ``.metadata`` is never
-unpickled by torch.
+(:func:`.dcp.torch_metadata`), given to a reader over the store (:mod:`.dcp_storage`);
+``.metadata`` is never unpickled by torch.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..io.location import Location
 from .dcp import DcpMetadata, torch_metadata
+from .dcp_storage import dcp_load
 
 if TYPE_CHECKING:
     import torch
@@ -35,22 +35,15 @@ class MetadataCache:
         return self._built
 
 
-def _reader(path: Path, metadata: Any) -> Any:
-    from torch.distributed.checkpoint import FileSystemReader
-
-    class _KnownMetadata(FileSystemReader):
-        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
-            return metadata
-
-    return _KnownMetadata(str(path))
-
-
 def load_region(
-    folder: Path, cache: MetadataCache, fqn: str, offsets: tuple[int, ...], sizes: tuple[int, ...]
+    folder: Location,
+    cache: MetadataCache,
+    fqn: str,
+    offsets: tuple[int, ...],
+    sizes: tuple[int, ...],
 ) -> torch.Tensor:
     """The box ``offsets`` / ``sizes`` of the saved tensor ``fqn`` (global coordinates)."""
     import torch
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
     from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
     from torch.distributed.checkpoint.planner import LoadPlan, ReadItem
@@ -73,14 +66,12 @@ def load_region(
                 target = target.narrow(dim, start, length)
             return target
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "torch.distributed is disabled ... single process"
-        dcp.load({fqn: out}, storage_reader=_reader(folder, metadata), planner=_Box(), no_dist=True)
+    dcp_load({fqn: out}, folder, metadata, _Box())
     return out
 
 
 def region_loader(
-    folder: Path,
+    folder: Location,
     cache: MetadataCache,
     fqn: str,
     offsets: tuple[int, ...],
@@ -98,6 +89,6 @@ def region_loader(
 
 
 def whole_loader(
-    folder: Path, cache: MetadataCache, fqn: str, size: tuple[int, ...]
+    folder: Location, cache: MetadataCache, fqn: str, size: tuple[int, ...]
 ) -> Callable[[], torch.Tensor]:
     return region_loader(folder, cache, fqn, (0,) * len(size), size)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
 from .optimizer_info import optimizer_info_from_tree
@@ -66,7 +66,7 @@ def _under(name: str, key: str) -> str | None:
 
 
 def _part(
-    path: Path,
+    path: Location,
     family: str,
     component: Component,
     records: list[TensorRecord],
@@ -94,7 +94,7 @@ def _part(
 
 
 def split_parts(
-    path: Path,
+    path: Location,
     family: str,
     root: dict[Any, Any],
     records: list[TensorRecord],

@@ -13,8 +13,8 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from pathlib import Path
 
+from ..io.location import Location
 from ..types import OptimizerInfo, ParamName, TensorRecord
 from ..view import CheckpointView
 from . import diffusers_config
@@ -159,7 +159,9 @@ def _meta_parameters(config_text: str) -> tuple[tuple[str, Shape], ...] | None:
         return None
 
 
-def order_from_config(config_path: Path, model_records: list[TensorRecord]) -> ParamOrder | None:
+def order_from_config(
+    config_path: Location, model_records: list[TensorRecord]
+) -> ParamOrder | None:
     """The parameter order of the model built from ``config_path`` on the meta device, when its
     names are the checkpoint's own (every parameter present in ``model_records``, if any)."""
     try:
@@ -189,7 +191,7 @@ def _class_name(config: dict[str, object]) -> object:
 
 
 def model_order(
-    model: CheckpointView | None, config_dirs: Iterable[Path] = ()
+    model: CheckpointView | None, config_dirs: Iterable[Location] = ()
 ) -> ParamOrder | None:
     """The best parameter order known for ``model`` (and/or a ``config.json`` nearby)."""
     records = [r for r in model.tensors] if model is not None else []

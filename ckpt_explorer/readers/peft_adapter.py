@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import CorruptCheckpointError
+from ..io.location import Location
 from ..types import Detection, FileInfo
 from ..view import CheckpointView
 from .json_files import read_small_json
@@ -13,7 +12,7 @@ from .single_file import open_file_records
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     """The adapter stored directly in ``path``, whatever lies beside it (a Trainer's optimizer,
     scheduler and RNG files beside it make the folder a training state: formats/ decides)."""
     if not (path / "adapter_config.json").is_file():
@@ -28,7 +27,7 @@ def probe(path: Path) -> Detection | None:
     )
 
 
-def open_adapter(path: Path, detection: Detection) -> CheckpointView:
+def open_adapter(path: Location, detection: Detection) -> CheckpointView:
     found = [n for n in ADAPTER_FILES if (path / n).is_file()]
     if not found:
         raise CorruptCheckpointError(

@@ -7,10 +7,10 @@ import json
 import operator
 import struct
 from itertools import repeat
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError, TruncatedFileError, UnsafeCheckpointError
+from ..io.location import Location, PathLike, as_location
 from ..io.mapped import MappedFile, MappedTensor
 from ..io.safe_pickle import safe_loads
 from ..io.safetensors_header import DTYPES, SafetensorsHeader, read_header
@@ -20,13 +20,14 @@ from .optimizer_info import optimizer_info_from_tree, split_state_name
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_header(path: str, mtime_ns: int, size: int) -> SafetensorsHeader:
+def _cached_header(path: Location, mtime_ns: int, size: int) -> SafetensorsHeader:
     return read_header(path)
 
 
-def safetensors_header(path: Path) -> SafetensorsHeader:
+def safetensors_header(path: PathLike) -> SafetensorsHeader:
+    path = as_location(path)
     st = path.stat()
-    return _cached_header(str(path), st.st_mtime_ns, st.st_size)
+    return _cached_header(path, st.st_mtime_ns, st.st_size)
 
 
 def looks_like_safetensors(head: bytes) -> bool:
@@ -57,10 +58,10 @@ def _json_encoded_metadata(header: SafetensorsHeader) -> list[str]:
     return found
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     if not path.is_file():
         return None
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         head = f.read(9)
     if not looks_like_safetensors(head):
         return None
@@ -113,7 +114,7 @@ def probe(path: Path) -> Detection | None:
     return Detection(str(path), "safetensors", "model", tuple(evidence))
 
 
-def safetensors_records(path: Path, rel: str) -> tuple[list[TensorRecord], SafetensorsHeader]:
+def safetensors_records(path: Location, rel: str) -> tuple[list[TensorRecord], SafetensorsHeader]:
     """Records in on-disk order for one safetensors file (``rel`` is its reported name)."""
     header = safetensors_header(path)
     if not header.entries:
@@ -137,11 +138,11 @@ _BEGIN = operator.itemgetter(3)  # HeaderEntry.begin
 _NEW_LOADER = functools.partial(tuple.__new__, MappedTensor)  # MappedTensor._make, in C
 
 
-def _record_bytes(path: Path, record: TensorRecord) -> bytes:
+def _record_bytes(path: Location, record: TensorRecord) -> bytes:
     """A record's raw bytes, read from the file (no tensor library needed)."""
     if record.offset is None or not record.nbytes:
         return b""
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         f.seek(record.offset)
         data = f.read(record.nbytes)
     if len(data) != record.nbytes:
@@ -155,7 +156,7 @@ def _record_bytes(path: Path, record: TensorRecord) -> bytes:
 
 
 def decode_non_tensor_keys(
-    path: Path, records: list[TensorRecord], header: SafetensorsHeader
+    path: Location, records: list[TensorRecord], header: SafetensorsHeader
 ) -> tuple[list[TensorRecord], dict[str, Any]]:
     """Split a flattened optimizer into tensor records and unpickled non-tensor values."""
     raw = header.metadata.get("non_tensor_keys")
@@ -186,7 +187,7 @@ def decode_non_tensor_keys(
     return tensors, values
 
 
-def open_safetensors(path: Path, detection: Detection) -> CheckpointView:
+def open_safetensors(path: Location, detection: Detection) -> CheckpointView:
     records, header = safetensors_records(path, path.name)
     values: dict[str, Any] = {f"__metadata__.{k}": v for k, v in header.metadata.items()}
     optimizer = None

@@ -9,14 +9,13 @@ from __future__ import annotations
 import functools
 import json
 import operator
-import os
 import re
 from dataclasses import dataclass
 from itertools import repeat
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError, FormatDetectionError
+from ..io.location import Location, PathLike, as_location
 from ..io.paths import resolve_inside
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
@@ -34,22 +33,22 @@ TMP_DIR = "tmp_index_files"
 class IndexDoc:
     """A parsed index: weight_map in file order, its metadata, and where it came from."""
 
-    source: Path
-    root: Path
+    source: Location
+    root: Location
     weight_map: dict[str, str]
     metadata: dict[str, Any]
     rebuilt_from: tuple[str, ...] = ()
 
 
-def read_index_json(path: Path) -> dict[str, Any]:
+def read_index_json(path: PathLike) -> dict[str, Any]:
     """The parsed index document, read once per (path, mtime, size)."""
+    path = as_location(path)
     st = path.stat()
-    return _cached_index(str(path), st.st_mtime_ns, st.st_size)
+    return _cached_index(path, st.st_mtime_ns, st.st_size)
 
 
 @functools.lru_cache(maxsize=32)
-def _cached_index(name: str, mtime_ns: int, size: int) -> dict[str, Any]:
-    path = Path(name)
+def _cached_index(path: Location, mtime_ns: int, size: int) -> dict[str, Any]:
     if size > MAX_INDEX_BYTES:
         raise CorruptCheckpointError(
             path, f"an index under {MAX_INDEX_BYTES >> 20} MiB", f"{size} bytes"
@@ -72,18 +71,20 @@ def _cached_index(name: str, mtime_ns: int, size: int) -> dict[str, Any]:
     return doc
 
 
-def find_index(folder: Path) -> list[Path]:
+def find_index(folder: PathLike) -> list[Location]:
     """Index files directly in ``folder`` (ColossalAI's ``*.index.*json`` rule), best first."""
-    found = [p for p in folder.iterdir() if p.is_file() and INDEX_NAME.fullmatch(p.name)]
+    found = [
+        p for p in as_location(folder).iterdir() if p.is_file() and INDEX_NAME.fullmatch(p.name)
+    ]
     return sorted(found, key=lambda p: ("safetensors" not in p.name, p.name))
 
 
-def rebuild_from_tmp(folder: Path) -> IndexDoc | None:
+def rebuild_from_tmp(folder: Location) -> IndexDoc | None:
     """Merge ``tmp_index_files/*.json`` as ColossalAI's pipeline save would have."""
     tmp = folder / TMP_DIR
     if not tmp.is_dir():
         return None
-    names = [n for n in os.listdir(tmp) if n.endswith(".json")]
+    names = [p.name for p in tmp.iterdir() if p.name.endswith(".json")]
     if not names:
         return None
     weight_map: dict[str, str] = {}
@@ -101,8 +102,9 @@ def rebuild_from_tmp(folder: Path) -> IndexDoc | None:
     return IndexDoc(tmp, folder, weight_map, metadata, tuple(sorted(names)))
 
 
-def load_index(path: Path) -> IndexDoc:
+def load_index(path: PathLike) -> IndexDoc:
     """The index of a folder or an index file (rebuilt from tmp files if interrupted)."""
+    path = as_location(path)
     if path.is_file():
         doc = read_index_json(path)
         return IndexDoc(path, path.parent, dict(doc["weight_map"]), dict(doc.get("metadata", {})))
@@ -151,7 +153,7 @@ def classify_index(doc: IndexDoc) -> tuple[str, str, list[str], str]:
     return "hf-sharded", "model", evidence, detail
 
 
-def probe_dir(path: Path) -> Detection | None:
+def probe_dir(path: Location) -> Detection | None:
     if not find_index(path) and not (path / TMP_DIR).is_dir():
         return None
     try:
@@ -165,8 +167,8 @@ def probe_dir(path: Path) -> Detection | None:
     return Detection(str(path), family, kind, tuple(evidence), detail)
 
 
-def probe_file(path: Path) -> Detection | None:
-    with open(path, "rb") as f:
+def probe_file(path: Location) -> Detection | None:
+    with path.open("rb") as f:
         head = f.read(64).lstrip()
     if not head.startswith(b"{"):
         return None
@@ -180,7 +182,7 @@ def probe_file(path: Path) -> Detection | None:
     return Detection(str(path), family, kind, tuple(evidence), detail)
 
 
-def open_sharded(path: Path, detection: Detection) -> CheckpointView:
+def open_sharded(path: Location, detection: Detection) -> CheckpointView:
     """Open every shard the index names (headers / pickle structure only)."""
     from .single_file import open_file_records  # late: single_file imports the file readers
 
@@ -268,7 +270,7 @@ def _stage_of(file: str) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2) or 0)) if m else (0, 0)
 
 
-def _named_file(doc: IndexDoc, name: str, what: str, todo: str) -> Path:
+def _named_file(doc: IndexDoc, name: str, what: str, todo: str) -> Location:
     """The file ``name`` from the index, inside the checkpoint and present."""
     path = resolve_inside(doc.root, name, doc.source)
     if not path.is_file():
@@ -281,7 +283,7 @@ def _named_file(doc: IndexDoc, name: str, what: str, todo: str) -> Path:
     return path
 
 
-def _rel(p: Path, root: Path) -> str:
+def _rel(p: Location, root: Location) -> str:
     try:
         return p.relative_to(root).as_posix()
     except ValueError:

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptCheckpointError
+from ..io.location import PathLike, as_location
 from ..io.torch_file import sniff_torch
 from ..types import TensorRecord
 from . import safetensors_file, torch_pickle
 
 
 def open_file_records(
-    path: Path, rel: str, optimizer_shard: bool = False
+    path: PathLike, rel: str, optimizer_shard: bool = False
 ) -> tuple[list[TensorRecord], dict[str, Any]]:
     """Records and values of one shard or part file, named as its checkpoint lists them.
 
     Torch optimizer shards (``{id: {state: value}}``) are listed as ``state.<id>.<name>``; a
     param-group file (a list of groups) becomes the value ``param_groups``.
     """
-    with open(path, "rb") as f:
+    path = as_location(path)
+    with path.open("rb") as f:
         head = f.read(16)
     if safetensors_file.looks_like_safetensors(head):
         records, header = safetensors_file.safetensors_records(path, rel)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location, PathLike, as_location
 from ..io.mapped import MappedFile, MappedTensor
 from ..io.safe_pickle import LazyTensor, OpaqueObject
 from ..io.torch_file import TorchFileStructure, read_torch_structure, sniff_torch
@@ -21,14 +21,15 @@ SCHEDULER_KEYS = {"last_epoch", "base_lrs", "_step_count", "_last_lr"}
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_structure(path: str, mtime_ns: int, size: int) -> TorchFileStructure:
+def _cached_structure(path: Location, mtime_ns: int, size: int) -> TorchFileStructure:
     return read_torch_structure(path)
 
 
-def torch_structure(path: Path) -> TorchFileStructure:
+def torch_structure(path: PathLike) -> TorchFileStructure:
     """The file's pickle structure, read once per (path, mtime, size)."""
+    path = as_location(path)
     st = path.stat()
-    return _cached_structure(str(path), st.st_mtime_ns, st.st_size)
+    return _cached_structure(path, st.st_mtime_ns, st.st_size)
 
 
 def _is_int_key(k: Any) -> bool:
@@ -155,10 +156,10 @@ def _classify_entry(entry: Any) -> tuple[str, str, list[str]]:
     return classify(entry, nested=True)
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     if not path.is_file():
         return None
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         head = f.read(16)
     container = sniff_torch(head)
     if container is None:
@@ -198,7 +199,7 @@ def tensor_loader(mapped: MappedFile, structure: TorchFileStructure, t: LazyTens
 
 
 def records_and_values(
-    path: Path, rel: str, root: Any, structure: TorchFileStructure, name_prefix: str = ""
+    path: Location, rel: str, root: Any, structure: TorchFileStructure, name_prefix: str = ""
 ) -> tuple[list[TensorRecord], dict[str, Any]]:
     """Tensor records (in pickle order, i.e. state_dict order) and plain values of a tree."""
     mapped = MappedFile(path)
@@ -223,7 +224,7 @@ def records_and_values(
     return records, values
 
 
-def open_torch(path: Path, detection: Detection) -> CheckpointView:
+def open_torch(path: Location, detection: Detection) -> CheckpointView:
     structure = torch_structure(path)
     root = structure.root
     optimizer = None

@@ -26,10 +26,10 @@ epoch's model, adapter and recipe-state views in ``formats/torchtune_output.py``
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..types import Detection, FileInfo
 from .json_files import optional_json
 from .torchtune_recipe import (
@@ -47,7 +47,7 @@ ADAPTER_PT = "adapter_model.pt"
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def recipe_path(path: Path) -> Path | None:
+def recipe_path(path: Location) -> Location | None:
     """``recipe_state/recipe_state.pt`` (torchtune >= 0.5), else ``recipe_state.pt``."""
     for candidate in (path / RECIPE_DIR / RECIPE_FILE, path / RECIPE_FILE):
         if candidate.is_file():
@@ -55,12 +55,12 @@ def recipe_path(path: Path) -> Path | None:
     return None
 
 
-def _epochs(path: Path) -> list[tuple[int, str]]:
+def _epochs(path: Location) -> list[tuple[int, str]]:
     found = [(int(m.group(1)), c.name) for c in path.iterdir() if (m := EPOCH_DIR.match(c.name))]
     return sorted(e for e in found if (path / e[1]).is_dir())
 
 
-def choose_epoch(path: Path, epochs_run: Any) -> tuple[str | None, str, list[str]]:
+def choose_epoch(path: Location, epochs_run: Any) -> tuple[str | None, str, list[str]]:
     """(the epoch folder of the training state, why, warnings)."""
     epochs = _epochs(path)
     if not epochs:
@@ -88,7 +88,7 @@ def choose_epoch(path: Path, epochs_run: Any) -> tuple[str | None, str, list[str
     return largest, why, [f"recipe state epochs_run {epochs_run!r} names no epoch folder"]
 
 
-def read_config(path: Path) -> dict[str, Any] | None:
+def read_config(path: Location) -> dict[str, Any] | None:
     """``torchtune_config.yaml`` parsed with ``yaml.safe_load`` (None when absent/unreadable)."""
     file = path / CONFIG_FILE
     if not file.is_file() or file.stat().st_size > MAX_CONFIG_BYTES:
@@ -117,7 +117,7 @@ def config_facts(config: dict[str, Any]) -> tuple[str | None, str]:
     return model_type, ", ".join(facts)
 
 
-def probe(path: Path) -> Detection | None:
+def probe(path: Location) -> Detection | None:
     recipe = recipe_path(path)
     if recipe is None:
         return None
@@ -143,7 +143,7 @@ def probe(path: Path) -> Detection | None:
     return Detection(str(path), FAMILY, "training_state", tuple(evidence), detail)
 
 
-def ties_embeddings(epoch: Path) -> bool:
+def ties_embeddings(epoch: Location) -> bool:
     """Whether the epoch's ``config.json`` ties the embedding and the output head."""
     try:
         config = optional_json(epoch, "config.json")
@@ -152,7 +152,7 @@ def ties_embeddings(epoch: Path) -> bool:
     return isinstance(config, dict) and bool(config.get("tie_word_embeddings"))
 
 
-def folder_files(path: Path, folder: Path) -> list[FileInfo]:
+def folder_files(path: Location, folder: Location) -> list[FileInfo]:
     """The files directly in ``folder`` (hidden ones aside), named relative to ``path``."""
     return [
         FileInfo(f.relative_to(path).as_posix(), f.stat().st_size)

@@ -17,9 +17,9 @@ named from the output folder around it (``formats/torchtune_output.py``).
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..io.torch_file import sniff_torch
 from ..types import Detection, FileInfo, TensorRecord, Traits
 from ..view import CheckpointView
@@ -38,11 +38,11 @@ OPT_KEY = "optimizer"
 DETAIL = "torchtune recipe state (optimizer, run position, seed)"
 
 
-def recipe_root(path: Path) -> dict[Any, Any] | None:
+def recipe_root(path: Location) -> dict[Any, Any] | None:
     """The root of ``path`` when it is a torchtune recipe state (None otherwise)."""
     if not path.is_file():
         return None
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         if sniff_torch(f.read(16)) is None:
             return None
     root = torch_pickle.torch_structure(path).root
@@ -71,7 +71,7 @@ def recipe_evidence(root: dict[Any, Any], name: str) -> list[str]:
     return evidence
 
 
-def probe_file(path: Path) -> Detection | None:
+def probe_file(path: Location) -> Detection | None:
     root = recipe_root(path)
     if root is None:
         return None
@@ -92,7 +92,7 @@ def _under(records: list[TensorRecord], key: str) -> list[TensorRecord]:
 
 
 def recipe_parts(
-    path: Path,
+    path: Location,
 ) -> tuple[dict[str, CheckpointView], list[TensorRecord], dict[str, Any]]:
     """(parts ``optimizer`` and :data:`RUN_PART`, the file's records, its values)."""
     structure = torch_pickle.torch_structure(path)

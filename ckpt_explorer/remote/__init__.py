@@ -1,8 +1,8 @@
 """Checkpoints where they live: ``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``hf://``.
 
-A remote checkpoint is read through a sparse local mirror (:mod:`.mirror`): only structure is
-fetched for listing (:mod:`.structure`), tensor bytes on demand or, for commands that read
-them all, in large parallel range reads; :mod:`.guard` makes sure a hole is never read.
+A URL opens as a location in an fsspec store (:mod:`.store`): the readers read it as they read
+a local folder, in byte ranges: listing moves only the structure they parse, a tensor load
+moves that tensor's bytes. ``--cache DIR`` keeps fetched bytes on disk (:mod:`.disk_cache`).
 Needs the ``remote`` extra (fsspec and its backends); imported only when a URL is given.
 """
 

@@ -1,4 +1,4 @@
-"""fsspec behind one small surface: open a URL's filesystem, list it, read a byte range.
+"""fsspec behind one small surface: open a URL's filesystem, list it, read byte ranges.
 
 Credentials and endpoints come from each backend's standard environment and config
 (``AWS_*`` including ``AWS_ENDPOINT_URL(_S3)``, ``HF_TOKEN``, gcloud and Azure defaults) plus
@@ -8,7 +8,6 @@ Credentials and endpoints come from each backend's standard environment and conf
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -28,17 +27,21 @@ _SECRET_ENV: tuple[str, ...] = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "H
 _SECRET_ENV += ("AZURE_STORAGE_KEY", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN")
 _SECRET_WORDS = ("secret", "token", "key", "password", "credential", "sas", "signature")
 ATTEMPTS = 5
+CHUNK = 16 * 2**20  # one range request of a large read
+WORKERS = 8  # range requests in flight (memory: WORKERS x CHUNK)
 
 
 class RemoteError(CkptExplorerError):
-    """A remote object could not be listed or read (not found, refused, dropped, truncated)."""
+    """A remote object could not be listed or read (not found, refused, dropped, truncated,
+    changed since it was listed)."""
 
-    kind = "other"  # missing, denied, transient or other
+    kind = "other"  # missing, denied, transient, changed or other
 
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One listed object: its path for the filesystem, size and ETag (or None)."""
+    """One listed object: its path for the filesystem, size and ETag (as the server sent it,
+    or None)."""
 
     path: str
     size: int
@@ -46,13 +49,15 @@ class RemoteFile:
 
 
 class Backend:
-    """A URL's fsspec filesystem with retrying range reads and secret-free errors."""
+    """A URL's fsspec filesystem with retrying, version-pinned range reads and secret-free
+    errors. ``path`` is the filesystem path of the store's root, ``shown`` its public URL."""
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         self.url = url
         self.shown = public(url)
         self.options = dict(storage_options or {})
-        proto = scheme(url) or ""
+        self.protocol = scheme(url) or ""
+        proto = self.protocol
         try:
             import fsspec
         except ImportError as e:
@@ -82,23 +87,30 @@ class Backend:
         self.fs = fs
         self.path = str(path).rstrip("/")
 
-    # -- listing -------------------------------------------------------------------------
-    def listing(self) -> tuple[bool, dict[str, RemoteFile], str | None]:
-        """``(is_folder, {relative name: file}, entry)`` of the URL: a folder is listed
-        recursively; a sharded index file comes with the shards it names, as a folder whose
-        ``entry`` is the index; a single file is ``(False, {name: file}, name)``."""
+    # -- listing ---------------------------------------------------------------------------
+    def info(self, path: str, what: str) -> dict[str, Any]:
+        """fsspec's ``info`` of ``path`` (an HTTP server that refuses HEAD is asked for one
+        byte, so that the error says why)."""
         try:
-            info = self._call(self.fs.info, self.path, what="an existing object or folder")
+            out: dict[str, Any] = self._call(self.fs.info, path, what=what)
+            return out
         except RemoteError as e:
             if e.kind == "missing" and self._http():  # fsspec reports any HEAD failure as 404
-                self._call(self.fs.cat_file, self.path, start=0, end=1, what="a readable object")
+                self._call(self.fs.cat_file, path, start=0, end=1, what="a readable object")
             raise
+
+    def is_folder(self, info: dict[str, Any]) -> bool:
         html = str(info.get("mimetype", "")).startswith("text/html")  # an HTTP folder page
-        if info.get("type") != "directory" and not (html and self._http()):
-            name = self.path.rsplit("/", 1)[-1]
-            if name.endswith(".index.json") and "/" in self.path:
-                return True, self._index_and_shards(name, info), name
-            return False, {name: self._file(info, self.path)}, name
+        return info.get("type") == "directory" or (html and self._http())
+
+    def root_at_parent(self) -> None:
+        """Make the folder of a single-object URL the root (the object is then its entry)."""
+        self.path = self.path.rsplit("/", 1)[0]
+        self.shown = self.shown.split("?", 1)[0].rstrip("/").rsplit("/", 1)[0]
+
+    def find_files(self) -> dict[str, RemoteFile]:
+        """Every object under the root, by relative name (sizes asked for where the listing
+        has none: HTTP folder pages, in parallel)."""
         found = self._call(self.fs.find, self.path + "/", detail=True, what="a listable folder")
         metas: dict[str, dict[str, Any]] = {}
         for full, meta in sorted(found.items()):
@@ -107,55 +119,32 @@ class Backend:
             if rel and meta.get("type") != "directory":
                 metas[rel] = meta
         unsized = [rel for rel, meta in metas.items() if meta.get("size") is None]
-        if unsized:  # HTTP folder pages carry no sizes: ask each file (in parallel)
-            with ThreadPoolExecutor(8, "ckpt-list") as pool:
-                infos = pool.map(
-                    lambda r: self._call(self.fs.info, metas[r]["name"], what="a file size"),
-                    unsized,
-                )
+        if unsized:
+            with ThreadPoolExecutor(WORKERS, "ckpt-list") as pool:
+                infos = pool.map(lambda r: self.info(metas[r]["name"], "a file size"), unsized)
                 metas.update(zip(unsized, infos, strict=True))
-        out = {rel: self._file(meta, str(meta["name"])) for rel, meta in metas.items()}
-        if not out:
-            raise RemoteError(
-                self.shown, "a folder with files", "an empty folder", "Check the URL."
-            )
-        return True, out, None
+        return {rel: self.remote_file(meta, str(meta["name"])) for rel, meta in metas.items()}
 
-    def _index_and_shards(self, name: str, info: dict[str, Any]) -> dict[str, RemoteFile]:
-        """A sharded index URL: the index and the shards its ``weight_map`` names (the
-        folder becomes the root; names that would leave it are left to the reader to refuse)."""
-        index = self._file(info, self.path)
-        data = self._call(self.fs.cat_file, self.path, what="a readable index")
-        self.path = self.path.rsplit("/", 1)[0]
-        self.shown = self.shown.rsplit("/", 1)[0]
-        try:
-            shards = set(json.loads(data).get("weight_map", {}).values())
-        except (ValueError, AttributeError, TypeError):
-            shards = set()  # the local reader reports the malformed index
-        safe = sorted(
-            s
-            for s in shards
-            if isinstance(s, str) and s and not s.startswith(("/", "\\")) and ".." not in s
-        )
-        with ThreadPoolExecutor(8, "ckpt-list") as pool:
-            infos = list(pool.map(self._shard_info, safe))
-        out = {rel: f for rel, f in zip(safe, infos, strict=True) if f is not None}
-        out[name] = index
-        return out
+    def infos(self, rels: list[str]) -> dict[str, RemoteFile]:
+        """The objects ``rels`` under the root that exist (asked in parallel)."""
 
-    def _shard_info(self, rel: str) -> RemoteFile | None:
-        path = f"{self.path}/{rel}"
-        try:
-            return self._file(self._call(self.fs.info, path, what="a shard"), path)
-        except RemoteError as e:
-            if e.kind == "missing":
-                return None  # the local reader reports the missing shard
-            raise
+        def one(rel: str) -> RemoteFile | None:
+            path = f"{self.path}/{rel}"
+            try:
+                return self.remote_file(self.info(path, "a shard"), path)
+            except RemoteError as e:
+                if e.kind == "missing":
+                    return None  # the reader reports the missing file
+                raise
+
+        with ThreadPoolExecutor(WORKERS, "ckpt-list") as pool:
+            found = list(pool.map(one, rels))
+        return {rel: f for rel, f in zip(rels, found, strict=True) if f is not None}
 
     def _http(self) -> bool:
-        return (scheme(self.url) or "").startswith("http")
+        return self.protocol.startswith("http")
 
-    def _file(self, info: dict[str, Any], path: str) -> RemoteFile:
+    def remote_file(self, info: dict[str, Any], path: str) -> RemoteFile:
         size = info.get("size")
         if size is None:
             raise RemoteError(
@@ -165,29 +154,107 @@ class Backend:
                 "The server does not report sizes; download the checkpoint instead.",
             )
         etag = info.get("ETag") or info.get("etag") or info.get("md5") or info.get("blob_id")
-        return RemoteFile(path, int(size), str(etag).strip('"') if etag else None)
+        return RemoteFile(path, int(size), str(etag) if etag else None)
 
-    # -- reading -------------------------------------------------------------------------
-    def read(self, f: RemoteFile, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of ``f``, retried with backoff on transient failures."""
-        where = self.where(f)
-        data = self._call(
-            self.fs.cat_file, f.path, start=start, end=end, what="readable bytes", where=where
-        )
-        if len(data) != end - start:
-            raise RemoteError(
-                where,
-                f"{end - start} bytes at offset {start} of an object of {f.size} bytes",
-                f"{len(data)} bytes",
-                "The object is truncated, changed since it was listed, or the server ignores "
-                "Range requests; check the upload and try again.",
-            )
-        return bytes(data)
+    # -- reading ---------------------------------------------------------------------------
+    def fetch(self, f: RemoteFile, ranges: list[tuple[int, int]], where: str) -> list[bytes]:
+        """Bytes of each ``[start, end)`` of ``f``, of the version listed (``If-Match`` where
+        the protocol has it): large ranges split in :data:`CHUNK` pieces, :data:`WORKERS`
+        requests at once, failing pieces retried with backoff.
 
-    def where(self, f: RemoteFile) -> str:
-        """The URL of ``f`` as shown in messages."""
-        rel = f.path[len(self.path) :].lstrip("/") if f.path.startswith(self.path) else ""
-        return f"{self.shown.rstrip('/')}/{rel}" if rel else self.shown
+        Raises:
+            RemoteError: the object is gone, refused, changed or shorter than listed, or the
+                connection keeps failing.
+        """
+        pieces = [(p, min(e, p + CHUNK)) for s, e in ranges for p in range(s, e, CHUNK)]
+        got: dict[int, bytes] = {}
+        todo = list(range(len(pieces)))
+        delay = 0.2
+        for attempt in range(ATTEMPTS):
+            results = self._ranges(f, [pieces[i] for i in todo])
+            failed: list[int] = []
+            for i, r in zip(todo, results, strict=True):
+                start, end = pieces[i]
+                if isinstance(r, BaseException):
+                    kind = classify(r)
+                    if kind != "transient" or attempt == ATTEMPTS - 1:
+                        raise self._error(r, kind, "readable bytes", attempt + 1, where, f)
+                    failed.append(i)
+                elif len(r) != end - start:
+                    raise RemoteError(
+                        where,
+                        f"{end - start} bytes at offset {start} of an object of {f.size} bytes",
+                        f"{len(r)} bytes",
+                        "The object is truncated, changed since it was listed, or the server "
+                        "ignores Range requests; check the upload and try again.",
+                    )
+                else:
+                    got[i] = bytes(r)
+            if not failed:
+                break
+            todo = failed
+            time.sleep(delay * (1 + random.random() / 2))
+            delay = min(delay * 2, 4.0)
+        out: list[bytes] = []
+        k = 0
+        for s, e in ranges:
+            n = len(range(s, e, CHUNK))
+            out.append(b"".join(got[i] for i in range(k, k + n)))
+            k += n
+        return out
+
+    def _ranges(self, f: RemoteFile, pieces: list[tuple[int, int]]) -> list[Any]:
+        """One concurrent batch of range reads (exceptions returned in place)."""
+        if not pieces:
+            return []
+        starts, ends = [s for s, _ in pieces], [e for _, e in pieces]
+        paths = [f.path] * len(pieces)
+        pinned = f.etag is not None and not f.etag.startswith("W/")  # weak tags never match
+        if pinned and self._http():
+            return list(
+                self.fs.cat_ranges(
+                    paths, starts, ends, on_error="return", batch_size=WORKERS,
+                    headers={"If-Match": f.etag},
+                )
+            )  # fmt: skip
+        if pinned and self.protocol in ("s3", "s3a") and hasattr(self.fs, "_call_s3"):
+            return self._s3_ranges(f, pieces)
+        try:
+            return list(self.fs.cat_ranges(paths, starts, ends, on_error="return"))
+        except Exception as e:  # a filesystem without per-range errors: the batch failed
+            return [e] * len(pieces)
+
+    def _s3_ranges(self, f: RemoteFile, pieces: list[tuple[int, int]]) -> list[Any]:
+        """S3 GETs with ``IfMatch`` (s3fs's own range read cannot pass it)."""
+        import asyncio
+
+        from fsspec.asyn import sync
+
+        bucket, key, _ = self.fs.split_path(f.path)
+
+        async def one(start: int, end: int) -> Any:
+            try:
+                resp = await self.fs._call_s3(
+                    "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}",
+                    IfMatch=f.etag,
+                )  # fmt: skip
+                try:
+                    return await resp["Body"].read()
+                finally:
+                    resp["Body"].close()
+            except Exception as e:
+                return e
+
+        async def run() -> list[Any]:
+            gate = asyncio.Semaphore(WORKERS)
+
+            async def gated(start: int, end: int) -> Any:
+                async with gate:
+                    return await one(start, end)
+
+            return list(await asyncio.gather(*(gated(s, e) for s, e in pieces)))
+
+        return list(sync(self.fs.loop, run))
 
     def _call(self, fn: Any, *args: Any, what: str, where: str = "", **kwargs: Any) -> Any:
         delay = 0.2
@@ -203,7 +270,13 @@ class Backend:
         raise AssertionError("unreachable")
 
     def _error(
-        self, e: BaseException, kind: str, what: str, attempts: int, where: str = ""
+        self,
+        e: BaseException,
+        kind: str,
+        what: str,
+        attempts: int,
+        where: str = "",
+        f: RemoteFile | None = None,
     ) -> RemoteError:
         hints = {
             "missing": ("nothing at that URL (404)", "Check the URL and the revision."),
@@ -215,9 +288,15 @@ class Backend:
                 f"a failing connection after {attempts} tries",
                 "The server or network dropped the transfer; try again later.",
             ),
+            "changed": (
+                "it changed since it was listed (the ETag no longer matches)",
+                "Open it again to read the new version.",
+            ),
             "other": ("an error", "Check the URL, the endpoint and the credentials."),
         }
         found, hint = hints[kind]
+        if kind == "changed" and f is not None:
+            what = f"the version listed when it was opened ({f.size} bytes, ETag {f.etag})"
         error = RemoteError(where or self.shown, what, f"{found}: {self.redact(e)}", hint)
         error.kind = kind
         return error
@@ -249,13 +328,15 @@ def _secret_values(options: dict[str, Any], secret: bool = False) -> list[str]:
 
 
 def classify(e: BaseException) -> str:
-    """``missing``, ``denied``, ``transient`` (worth a retry) or ``other``."""
+    """``missing``, ``denied``, ``transient`` (worth a retry), ``changed`` or ``other``."""
     if isinstance(e, FileNotFoundError):
         return "missing"
     if isinstance(e, PermissionError):
         return "denied"
     status = getattr(e, "status", None) or getattr(e, "code", None)
     if isinstance(status, int):
+        if status == 412:
+            return "changed"
         if status in (401, 403):
             return "denied"
         if status == 404:
@@ -263,6 +344,8 @@ def classify(e: BaseException) -> str:
         if status in (408, 429) or status >= 500:
             return "transient"
         return "other"
+    if _precondition_failed(e):
+        return "changed"
     name = type(e).__name__
     if name in ("ClientPayloadError", "ServerDisconnectedError", "ContentLengthError") or (
         isinstance(e, (ConnectionError, TimeoutError))
@@ -276,3 +359,26 @@ def classify(e: BaseException) -> str:
     if "NoSuchKey" in text or "NoSuchBucket" in text or "404" in text:
         return "missing"
     return "other"
+
+
+def _precondition_failed(e: BaseException) -> bool:
+    """An ``If-Match`` refused (HTTP 412; S3's PreconditionFailed, which s3fs raises as an
+    OSError with the original error as its cause)."""
+    for err in (e, e.__cause__, e.__context__):
+        if err is None:
+            continue
+        response = getattr(err, "response", None)
+        error = response.get("Error") if isinstance(response, dict) else None
+        if isinstance(error, dict) and error.get("Code") == "PreconditionFailed":
+            return True
+        text = str(err)
+        if any(w in text for w in _PRECONDITION_WORDS):
+            return True
+    return False
+
+
+_PRECONDITION_WORDS = (
+    "PreconditionFailed",
+    "Precondition Failed",
+    "pre-conditions you specified did not hold",
+)

@@ -12,12 +12,13 @@ from .report import Cause, DoctorReport
 
 if TYPE_CHECKING:
     from ..contracts import ProgressFn
+    from ..io.location import Location
     from ..view import CheckpointView
 
 
 def resume_doctor(
-    a: str | Path | CheckpointView,
-    b: str | Path | CheckpointView,
+    a: str | Path | Location | CheckpointView,
+    b: str | Path | Location | CheckpointView,
     *,
     compare_weights: bool = True,
     progress: ProgressFn | None = None,

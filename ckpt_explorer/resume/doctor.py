@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import as_view
 from ..contracts import ProgressFn
@@ -27,6 +27,9 @@ from .evidence import Side, compare_tensors, zero_moments
 from .momentum import fresh_momentum
 from .report import Cause, DoctorReport
 from .state_match import misrouted_updates
+
+if TYPE_CHECKING:
+    from ..io.location import Location
 
 
 def _sides(view: CheckpointView) -> list[Side]:
@@ -77,8 +80,8 @@ def _matched(a: list[Side], b: list[Side]) -> list[tuple[Side, Side]]:
 
 
 def resume_doctor(
-    a: str | Path | CheckpointView,
-    b: str | Path | CheckpointView,
+    a: str | Path | Location | CheckpointView,
+    b: str | Path | Location | CheckpointView,
     *,
     compare_weights: bool = True,
     progress: ProgressFn | None = None,

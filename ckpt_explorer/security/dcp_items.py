@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..io.safe_pickle import OpaqueObject, PickleReport, safe_loads
 
 MAX_METADATA = 512 * 2**20
@@ -35,7 +36,7 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {}
 
 
-def read_plan(meta: Path) -> DcpPlan:
+def read_plan(meta: Path | Location) -> DcpPlan:
     """Every item range ``meta`` names, grouped by data file (names checked to stay in the
     folder)."""
     plan = DcpPlan()

@@ -19,12 +19,17 @@ Nothing is unpickled, imported or called.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ..finding import Finding
+from ..io.location import Location, as_location
+from ..io.range_buffer import RangeBuffer
 from .inert import inert_reason, what_it_does
 from .pickle_machine import GlobalRef, PickleWalk, walk_pickle
 from .views import Judged, Scope, Stream, judge_region
@@ -51,7 +56,7 @@ TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt", ".pt2", ".tar"})
 class FileVerdict:
     """The verdict on one file, its findings (each naming where and why), and its format."""
 
-    path: Path
+    path: Path | Location
     label: str
     verdict: str = "data"
     format: str = ""
@@ -77,7 +82,7 @@ class FileVerdict:
 
 
 def judge_file(
-    path: Path,
+    path: Path | Location,
     label: str | None = None,
     *,
     extra: Judged | None = None,
@@ -105,12 +110,24 @@ def judge_file(
     return verdict
 
 
-def _judge_bytes(path: Path, label: str, size: int, explained: bool) -> Judged:
+@contextlib.contextmanager
+def file_bytes(path: Path | Location, size: int) -> Iterator[Any]:
+    """The file's bytes as a buffer: a read-only map of a local file (only the pages the
+    views touch are read), or a :class:`RangeBuffer` reading blocks through the store."""
+    local = as_location(path).local_path()
+    if local is None:
+        yield RangeBuffer(as_location(path), size)
+        return
+    with open(local, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        random_access(mm)
+        yield mm
+
+
+def _judge_bytes(path: Path | Location, label: str, size: int, explained: bool) -> Judged:
     if size == 0:
         return Judged(formats=["empty file"])
     torch_suffix = path.suffix.lower() in TORCH_SUFFIXES
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        random_access(mm)
+    with file_bytes(path, size) as mm:
         scope = Scope(explained=explained, torch_suffix=torch_suffix)
         judged = judge_region(mm, 0, size, label, scope, top=True)
         if not any(s.walk.did_anything for s in judged.streams) and not judged.doubts:
@@ -289,7 +306,7 @@ def _refusal_hint(whats: list[str]) -> str:
     )
 
 
-def _data_format(mm: mmap.mmap, size: int, formats: list[str]) -> str:
+def _data_format(mm: Any, size: int, formats: list[str]) -> str:
     """What a file no loader unpickles is, in words (positively identified where possible)."""
     if formats:
         return formats[-1]

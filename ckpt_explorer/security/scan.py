@@ -9,16 +9,16 @@ root (:mod:`.tree`). The gate fails closed: exit 0 only when every file is ``saf
 
 from __future__ import annotations
 
-import mmap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..finding import Finding
+from ..io.location import Location, as_location
 from ..view import CheckpointView
 from .dcp_items import read_plan
-from .judge import CODE, UNVERIFIED, FileVerdict, decide, detach, judge_file, random_access
+from .judge import CODE, UNVERIFIED, FileVerdict, decide, detach, file_bytes, judge_file
 from .severity import weigh_refusals
 from .shadowing import package_files, shadowing
 from .tree import Link, Tree, walk_paths
@@ -30,12 +30,15 @@ if TYPE_CHECKING:
 _ORDER = {"unsafe": 0, "unverified": 1, "safe": 2, "data": 3}
 
 
-def _label(path: Path, root: Path | None) -> str:
+AnyPath = Path | Location
+
+
+def _label(path: AnyPath, root: AnyPath | None) -> str:
     if root is None:
         return str(path)
     if root.is_dir():
         try:
-            return path.relative_to(root).as_posix()
+            return as_location(path).relative_to(as_location(root)).as_posix()
         except ValueError:
             pass
     return path.name
@@ -47,7 +50,7 @@ class ScanReport:
 
     verdicts: list[FileVerdict] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
-    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    unreadable: list[tuple[AnyPath, str]] = field(default_factory=list)
     allow_unverified: bool = False
     seconds: float = 0.0
 
@@ -110,7 +113,10 @@ class ScanReport:
 
 
 def scan_paths(
-    paths: list[str | Path], *, allow_unverified: bool = False, root: Path | None = None
+    paths: list[str | Path | Location],
+    *,
+    allow_unverified: bool = False,
+    root: AnyPath | None = None,
 ) -> ScanReport:
     """Judge every file under ``paths`` (folders recursively); header-only.
 
@@ -119,7 +125,7 @@ def scan_paths(
             paths as given.
     """
     start = time.perf_counter()
-    tree = walk_paths([Path(p) for p in paths])
+    tree = walk_paths([p if isinstance(p, Location) else Path(p) for p in paths])
     report = ScanReport(
         links=tree.links, unreadable=tree.missing, allow_unverified=allow_unverified
     )
@@ -150,10 +156,10 @@ def scan_paths(
     return report
 
 
-def _dcp_verdicts(tree: Tree, root: Path | None) -> dict[Path, FileVerdict]:
+def _dcp_verdicts(tree: Tree, root: AnyPath | None) -> dict[AnyPath, FileVerdict]:
     """Verdicts of DCP folders' files: ``.metadata`` first, then each ``.distcp`` it names,
     with every item judged as the file DCP's reader ``torch.load``s."""
-    out: dict[Path, FileVerdict] = {}
+    out: dict[AnyPath, FileVerdict] = {}
     files = set(tree.files)
     for meta in [p for p in tree.files if p.name == ".metadata"]:
         mv = out[meta] = judge_file(meta, _label(meta, root))
@@ -172,13 +178,12 @@ def _dcp_verdicts(tree: Tree, root: Path | None) -> dict[Path, FileVerdict]:
     return out
 
 
-def _items(path: Path, label: str, items: list[tuple[int, int, str]]) -> Judged:
+def _items(path: AnyPath, label: str, items: list[tuple[int, int, str]]) -> Judged:
     """The judged items of one ``.distcp`` file (findings taken while it is mapped)."""
     out = Judged()
     try:
         size = path.stat().st_size
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            random_access(mm)
+        with file_bytes(path, size) as mm:
             scope = Scope()
             for offset, length, what in sorted(items):
                 if offset < 0 or length < 0 or offset + length > size:
@@ -200,11 +205,11 @@ def _add(v: FileVerdict, rule: str, messages: list[str]) -> None:
         v.verdict = "unverified"
 
 
-def _shadowed(tree: Tree, by_path: dict[Path, FileVerdict], root: Path | None) -> None:
+def _shadowed(tree: Tree, by_path: dict[AnyPath, FileVerdict], root: AnyPath | None) -> None:
     """Mark modules that shadow what the loads import, and the pickles that import them."""
     imported = set().union(*(v.imports for v in by_path.values())) if by_path else set()
     folders = {p.parent for p in tree.files}
-    for folder in sorted(folders):
+    for folder in sorted(folders, key=str):
         found = shadowing(folder, imported)
         for entry, why in found.items():
             name = entry.name.split(".")[0] if entry.is_file() else entry.name
@@ -225,10 +230,12 @@ def _shadowed(tree: Tree, by_path: dict[Path, FileVerdict], root: Path | None) -
                     )
 
 
-def security_findings(root: str | Path) -> list[Finding]:
+def security_findings(root: str | Path | Location) -> list[Finding]:
     """Every ``security.*`` finding for a checkpoint file, or every file under a folder."""
-    root = Path(root)
-    return [f for v in scan_paths([root], root=root).verdicts for f in v.findings]
+    where: AnyPath = root if isinstance(root, Location) else Path(root)
+    local = as_location(where).local_path()
+    where = local if local is not None else where
+    return [f for v in scan_paths([where], root=where).verdicts for f in v.findings]
 
 
 def view_security_findings(view: CheckpointView) -> list[Finding]:
@@ -238,10 +245,10 @@ def view_security_findings(view: CheckpointView) -> list[Finding]:
     return weigh_refusals(security_findings(view.path), view)
 
 
-def unsafe_paths(root: str | Path) -> set[Path]:
+def unsafe_paths(root: str | Path) -> set[AnyPath]:
     """Files under ``root`` that are unsafe or unverified, and the folders holding them."""
     root = Path(root)
-    out: set[Path] = set()
+    out: set[AnyPath] = set()
     for verdict in scan_paths([root]).verdicts:
         if verdict.verdict in ("unsafe", "unverified"):
             out.add(verdict.path)

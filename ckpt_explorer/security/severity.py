@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..finding import Finding
+from ..io.location import Location, as_location
 from ..view import CheckpointView
 
 REFUSED = "security.weights_only_refused"
@@ -57,13 +58,13 @@ def file_kinds(view: CheckpointView) -> dict[str, set[str]]:
     return out
 
 
-def content_kind(path: Path) -> str | None:
+def content_kind(path: Path | Location) -> str | None:
     """The role of a torch file told by its content (RNG states, run position, arguments)."""
     from ..errors import CkptExplorerError
     from ..readers import torch_pickle
 
     try:
-        detection = torch_pickle.probe(path)
+        detection = torch_pickle.probe(as_location(path))
     except (CkptExplorerError, OSError, ValueError):
         return None
     kind = detection.kind if detection is not None else None

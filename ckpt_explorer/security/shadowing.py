@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from ..io.location import Location, as_location
+
 _SUFFIXES = (".py", ".pyc", ".pyw", ".pyd", ".so")
 _EXT = re.compile(r"^(?P<name>[^.]+)\.(?:cpython|abi3|pypy)[^/]*\.(?:so|pyd)$")
 # loaders and what they import, whether installed here or not
@@ -39,7 +41,7 @@ def _known_modules() -> frozenset[str]:
     return frozenset(names | _LOADER_MODULES)
 
 
-def module_name(entry: Path) -> str | None:
+def module_name(entry: Location) -> str | None:
     """The module name ``import`` would find ``entry`` under, or None."""
     name = entry.name
     if entry.is_dir():
@@ -53,7 +55,7 @@ def module_name(entry: Path) -> str | None:
     return None
 
 
-def _is_package_dir(d: Path) -> bool:
+def _is_package_dir(d: Location) -> bool:
     """A folder an import can run code from: it holds a module file at some depth (with
     ``__init__`` it is a package; without, a namespace package where the real one is missing)."""
     try:
@@ -67,13 +69,14 @@ def _is_package_dir(d: Path) -> bool:
     return False
 
 
-def shadowing(folder: Path, imported: set[str]) -> dict[Path, str]:
+def shadowing(folder: Path | Location, imported: set[str]) -> dict[Location, str]:
     """Importable entries of ``folder`` that shadow a module, with the sentence why.
 
     Args:
         imported: top-level module names the pickles of the scan import.
     """
-    out: dict[Path, str] = {}
+    out: dict[Location, str] = {}
+    folder = as_location(folder)
     try:
         entries = sorted(folder.iterdir())
     except OSError:
@@ -105,17 +108,18 @@ def shadowing(folder: Path, imported: set[str]) -> dict[Path, str]:
     return out
 
 
-def _site_pth(path: Path) -> bool:
+def _site_pth(path: Location) -> bool:
     """A text ``.pth`` (not a torch checkpoint) with a line that ``site`` executes."""
     try:
-        head = path.read_bytes()[:65536]
+        with path.open("rb") as f:
+            head = f.read(65536)
         text = head.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return False
     return any(line.startswith(("import ", "import\t")) for line in text.splitlines())
 
 
-def package_files(entry: Path) -> list[Path]:
+def package_files(entry: Location) -> list[Location]:
     """The files of a shadowing entry (the package's files, or the module file)."""
     if entry.is_file():
         return [entry]

@@ -3,7 +3,8 @@
 A run folder often links its checkpoints (``latest -> checkpoint-1000``): such links are
 followed and what they reach is judged once. A link that leaves the root reaches a file the
 scan was not asked to judge, so it is never passed: it is listed with its target, and ``scan``
-calls it unverified. Loops and dangling links are listed too (nothing can load them).
+calls it unverified. Loops and dangling links are listed too (nothing can load them). A remote
+location has no links: its listed objects are its files.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..io.location import Location
 
 
 @dataclass(frozen=True)
@@ -25,17 +28,23 @@ class Link:
 class Tree:
     """Regular files to judge, other entries that cannot be judged, and the links met."""
 
-    files: list[Path] = field(default_factory=list)
+    files: list[Path | Location] = field(default_factory=list)
     odd: list[tuple[Path, str]] = field(default_factory=list)  # (path, why it is not judged)
     links: list[Link] = field(default_factory=list)
-    missing: list[tuple[Path, str]] = field(default_factory=list)  # paths given that cannot be read
+    missing: list[tuple[Path | Location, str]] = field(default_factory=list)  # unreadable paths
 
 
-def walk_paths(paths: list[Path]) -> Tree:
-    """The tree of files under ``paths`` (sorted; hidden files included)."""
+def walk_paths(paths: list[Path | Location]) -> Tree:
+    """The tree of files under ``paths`` (sorted; hidden files included): local paths as
+    :class:`Path`, the objects of a remote location as locations."""
     tree = Tree()
     seen: set[str] = set()
-    for p in paths:
+    for given in paths:
+        p = given.local_path() if isinstance(given, Location) else given
+        if p is None:
+            assert isinstance(given, Location)
+            _walk_remote(given, tree)
+            continue
         try:
             st = p.stat()
         except OSError as e:
@@ -110,3 +119,12 @@ def _walk_dir(d: Path, root: str, tree: Tree, seen: set[str], stack: set[str]) -
             _walk_dir(path, root, tree, seen, stack)
         else:
             _add_file(path, st, tree, seen)
+
+
+def _walk_remote(loc: Location, tree: Tree) -> None:
+    if loc.is_file():
+        tree.files.append(loc)
+    elif loc.is_dir():
+        tree.files += sorted(p for p in loc.rglob("*") if p.is_file())
+    else:
+        tree.missing.append((loc, "nothing listed at that URL"))

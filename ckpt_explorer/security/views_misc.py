@@ -230,12 +230,11 @@ def _inflate(buf: Any, start: int, end: int, most: int) -> bytes:
     d = zlib.decompressobj()
     out: list[bytes] = []
     got = 0
-    with memoryview(buf) as view:
-        for at in range(start, end, 1 << 20):
-            out.append(d.decompress(view[at : min(end, at + (1 << 20))], most - got))
-            got += len(out[-1])
-            if got >= most or d.eof:
-                break
+    for at in range(start, end, 1 << 20):
+        out.append(d.decompress(buf[at : min(end, at + (1 << 20))], most - got))
+        got += len(out[-1])
+        if got >= most or d.eof:
+            break
     return b"".join(out)
 
 

@@ -12,6 +12,8 @@ cannot be told from the files.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..view import CheckpointView
 from .discover import Candidate
 from .facts import Part, is_ema_copy, recorded_step, summarize_view
@@ -40,7 +42,7 @@ def summarize_parts(cand: Candidate, parts: list[Part], mtime: float) -> Checkpo
     """The summary of a checkpoint of parts (``cand.parts``, opened as ``parts``)."""
     subs = []
     for label, view, _ in parts:
-        sub = Candidate(view.path, cand.name_step, "file")
+        sub = Candidate(view.path.local_path() or Path(str(view.path)), cand.name_step, "file")
         subs.append((label, view, summarize_view(sub, view, mtime)))
     roles = _roles(subs)
     claims: dict[str, int] = {}

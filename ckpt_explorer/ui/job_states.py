@@ -372,7 +372,6 @@ class ConvertState(JobState):
             tick(frac, f"{frac:.0%} — {msg}" if msg else None)
 
         def work(cancel: threading.Event) -> Any:
-            self.guard.remote.complete(plan.source)  # a URL's mirror: every byte first
             result = run_conversion(plan, progress=progress, cancel=cancel)
             diff = cast_difference(plan) if result.verified else None
             return result, diff

@@ -1,7 +1,7 @@
 """A root directory the dashboard may read: nothing outside it is listed or opened.
 
 URLs go through the same gate: :class:`~.remote_paths.RemoteAccess` allows only those under
-the ``serve --allow-remote`` prefixes (none by default).
+the ``serve --allow-remote`` prefixes (none by default), and gives their remote locations.
 """
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import overload
 
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..remote.urls import is_url, public
 from .remote_paths import Need, RemoteAccess, RemoteRefusedError
 
@@ -54,10 +56,16 @@ class RootGuard:
         self.root = path.resolve()
         self.remote = remote if remote is not None else RemoteAccess()
 
-    def resolve(self, text: str | Path, remote: Need | None = None) -> Path:
+    @overload
+    def resolve(self, text: str | Path, remote: None = None) -> Path: ...
+
+    @overload
+    def resolve(self, text: str | Path, remote: Need) -> Path | Location: ...
+
+    def resolve(self, text: str | Path, remote: Need | None = None) -> Path | Location:
         """The real path of ``text`` inside the root; for an allowed URL, when the caller
-        reads URLs (``remote``), its local mirror holding the structure or every byte
-        (``"all"``: fetched here, so call it from a background job).
+        reads URLs (``remote`` given), its location in a remote store (listed here, so call
+        it from a background job).
 
         Raises:
             PathOutsideRootError: ``..``, an absolute path elsewhere, or a link leaving root.
@@ -75,7 +83,7 @@ class RootGuard:
                     "a URL",
                     "This view reads local paths only.",
                 )
-            return self.remote.local(raw, remote)
+            return self.remote.locate(raw)
         p = Path(raw).expanduser()
         if ".." in p.parts:
             raise PathOutsideRootError(
@@ -98,35 +106,30 @@ class RootGuard:
             )
         return real
 
-    def later(self, text: str | Path, remote: Need = "all") -> Callable[[], Path]:
+    def later(self, text: str | Path, remote: Need = "all") -> Callable[[], Path | Location]:
         """Check ``text`` now (a local path resolved, a URL allowed); the returned call gives
-        its path, fetching a URL's mirror then (in the background job that reads it)."""
+        its path, listing a URL then (in the background job that reads it)."""
         raw = str(text).strip()
         if not is_url(raw):
             path = self.resolve(raw)
             return lambda: path
         url = self.check_url(raw)
-
-        def fetch() -> Path:
-            try:
-                return self.resolve(url, remote)
-            except CkptExplorerError as e:  # mirror paths in it shown as their URLs
-                raise self.remote.shown_error(e) from None
-
-        return fetch
+        return lambda: self.resolve(url, remote)
 
     def check_url(self, url: str) -> str:
         """``url`` when the dashboard may read it (see :class:`RemoteAccess`)."""
         return self.remote.check(url)
 
-    def relative(self, path: str | Path) -> str:
+    def relative(self, path: str | Path | Location) -> str:
         """``path`` (inside the root) as shown to users: relative, ``.`` for the root; a
-        remote mirror's path as its URL."""
+        remote location as its URL."""
+        if isinstance(path, Location):
+            local = path.local_path()
+            if local is None:
+                return str(path)
+            path = local
         if is_url(str(path)):
             return public(str(path))
-        url = self.remote.shown(path)
-        if url is not None:
-            return url
         rel = Path(path).resolve().relative_to(self.root).as_posix()
         return rel or "."
 

@@ -1,19 +1,18 @@
 """Remote checkpoints in the dashboard: which URLs it may read (``serve --allow-remote``) and
-their local mirrors, shared by every view of every page of one server.
+their remote stores, shared by every view of every page of one server.
 
 A URL is allowed when it lies under one of the prefixes, compared on normalised parts: scheme
 (``s3a`` is ``s3``, ``gcs`` is ``gs``), host or bucket, and path segments, so that
 ``s3://bucket/run`` allows ``s3://bucket/run/step-6`` but neither ``s3://bucket/run2`` nor
 ``s3://bucket-evil``. ``.``/``..`` segments are refused outright. Without prefixes every URL
-is refused with a message saying how to allow it. A URL's mirror is reused while its listing
-(sizes, ETags) is unchanged.
+is refused with a message saying how to allow it. A URL's store (what it listed and the
+structure it read) is reused while its listing (sizes, ETags) is unchanged.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlsplit
 
@@ -21,7 +20,8 @@ from ..errors import CkptExplorerError
 from ..remote.urls import is_url, public, scheme
 
 if TYPE_CHECKING:
-    from ..remote.mirror import Mirror
+    from ..io.location import Location
+    from ..remote.store import FsspecStore
     from ..view import CheckpointView
 
 Need = Literal["structure", "all"]
@@ -75,7 +75,7 @@ def _under(key: UrlKey, prefix: UrlKey) -> bool:
 
 
 class RemoteAccess:
-    """The URL prefixes a dashboard may read, and the mirrors of the URLs it opened.
+    """The URL prefixes a dashboard may read, and the stores of the URLs it opened.
 
     Example:
         >>> access = RemoteAccess(["s3://bucket/run"])
@@ -103,7 +103,7 @@ class RemoteAccess:
             self._keys.append(key)
         self.cache = cache
         self.storage_options = dict(storage_options or {})
-        self._mirrors: dict[str, Mirror] = {}
+        self._located: dict[str, tuple[Location, FsspecStore]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -139,89 +139,28 @@ class RemoteAccess:
             )
         return text
 
-    def mirror(self, url: str, need: Need = "structure") -> Mirror:
-        """The mirror of ``url`` (one per URL, reused), holding its structure or every byte."""
-        from ..remote.session import mirror_for
+    def locate(self, url: str) -> Location:
+        """The location of an allowed ``url`` in its store (one per URL, listed again at each
+        call: a changed object gets a new store; views opened before keep the old one)."""
+        from ..remote.store import FsspecStore, open_url
 
         text = self.check(url)
         key = public(text).rstrip("/")
         with self._lock:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
-            m = self._mirrors.get(key)
-            if m is not None and not _unchanged(m, text, self.storage_options):
-                m = None  # the object changed since: a new mirror (the old one serves old views)
-            if m is None:
-                m = mirror_for(text, need, self.cache, self.storage_options)
-                self._mirrors[key] = m
-            elif need == "all":
-                m.ensure_whole()
-        return m
-
-    def local(self, url: str, need: Need) -> Path:
-        """The local mirror path that the engines read for ``url``."""
-        return Path(self.mirror(url, need).local)
+            found = self._located.get(key)
+            if found is None or found[1].changed():
+                location = open_url(text, self.storage_options, self.cache)
+                assert isinstance(location.store, FsspecStore)
+                found = self._located[key] = (location, location.store)
+        return found[0]
 
     def open(self, url: str) -> CheckpointView:
-        """``url`` opened from its structure; a tensor load fetches its byte ranges."""
+        """``url`` opened from its structure; a tensor load reads its byte ranges."""
         from ..api import open_checkpoint
-        from ..remote.session import fetching_view
 
-        m = self.mirror(url, "structure")
-        try:
-            return fetching_view(open_checkpoint(m.local), m)
-        except CkptExplorerError as e:
-            raise self.shown_error(e) from None
-
-    def complete(self, path: str | Path) -> None:
-        """Fetch every byte of the mirror holding ``path`` (nothing for a local path)."""
-        text = str(Path(path))
-        with self._lock:
-            mirrors = list(self._mirrors.values())
-        for m in mirrors:
-            root = str(m.files_root)
-            if text == root or text.startswith(root + "/"):
-                m.ensure_whole()
-
-    def shown(self, path: str | Path) -> str | None:
-        """The URL of a mirror path (None when ``path`` is no mirror's)."""
-        text = str(path)
-        with self._lock:
-            mirrors = list(self._mirrors.values())
-        for m in mirrors:
-            for local, url in ((m.local, public(m.url)), (m.files_root, m.backend.shown)):
-                if text == str(local):
-                    return url.rstrip("/")
-                if text.startswith(str(local) + "/"):
-                    return url.rstrip("/") + text[len(str(local)) :]
-        return None
-
-    def shown_error(self, e: CkptExplorerError) -> CkptExplorerError:
-        """``e`` with mirror paths shown as their URLs."""
-        with self._lock:
-            mirrors = list(self._mirrors.values())
-        pairs = [(str(m.local), public(m.url).rstrip("/")) for m in mirrors]
-        pairs += [(str(m.files_root), m.backend.shown.rstrip("/")) for m in mirrors]
-        for attr in ("path", "expected", "found", "hint"):
-            value = getattr(e, attr, None)
-            if isinstance(value, str):
-                for local, url in pairs:
-                    value = value.replace(local, url)
-                setattr(e, attr, value)
-        return e
-
-
-def _unchanged(m: Mirror, url: str, storage_options: dict[str, Any]) -> bool:
-    """Whether ``url`` still lists the files ``m`` mirrors, with the same sizes and ETags (a
-    listing, a few requests; without ETags it cannot tell, so no)."""
-    from ..remote.backend import Backend
-
-    _, now, _ = Backend(url, storage_options).listing()
-    if any(f.etag is None for f in now.values()):
-        return False
-    return {k: (f.size, f.etag) for k, f in now.items()} == {
-        k: (f.size, f.etag) for k, f in m.remote.items()
-    }
+        return open_checkpoint(self.locate(url))
 
 
 def mask(text: str, url: str) -> str:

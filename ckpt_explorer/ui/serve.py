@@ -47,8 +47,8 @@ def serve(
     """Start the server in a thread and wait until it listens; returns ``(server thread, url)``.
 
     Every browser session gets its own state; nothing outside ``root`` is listed or read, and
-    no URL outside the ``allow_remote`` prefixes (their mirrors, kept in ``cache`` when given,
-    are shared by the sessions).
+    no URL outside the ``allow_remote`` prefixes (their stores, and the bytes kept in ``cache``
+    when given, are shared by the sessions).
 
     Raises:
         CkptExplorerError: a path is refused, or the server could not listen (port in use).

@@ -14,13 +14,14 @@ from .findings import Finding, ValidationReport
 
 if TYPE_CHECKING:
     from ..contracts import ProgressFn
+    from ..io.location import Location
     from ..view import CheckpointView
 
 
 def validate_checkpoint(
-    path_or_view: str | Path | CheckpointView,
+    path_or_view: str | Path | Location | CheckpointView,
     *,
-    model: str | Path | CheckpointView | None = None,
+    model: str | Path | Location | CheckpointView | None = None,
     numeric: bool = True,
     hf_load: bool = False,
     progress: ProgressFn | None = None,

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..readers.json_files import optional_json
 from ..readers.roles import (
     POSITION_KEYS,
@@ -35,7 +36,7 @@ def _int(v: Any) -> int | None:
     return None
 
 
-def position_claims(path: Path, parts: Components) -> dict[str, int]:
+def position_claims(path: Path | Location, parts: Components) -> dict[str, int]:
     """Where the run says it is: source -> step."""
     claims: dict[str, int] = {}
     m = STEP_IN_NAME.search(path.name)
@@ -58,7 +59,7 @@ def position_claims(path: Path, parts: Components) -> dict[str, int]:
     return claims
 
 
-def _accelerate_save_count(path: Path, parts: Components) -> bool:
+def _accelerate_save_count(path: Path | Location, parts: Components) -> bool:
     """accelerate's automatic naming ``checkpoint_<n>`` counts saves, not steps."""
     accelerate = any(rs.traits.accelerate_rng for rs in parts.run_states)
     return accelerate and ACCELERATE_NAME.fullmatch(path.name) is not None
@@ -77,7 +78,7 @@ def _rng_expected(parts: Components) -> str:
     return ""
 
 
-def check_bundle(path: Path, parts: Components) -> list[Finding]:
+def check_bundle(path: Path | Location, parts: Components) -> list[Finding]:
     out: list[Finding] = []
     if not parts.models:
         out.append(
@@ -170,7 +171,7 @@ def check_bundle(path: Path, parts: Components) -> list[Finding]:
     return out
 
 
-def _epoch(path: Path, parts: Components) -> list[Finding]:
+def _epoch(path: Path | Location, parts: Components) -> list[Finding]:
     m = EPOCH_IN_NAME.search(path.name)
     if m is None:
         return []

@@ -7,9 +7,9 @@ for it with ``hf_load=True``); ckpt_explorer's own reading never unpickles.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from ..io.location import as_location
 from .findings import Finding
 from .parts import ModelPart
 
@@ -32,9 +32,21 @@ def _keys(keys: Any) -> list[str]:
 
 def check_hf_load(model: ModelPart) -> list[Finding]:
     """Load ``model.folder`` with transformers and compare what it built with the files."""
-    folder = model.folder
-    if folder is None or not model.config or not (Path(folder) / "config.json").is_file():
+    if model.folder is None or not model.config:
         return []
+    place = as_location(model.folder)
+    if not (place / "config.json").is_file():
+        return []
+    folder = place.local_path()
+    if folder is None:
+        return [
+            Finding(
+                "hf_load.skipped",
+                "info",
+                f"{place} is remote; from_pretrained reads a local folder",
+                "Download the checkpoint to check its loadability with transformers.",
+            )
+        ]
     try:
         import torch
         import transformers  # noqa: F401

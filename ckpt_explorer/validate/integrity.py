@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError, TruncatedFileError, UnsafeCheckpointError
+from ..io.location import Location, PathLike, as_location
 from ..io.paths import resolve_inside
 from ..io.torch_file import ExportArchiveError
 from ..readers.sharded_index import INDEX_NAME, STAGE_SHARD, TMP_DIR, find_index
@@ -41,7 +41,7 @@ def _duplicates_hook(found: list[str]) -> Any:
     return hook
 
 
-def _parse_index(path: Path, label: str) -> tuple[dict[str, Any] | None, list[Finding]]:
+def _parse_index(path: Location, label: str) -> tuple[dict[str, Any] | None, list[Finding]]:
     dups: list[str] = []
     try:
         doc = json.loads(
@@ -83,7 +83,7 @@ def _parse_index(path: Path, label: str) -> tuple[dict[str, Any] | None, list[Fi
 
 
 def _file_records(
-    path: Path, rel: str, optimizer: bool, label: str
+    path: Location, rel: str, optimizer: bool, label: str
 ) -> tuple[list[TensorRecord] | None, list[Finding]]:
     try:
         records, _ = open_file_records(path, rel, optimizer_shard=optimizer)
@@ -112,12 +112,13 @@ def _file_records(
     return records, []
 
 
-def check_file(path: Path, label: str = "") -> list[Finding]:
+def check_file(path: PathLike, label: str = "") -> list[Finding]:
     """A single weights file: readable to the end its header or pickle declares."""
+    path = as_location(path)
     from ..io.torch_file import sniff_torch
     from ..readers.safetensors_file import looks_like_safetensors
 
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         head = f.read(16)
     if not looks_like_safetensors(head) and sniff_torch(head) is None:
         return []
@@ -178,7 +179,7 @@ def _total_size(
     ]
 
 
-def _orphans(folder: Path, index_name: str, named: set[str], label: str) -> list[Finding]:
+def _orphans(folder: Location, index_name: str, named: set[str], label: str) -> list[Finding]:
     m = INDEX_NAME.fullmatch(index_name)
     if m is None:
         return []
@@ -219,7 +220,7 @@ def _orphans(folder: Path, index_name: str, named: set[str], label: str) -> list
     return findings
 
 
-def _tmp_index(folder: Path, has_final: bool, label: str) -> list[Finding]:
+def _tmp_index(folder: Location, has_final: bool, label: str) -> list[Finding]:
     tmp = folder / TMP_DIR
     if not tmp.is_dir():
         return []
@@ -252,8 +253,10 @@ def _tmp_index(folder: Path, has_final: bool, label: str) -> list[Finding]:
     ]
 
 
-def check_index(index: Path | None, folder: Path, label: str = "") -> list[Finding]:
+def check_index(index: PathLike | None, folder: PathLike, label: str = "") -> list[Finding]:
     """Every rule about one index (or, with ``index`` None, an interrupted save's tmp files)."""
+    index = as_location(index) if index is not None else None
+    folder = as_location(folder)
     findings = _tmp_index(folder, index is not None, label)
     if index is None:
         tmp = folder / TMP_DIR
@@ -272,7 +275,7 @@ def check_index(index: Path | None, folder: Path, label: str = "") -> list[Findi
 
 
 def _check_doc(
-    doc: dict[str, Any], folder: Path, source: Path, label: str, check_total: bool = True
+    doc: dict[str, Any], folder: Location, source: Location, label: str, check_total: bool = True
 ) -> list[Finding]:
     findings: list[Finding] = []
     weight_map: dict[str, str] = {k: v for k, v in doc["weight_map"].items() if isinstance(v, str)}
@@ -425,8 +428,9 @@ def _placement(
     return findings
 
 
-def check_path(path: Path, label: str = "") -> list[Finding]:
+def check_path(path: PathLike, label: str = "") -> list[Finding]:
     """The integrity rules that apply to ``path`` (a folder with an index, an index, a file)."""
+    path = as_location(path)
     if path.is_dir():
         indexes = find_index(path)
         if indexes:

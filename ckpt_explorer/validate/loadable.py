@@ -11,15 +11,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..io.location import Location, as_location
 from ..loadable import has_table, loader_table
 from .findings import Finding
 
 
-def check_loadable(path: Path) -> list[Finding]:
-    """The findings of ``path``'s loader table; none for a remote checkpoint's mirror, which
-    holds only what its listing fetched (the table needs the whole folder)."""
+def check_loadable(path: Path | Location) -> list[Finding]:
+    """The findings of ``path``'s loader table; none for a remote checkpoint (the loaders
+    read local files)."""
     if not has_table(path):
         return []
+    local = as_location(path).local_path()
+    assert local is not None
+    path = local
     table = loader_table(path)
     out: list[Finding] = []
     for target, lay in table.layouts.items():

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from ..io.location import Location
 from ..io.raw_values import record_scalar
 from ..readers.json_files import optional_json
 from ..readers.param_names import FLOAT_PREFIXES, is_buffer_name
@@ -30,7 +30,7 @@ class ModelPart:
     label: str
     view: CheckpointView
     records: list[TensorRecord]
-    folder: Path | None
+    folder: Location | None
     config: dict[str, Any] | None
     ordered: bool
 
@@ -164,7 +164,7 @@ def is_float(dtype: str) -> bool:
     return dtype.startswith(FLOAT_PREFIXES)
 
 
-def model_config(view: CheckpointView) -> tuple[Path | None, dict[str, Any] | None]:
+def model_config(view: CheckpointView) -> tuple[Location | None, dict[str, Any] | None]:
     """The folder whose ``config.json`` describes this model, and the parsed config."""
     if "config.json" in view.values and isinstance(view.values["config.json"], dict):
         return view.path, view.values["config.json"]

@@ -8,6 +8,7 @@ from typing import Any
 from ..api import as_view
 from ..contracts import ProgressFn
 from ..errors import CkptExplorerError
+from ..io.location import Location, as_location
 from ..readers.part_pairing import paired
 from ..security import security_findings
 from ..security.severity import weigh_refusals
@@ -21,7 +22,7 @@ from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, coll
 from .scheduler_pairing import pair_schedulers
 
 
-def _integrity_of_parts(view: CheckpointView, seen: set[Path]) -> list[Finding]:
+def _integrity_of_parts(view: CheckpointView, seen: set[Location]) -> list[Finding]:
     out: list[Finding] = []
     for name, part in view.parts.items():
         if part.path in seen:
@@ -81,9 +82,9 @@ def _pick_model(parts: Components) -> ModelPart | None:
 
 
 def validate_checkpoint(
-    path_or_view: str | Path | CheckpointView,
+    path_or_view: str | Path | Location | CheckpointView,
     *,
-    model: str | Path | CheckpointView | None = None,
+    model: str | Path | Location | CheckpointView | None = None,
     numeric: bool = True,
     hf_load: bool = False,
     progress: ProgressFn | None = None,
@@ -121,7 +122,7 @@ def validate_checkpoint(
             findings += check_loadable(view.path)
             checked.append("loadable")
     else:
-        root = Path(path_or_view)
+        root = as_location(path_or_view)
         if not root.exists():
             raise CkptExplorerError(root, "a checkpoint file or folder", "nothing at that path")
         findings += security_findings(root)  # every pickle judged before anything is opened

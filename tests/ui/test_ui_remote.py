@@ -40,10 +40,13 @@ def test_an_allowed_url_opens_like_the_local_folder(
 ) -> None:
     import torch
 
-    from ckpt_explorer.remote import structure
+    from ckpt_explorer.io import store_file
+    from ckpt_explorer.remote import store
 
-    monkeypatch.setattr(structure, "HEAD", 16)  # read the tiny fixture the way large ones are
-    monkeypatch.setattr(structure, "WHOLE", 0)
+    monkeypatch.setattr(store, "HEAD", 16)  # read the tiny fixture the way large ones are
+    monkeypatch.setattr(store, "TAIL", 16)
+    monkeypatch.setattr(store, "MERGE_GAP", 0)
+    monkeypatch.setattr(store_file, "BUFFER", 512)
 
     server, root = served
     url = f"{server.url}/run/hf_gpt2"
@@ -172,11 +175,11 @@ def test_serve_allow_remote_arguments(
 ) -> None:
     server, _ = served
     argv = ["serve", "s3://b/run/step-1", "--allow-remote", "s3://b/run", "--allow-remote"]
-    argv += ["hf://org/m", "--cache", "mirrors", "--storage-option", "anon=true"]
+    argv += ["hf://org/m", "--cache", "fetched", "--storage-option", "anon=true"]
     args = build_parser().parse_args(argv)
     assert args.serve_paths == ["s3://b/run/step-1"]
     assert args.allow_remote == ["s3://b/run", "hf://org/m"]
-    assert args.remote_cache == "mirrors" and args.storage_option == ["anon=true"]
+    assert args.remote_cache == "fetched" and args.storage_option == ["anon=true"]
     assert build_parser().parse_args(["serve"]).allow_remote == []
     # refused before the server starts (no port is taken, nothing is fetched)
     url = f"{server.url}/run2/hf_gpt2"
