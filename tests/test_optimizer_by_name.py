@@ -272,14 +272,16 @@ def test_diff_pairs_states_by_parameter(run: dict[str, Any]) -> None:
     )
 
 
-def test_recorded_param_of_needs_a_recorded_name(run: dict[str, Any]) -> None:
-    from ckpt_explorer.readers.optimizer_info import recorded_param_of
-
-    info = _optimizer_view(open_checkpoint(run["one"])).optimizer
-    assert recorded_param_of("state.model.norm.weight.exp_avg", info) == "model.norm.weight"
-    assert recorded_param_of("optim.state.lm_head.weight.step", info) == "lm_head.weight"
-    assert recorded_param_of("state.model.other.weight.exp_avg", info) is None
-    assert recorded_param_of("model.norm.weight", info) is None
+def test_a_state_names_its_parameter_only_when_recorded(run: dict[str, Any]) -> None:
+    state = open_checkpoint(run["one"])
+    (part,) = [n for n, p in state.parts.items() if p.kind == "optimizer"]
+    view = state.parts[part]
+    assert view.slot_param("state.model.norm.weight.exp_avg") == "model.norm.weight"
+    slot = view.slot("state.model.norm.weight.exp_avg")
+    assert slot is not None and slot.state == "exp_avg"
+    assert state.slot_param(f"{part}/state.lm_head.weight.step") == "lm_head.weight"
+    assert view.slot_param("state.model.other.weight.exp_avg") is None  # no such state
+    assert view.slot_param("model.norm.weight") is None and view.slot("model.norm.weight") is None
 
 
 def _accelerate_fsdp_main(out: str) -> None:
