@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import CorruptCheckpointError, TruncatedFileError
+
+if TYPE_CHECKING:
+    from .safetensors_fast import HeaderColumns
 
 MAX_HEADER_BYTES = 100_000_000  # the reference implementation's cap
 
@@ -57,13 +61,18 @@ class HeaderEntry(NamedTuple):
 
 @dataclass(frozen=True)
 class SafetensorsHeader:
-    """A checked header: entries in header order, metadata, and layout facts."""
+    """A checked header: its entries (as columns, in header order), metadata, layout facts."""
 
     header_len: int
-    entries: tuple[HeaderEntry, ...]
+    columns: HeaderColumns
     metadata: dict[str, str]
     file_size: int
     text_start: str = ""  # the header's first characters, as written (tells writers apart)
+
+    @functools.cached_property
+    def entries(self) -> tuple[HeaderEntry, ...]:
+        """One :class:`HeaderEntry` per tensor, in header order (made on first use)."""
+        return tuple(self.columns.entries())
 
     @property
     def data_start(self) -> int:
@@ -71,7 +80,7 @@ class SafetensorsHeader:
 
     @property
     def data_end(self) -> int:
-        return self.data_start + max((e.end for e in self.entries), default=0)
+        return self.data_start + max(self.columns.ends, default=0)
 
     def in_canonical_order(self) -> bool:
         """True if the data follows the reference writer's order.
@@ -150,10 +159,10 @@ def parse_header(path: str | Path, raw: bytes, file_size: int) -> SafetensorsHea
         raise CorruptCheckpointError(path, "a UTF-8 JSON header", f"invalid UTF-8 ({e})") from e
     if not text.startswith("{"):
         raise CorruptCheckpointError(path, "a JSON object header", f"text starting {text[:16]!r}")
-    quick = checked_entries(raw, text)
+    quick = checked_columns(raw, text)
     if quick is not None:
-        entries, metadata = quick
-        return _header(path, raw, text, entries, metadata, file_size)
+        columns, metadata = quick
+        return _header(path, raw, text, columns, metadata, file_size)
     try:
         doc = json.loads(text, object_pairs_hook=_no_duplicates)
     except (ValueError, RecursionError) as e:
@@ -167,18 +176,27 @@ def parse_header(path: str | Path, raw: bytes, file_size: int) -> SafetensorsHea
         raise CorruptCheckpointError(path, "__metadata__ as a str->str map", repr(metadata)[:80])
     entries = [_entry(path, name, info) for name, info in doc.items()]
     _check_coverage(path, entries)
-    return _header(path, raw, text, entries, metadata, file_size)
+    return _header(path, raw, text, _as_columns(entries), metadata, file_size)
+
+
+def _as_columns(entries: list[HeaderEntry]) -> HeaderColumns:
+    from .safetensors_fast import HeaderColumns
+
+    if not entries:
+        return HeaderColumns([], [], [], [], [])
+    names, dtypes, shapes, begins, ends = map(list, zip(*entries, strict=True))
+    return HeaderColumns(names, dtypes, [list(s) for s in shapes], begins, ends)
 
 
 def _header(
     path: str | Path,
     raw: bytes,
     text: str,
-    entries: list[HeaderEntry],
+    columns: HeaderColumns,
     metadata: dict[str, str],
     file_size: int,
 ) -> SafetensorsHeader:
-    header = SafetensorsHeader(len(raw), tuple(entries), dict(metadata), file_size, text[:48])
+    header = SafetensorsHeader(len(raw), columns, dict(metadata), file_size, text[:48])
     if header.data_end > file_size:
         raise TruncatedFileError(
             path,
@@ -189,10 +207,17 @@ def _header(
     return header
 
 
-def checked_entries(raw: bytes, text: str) -> tuple[list[HeaderEntry], dict[str, str]] | None:
-    """The entries and metadata of a well-formed header, checked column by column at C
+def checked_columns(raw: bytes, text: str) -> tuple[HeaderColumns, dict[str, str]] | None:
+    """The columns and metadata of a well-formed header, checked column by column at C
     speed; None when anything is unusual (the caller then checks entry by entry, to say what).
     See :mod:`.safetensors_fast`."""
+    from .safetensors_fast import checked_columns as check
+
+    return check(raw, text, DTYPES)
+
+
+def checked_entries(raw: bytes, text: str) -> tuple[list[HeaderEntry], dict[str, str]] | None:
+    """:func:`checked_columns` as a list of :class:`HeaderEntry`."""
     from .safetensors_fast import checked_entries as check
 
     return check(raw, text, DTYPES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ def _parse_index(path: Path, label: str) -> tuple[dict[str, Any] | None, list[Fi
 
 def _file_records(
     path: Path, rel: str, optimizer: bool, label: str
-) -> tuple[list[TensorRecord] | None, list[Finding]]:
+) -> tuple[Sequence[TensorRecord] | None, list[Finding]]:
     try:
         records, _ = open_file_records(path, rel, optimizer_shard=optimizer)
     except TruncatedFileError as e:
@@ -125,7 +126,7 @@ def check_file(path: Path, label: str = "") -> list[Finding]:
     return findings
 
 
-def _unique_bytes(records: list[TensorRecord]) -> int:
+def _unique_bytes(records: Sequence[TensorRecord]) -> int:
     seen: set[tuple[str | None, str, int | None]] = set()
     total = 0
     for r in records:
@@ -287,7 +288,7 @@ def _check_doc(
     if isinstance(group_file, str):
         named.add(group_file)
         by_file.setdefault(group_file, [])
-    contents: dict[str, list[TensorRecord]] = {}
+    contents: dict[str, Sequence[TensorRecord]] = {}
     for rel, names in by_file.items():
         try:
             path = resolve_inside(folder, rel, source)
@@ -339,7 +340,10 @@ def _key(name: str, optimizer: bool) -> str:
 
 
 def _placement(
-    weight_map: dict[str, str], contents: dict[str, list[TensorRecord]], optimizer: bool, label: str
+    weight_map: dict[str, str],
+    contents: dict[str, Sequence[TensorRecord]],
+    optimizer: bool,
+    label: str,
 ) -> list[Finding]:
     if not optimizer:  # the common case first: every indexed tensor in its shard
         held = {rel: {r.name for r in records} for rel, records in contents.items()}
