@@ -98,7 +98,8 @@ class RecordTable(Sequence[TensorRecord]):
         ``mapped`` (None: not loadable). Shapes may be lists (as parsed): records get tuples.
         The lists are the table's from now on; the caller must not change them."""
         table = cls()
-        table._columns = dict(zip(COLUMNS, (names, dtypes, shapes, nbytes, files, offsets, mapped)))  # noqa: B905
+        given = (names, dtypes, shapes, nbytes, files, offsets, mapped)
+        table._columns = dict(zip(COLUMNS, given, strict=True))
         return table
 
     @classmethod
@@ -114,7 +115,7 @@ class RecordTable(Sequence[TensorRecord]):
     def column(self, field: str) -> Sequence[Any]:
         """One field of every record, in order (shapes as parsed: lists or tuples; loaders
         make every record). Do not modify the result."""
-        if self._records is not None or field == "loader":
+        if not self._columns or field == "loader":  # a table of records, or loaders
             return list(map(operator.attrgetter(field), self.records()))
         if field == "storage_key":
             return [None] * len(self)
@@ -140,7 +141,7 @@ class RecordTable(Sequence[TensorRecord]):
 
     def aliasing_possible(self) -> bool:
         """Whether some record names a shared storage (only then can two names alias)."""
-        if self._records is None:
+        if self._columns:
             return False
         keys = self.column("storage_key")
         return keys.count(None) != len(keys)
@@ -163,10 +164,10 @@ class RecordTable(Sequence[TensorRecord]):
             loaders = list(map(_loader, mapped, offset, nbytes, dtype, shapes))
         else:
             fixed = itertools.repeat(None), itertools.repeat(0), itertools.repeat("little")
-            rows = zip(mapped, offset, nbytes, dtype, shapes, *fixed)  # noqa: B905
+            rows = zip(mapped, offset, nbytes, dtype, shapes, *fixed, strict=False)
             loaders = list(map(_NEW_LOADER, rows))
         keys = itertools.repeat(None)
-        return zip(name, dtype, shapes, nbytes, file, offset, keys, loaders)  # noqa: B905
+        return zip(name, dtype, shapes, nbytes, file, offset, keys, loaders, strict=False)
 
     def _make_all(self) -> tuple[TensorRecord, ...]:
         made = _records(self._rows(list(map(tuple, self._column("shape")))))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import CorruptCheckpointError, TruncatedFileError
+from .safetensors_seen import checked_header
 
 if TYPE_CHECKING:
     from .safetensors_fast import HeaderColumns
@@ -159,7 +160,7 @@ def parse_header(path: str | Path, raw: bytes, file_size: int) -> SafetensorsHea
         raise CorruptCheckpointError(path, "a UTF-8 JSON header", f"invalid UTF-8 ({e})") from e
     if not text.startswith("{"):
         raise CorruptCheckpointError(path, "a JSON object header", f"text starting {text[:16]!r}")
-    quick = checked_columns(raw, text)
+    quick = checked_header(raw, text)  # the column-wise checks, once per header's bytes
     if quick is not None:
         columns, metadata = quick
         return _header(path, raw, text, columns, metadata, file_size)

@@ -7,7 +7,6 @@ the way ColossalAI's own merge does (``os.listdir`` order, last writer wins).
 from __future__ import annotations
 
 import functools
-import json
 import operator
 import os
 import re
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import CorruptCheckpointError, FormatDetectionError
+from ..io.json_doc import json_document
 from ..io.paths import resolve_inside
 from ..record_table import RecordTable
 from ..types import Detection, FileInfo
@@ -56,9 +56,10 @@ def _cached_index(name: str, mtime_ns: int, size: int) -> dict[str, Any]:
             path, f"an index under {MAX_INDEX_BYTES >> 20} MiB", f"{size} bytes"
         )
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
+        parsed = json_document(path)  # shared with the security gate's look: not modified
     except (ValueError, RecursionError) as e:
         raise CorruptCheckpointError(path, "a JSON index", f"invalid JSON ({e})") from e
+    doc = dict(parsed) if isinstance(parsed, dict) else parsed
     if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
         raise CorruptCheckpointError(
             path,

@@ -7,9 +7,11 @@ folder (one part per ``.pt`` file) or a DCP folder whose one view holds ``model.
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from ..readers.one_file import part_prefix
 from ..readers.optimizer_info import keeps_parameter_order
 from ..readers.param_names import FLOAT_PREFIXES, is_buffer_name
 from ..readers.roles import DETAIL_ACCELERATE_RNG, RNG_KEYS, TORCH_CPU_RNG_BYTES, rng_kind
+from ..record_table import record_column
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .fqn_state import fqn_optimizers, ids_for_groups
@@ -46,7 +49,7 @@ class ModelPart:
 
     label: str
     view: CheckpointView
-    records: list[TensorRecord]
+    records: Sequence[TensorRecord]
     folder: Path | None
     config: dict[str, Any] | None
     ordered: bool
@@ -183,9 +186,11 @@ def model_config(view: CheckpointView) -> tuple[Path | None, dict[str, Any] | No
 
 def _optimizer_parts(view: CheckpointView, label: str) -> list[OptimizerPart]:
     states: dict[str, dict[int, dict[str, TensorRecord]]] = {}
-    for r in view.tensors:
-        m = STATE_NAME.match(r.name)
+    keys = record_column(view.tensors, "name")  # only names holding "state." can match
+    for i in compress(range(len(keys)), map(operator.contains, keys, repeat("state."))):
+        m = STATE_NAME.match(keys[i])
         if m:
+            r = view.tensors[i]
             states.setdefault(m.group(1), {}).setdefault(int(m.group(2)), {})[m.group(3)] = r
     scalars: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in view.values.items():
@@ -363,7 +368,9 @@ def _walk(view: CheckpointView, label: str, out: Components) -> None:
             out.schedulers.append(ValuesPart(label, "scheduler", _strip(view.values, prefix)))
     taken = {r.name for o in optimizers for recs in o.states.values() for r in recs.values()}
     if view.kind in MODEL_KINDS:
-        records = [r for r in view.tensors if r.name not in taken]
+        records: Sequence[TensorRecord] = view.tensors  # a model's: made only when rules ask
+        if taken:
+            records = [r for r in view.tensors if r.name not in taken]
         if view.family == "deepspeed" or "DeepSpeed" in view.detection.detail:
             records = [r for r in records if r.name.startswith("module.")]
         if records:
