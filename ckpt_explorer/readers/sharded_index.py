@@ -56,27 +56,20 @@ def _cached_index(name: str, mtime_ns: int, size: int) -> dict[str, Any]:
             path, f"an index under {MAX_INDEX_BYTES >> 20} MiB", f"{size} bytes"
         )
     try:
-        parsed = json_document(path)  # shared with the security gate's look: not modified
+        doc = json_document(path)  # parsed once (the security gate reads it too): not modified
     except (ValueError, RecursionError) as e:
         raise CorruptCheckpointError(path, "a JSON index", f"invalid JSON ({e})") from e
-    doc = dict(parsed) if isinstance(parsed, dict) else parsed
     if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
         raise CorruptCheckpointError(
             path,
             "an index object with a 'weight_map' mapping",
             f"keys {sorted(doc)[:5]}" if isinstance(doc, dict) else type(doc).__name__,
         )
-    weight_map = doc["weight_map"]
-    files = list(weight_map.values())
-    if not set(map(type, files)) <= {str}:  # json makes no str subclass
+    if not set(map(type, doc["weight_map"].values())) <= {str}:  # json makes no str subclass
         raise CorruptCheckpointError(path, "weight_map values that are file names", "other values")
     metadata = doc.get("metadata", {})
     if not isinstance(metadata, dict):
         raise CorruptCheckpointError(path, "'metadata' as an object", type(metadata).__name__)
-    # one str object per shard name (json makes one per entry): every later set, dict and
-    # comparison over the 90k values finds their hash made and compares by identity
-    one = dict(zip(files, files, strict=True))
-    doc["weight_map"] = dict(zip(weight_map, map(one.__getitem__, files), strict=True))
     return doc
 
 
