@@ -86,12 +86,14 @@ def drop_pages(folder: Path) -> None:
                 os.close(fd)
 
 
-def run_case(cmd: list[str], folder: Path, timeout: float = 1800) -> dict[str, float]:
+def run_case(
+    cmd: list[str], folder: Path, timeout: float = 1800, env: dict[str, str] | None = None
+) -> dict[str, float]:
     """Wall seconds, peak RssAnon MiB (sampled) and VmHWM MiB of one fresh process."""
     drop_pages(folder)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, cwd="/"
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV, cwd="/"
     )
     peak = [0]
     done = threading.Event()
@@ -134,14 +136,24 @@ def folder_cases(folder: Path) -> dict[str, list[str]]:
     }
 
 
+TOOL_CASES = ("inspect", "inspect_json", "validate")
+BEFORE: dict[str, str] = {}  # --before DIR: the environment that runs that tree's cases
+
+
 def measure_folder(folder: Path, repeats: int) -> dict[str, dict[str, float]]:
     cases = folder_cases(folder)
+    envs = {k: ENV for k in cases}
+    if BEFORE:  # the same commands run from the other tree, in the same rounds
+        for label in TOOL_CASES:
+            cases[label + "_before"] = cases[label]
+            envs[label + "_before"] = BEFORE
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in cases}
-    for label in ("inspect", "inspect_json", "validate"):
-        run_case(cases[label], folder)  # compile the package's .pyc files once
+    for label in cases:
+        if label.startswith(TOOL_CASES):
+            run_case(cases[label], folder, env=envs[label])  # compile the .pyc files once
     for r in range(repeats):
         for label, cmd in cases.items():
-            m = run_case(cmd, folder)
+            m = run_case(cmd, folder, env=envs[label])
             runs[label].append(m)
             print(f"  round {r + 1} {label:13} {m['s']:7.3f} s (cpu {m['cpu_s']:6.3f} s)  anon {m['anon_mib']:6.1f} MiB"
                   f"  VmHWM {m['hwm_mib']:6.1f} MiB", flush=True)  # fmt: skip
@@ -216,9 +228,18 @@ def main() -> None:
     ap.add_argument(
         "--pythonpath", help="a tree whose ckpt_explorer to run (e.g. git archive HEAD)"
     )
+    ap.add_argument(
+        "--before",
+        help="also run the ckpt-explorer cases from this tree (e.g. git archive of main), "
+        "alternating with the others in every round (cases named <case>_before)",
+    )
     args = ap.parse_args()
     if args.pythonpath:
         ENV["PYTHONPATH"] = args.pythonpath
+    if args.before:
+        BEFORE.update(ENV, PYTHONPATH=args.before)
+        if "PYTHONPATH" not in ENV:  # this tree then runs as the installed package's
+            ENV["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     layers = [int(x) for x in args.layers.split(",") if x]
     folders = make_folders(layers)
     results: dict[str, object] = {}
@@ -228,7 +249,7 @@ def main() -> None:
         results[label] = {"tensors": tensors, **m}
         base = m["safe_open"]["s"]
         base_cpu, py_cpu = m["safe_open"]["cpu_s"], m["pass"]["cpu_s"]
-        for case in ("inspect", "inspect_json", "validate"):
+        for case in [c for c in m if c.startswith(TOOL_CASES)]:
             per = (m[case]["cpu_s"] - py_cpu) / tensors * 1e6
             cpu = m[case]["cpu_s"] / base_cpu
             print(f"  {case:13} {m[case]['s']:.3f} s / cpu {m[case]['cpu_s']:.3f} s = "

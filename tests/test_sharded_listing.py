@@ -17,11 +17,14 @@ SHARDS = {S1: ("a", "b"), S2: ("c", "d")}
 
 
 def _folder(
-    tmp_path: Path, weight_map: dict[str, str], extra: dict[str, tuple[str, ...]] | None = None
+    tmp_path: Path,
+    weight_map: dict[str, str],
+    extra: dict[str, tuple[str, ...]] | None = None,
+    shards: dict[str, tuple[str, ...]] = SHARDS,
 ) -> Path:
     folder = tmp_path / "ckpt"
     folder.mkdir()
-    for shard, names in SHARDS.items():
+    for shard, names in shards.items():
         names = names + (extra or {}).get(shard, ())
         save_file(
             {n: np.full((i + 1, 2), i, dtype=np.float32) for i, n in enumerate(names)},
@@ -67,3 +70,14 @@ def test_records_follow_the_index(tmp_path: Path, case: str) -> None:
         assert r.file == weight_map[r.name]  # each from the shard the index names
         rows = view.load(r.name).shape[0]
         assert rows == r.shape[0] and view.load(r.name)[0, 0] == rows - 1
+
+
+def test_pipeline_stages_list_stage_by_stage(tmp_path: Path) -> None:
+    late, early = (
+        "model-stage-00001-shard-00000.safetensors",
+        "model-stage-00000-shard-00000.safetensors",
+    )
+    shards = {late: ("c", "d"), early: ("a", "b")}
+    weight_map = {"d": late, "c": late, "b": early, "a": early}  # as merged from the stages
+    view = open_checkpoint(_folder(tmp_path, weight_map, shards=shards))
+    assert [r.name for r in view.tensors] == ["b", "a", "d", "c"] and not view.warnings

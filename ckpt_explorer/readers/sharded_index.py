@@ -11,7 +11,7 @@ import operator
 import os
 import re
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import repeat
 from pathlib import Path
 from typing import Any, cast
 
@@ -236,8 +236,7 @@ def _model_records(
     no shard holds."""
     joined = _joined(list(shards.values()))
     if all(_stage_of(rel) == (0, 0) for rel in shards):
-        owners = list(chain.from_iterable(repeat(rel, len(t)) for rel, t in shards.items()))
-        found = _as_indexed(joined, owners, weight_map)
+        found = _as_indexed(joined, shards, weight_map)
         if found is not None:
             return found, []
     warnings: list[str] = []
@@ -263,24 +262,29 @@ def _model_records(
 
 
 def _as_indexed(
-    records: RecordTable, owners: list[str], weight_map: dict[str, str]
+    joined: RecordTable, shards: dict[str, RecordTable], weight_map: dict[str, str]
 ) -> RecordTable | None:
-    """``records`` (each from the shard in ``owners``) in the index's order when they are
-    exactly the index's tensors, each in the shard it names (the common case, decided with
-    C-level passes: one dict of the names, one lookup of each index name); else None."""
-    names = records.column("name")
-    n = len(names)
-    if n != len(weight_map):
+    """``joined`` (the shards' records one after the other) in the index's order when the
+    shards hold exactly the index's tensors, each in the shard it names (the common case:
+    one small dict of names per shard, one lookup per index entry); else None.
+
+    Each index entry finds its record in the shard it names; the entries are distinct and as
+    many as the records, the names in a shard distinct, so that is every record once."""
+    if len(joined) != len(weight_map):
         return None
-    at = dict(zip(names, range(n), strict=True))
-    if len(at) != n:
+    at: dict[str, dict[str, int]] = {}
+    start = 0
+    for rel, table in shards.items():
+        names = table.column("name")
+        at[rel] = dict(zip(names, range(start, start + len(names)), strict=True))
+        if len(at[rel]) != len(names):
+            return None  # a name twice in one shard
+        start += len(names)
+    try:
+        order = list(map(operator.getitem, map(at.__getitem__, weight_map.values()), weight_map))
+    except KeyError:  # an entry whose shard does not hold it
         return None
-    order = list(map(at.get, weight_map, repeat(-1)))
-    if n and min(order) < 0:  # an index name no shard holds (then some shard name is extra)
-        return None
-    if list(map(owners.__getitem__, order)) != list(weight_map.values()):
-        return None  # a tensor in another shard than the index names
-    return records if order == list(range(n)) else records.take(order)
+    return joined if order == list(range(len(order))) else joined.take(order)
 
 
 def _index_order(records: RecordTable, weight_map: dict[str, str]) -> RecordTable:
