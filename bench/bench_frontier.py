@@ -14,9 +14,12 @@ process, cases alternating, ``--repeats`` rounds, every file's pages dropped fir
   ``get_slice(k).get_shape()`` (the baseline);
 - ``inspect``, ``inspect --json``, ``validate --no-numeric``: ``ckpt-explorer`` itself.
 
-Wall time is taken by the parent, CPU time (user + system) from ``wait4``; memory is the child's peak ``RssAnon`` (sampled every 2 ms)
-and its VmHWM (``ru_maxrss``, mapped file pages included). Per-tensor cost = (case - pass) /
-tensors, at each size, and the slope of a least-squares line through the sizes.
+Wall time is taken by the parent, CPU time (user + system) from ``wait4``; memory is the
+child's peak ``RssAnon`` (sampled every 2 ms) and its VmHWM (``ru_maxrss``, mapped file pages
+included). Per-tensor cost = (case - pass) CPU / tensors, at each size, and the slope of a
+least-squares line through the sizes. Each ``ckpt-explorer`` case runs once first, unmeasured,
+with bytecode writing on (``PYTHONDONTWRITEBYTECODE`` is dropped), as an installed package
+has its modules compiled.
 
 ``--run-files``: run folders of N files (bench_timeline's torch loop, 8 x Linear(8, 8): N/4
 ``step-K/`` checkpoints of model.safetensors, optimizer.pt, scheduler.pt, meta.pt), each
@@ -61,6 +64,9 @@ for root, _, names in os.walk(sys.argv[1]):
 
 
 ENV = dict(os.environ)  # --pythonpath DIR runs another tree's ckpt_explorer (a "before")
+# an installed package has its bytecode compiled; without it every process would compile
+# the package's modules again (a warm-up run of each case writes them)
+ENV.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def cli() -> list[str]:
@@ -80,12 +86,14 @@ def drop_pages(folder: Path) -> None:
                 os.close(fd)
 
 
-def run_case(cmd: list[str], folder: Path, timeout: float = 1800) -> dict[str, float]:
+def run_case(
+    cmd: list[str], folder: Path, timeout: float = 1800, env: dict[str, str] | None = None
+) -> dict[str, float]:
     """Wall seconds, peak RssAnon MiB (sampled) and VmHWM MiB of one fresh process."""
     drop_pages(folder)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, cwd="/"
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV, cwd="/"
     )
     peak = [0]
     done = threading.Event()
@@ -128,13 +136,24 @@ def folder_cases(folder: Path) -> dict[str, list[str]]:
     }
 
 
+TOOL_CASES = ("inspect", "inspect_json", "validate")
+BEFORE: dict[str, str] = {}  # --before DIR: the environment that runs that tree's cases
+
+
 def measure_folder(folder: Path, repeats: int) -> dict[str, dict[str, float]]:
     cases = folder_cases(folder)
+    envs = {k: ENV for k in cases}
+    if BEFORE:  # the same commands run from the other tree, in the same rounds
+        for label in TOOL_CASES:
+            cases[label + "_before"] = cases[label]
+            envs[label + "_before"] = BEFORE
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in cases}
-    run_case(cases["inspect"], folder)  # compile the package's .pyc files once
+    for label in cases:
+        if label.startswith(TOOL_CASES):
+            run_case(cases[label], folder, env=envs[label])  # compile the .pyc files once
     for r in range(repeats):
         for label, cmd in cases.items():
-            m = run_case(cmd, folder)
+            m = run_case(cmd, folder, env=envs[label])
             runs[label].append(m)
             print(f"  round {r + 1} {label:13} {m['s']:7.3f} s (cpu {m['cpu_s']:6.3f} s)  anon {m['anon_mib']:6.1f} MiB"
                   f"  VmHWM {m['hwm_mib']:6.1f} MiB", flush=True)  # fmt: skip
@@ -209,9 +228,18 @@ def main() -> None:
     ap.add_argument(
         "--pythonpath", help="a tree whose ckpt_explorer to run (e.g. git archive HEAD)"
     )
+    ap.add_argument(
+        "--before",
+        help="also run the ckpt-explorer cases from this tree (e.g. git archive of main), "
+        "alternating with the others in every round (cases named <case>_before)",
+    )
     args = ap.parse_args()
     if args.pythonpath:
         ENV["PYTHONPATH"] = args.pythonpath
+    if args.before:
+        BEFORE.update(ENV, PYTHONPATH=args.before)
+        if "PYTHONPATH" not in ENV:  # this tree then runs as the installed package's
+            ENV["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     layers = [int(x) for x in args.layers.split(",") if x]
     folders = make_folders(layers)
     results: dict[str, object] = {}
@@ -219,21 +247,24 @@ def main() -> None:
         print(f"{label}: {tensors} tensors, {len(list(folder.glob('*.safetensors')))} shards")
         m = measure_folder(folder, args.repeats)
         results[label] = {"tensors": tensors, **m}
-        base, py = m["safe_open"]["s"], m["pass"]["s"]
-        for case in ("inspect", "inspect_json", "validate"):
-            per = (m[case]["s"] - py) / tensors * 1e6
-            cpu = m[case]["cpu_s"] / m["safe_open"]["cpu_s"]
-            print(f"  {case:13} {m[case]['s']:.3f} s = {m[case]['s'] / base:.2f}x safe_open, cpu {cpu:.2f}x "
-                  f"({per:.1f} us a tensor over the interpreter)")  # fmt: skip
-        print(f"  validate / inspect = {m['validate']['s'] / m['inspect']['s']:.2f}x; "
-              f"safe_open {(base - py) / tensors * 1e6:.1f} us a tensor")  # fmt: skip
+        base = m["safe_open"]["s"]
+        base_cpu, py_cpu = m["safe_open"]["cpu_s"], m["pass"]["cpu_s"]
+        for case in [c for c in m if c.startswith(TOOL_CASES)]:
+            per = (m[case]["cpu_s"] - py_cpu) / tensors * 1e6
+            cpu = m[case]["cpu_s"] / base_cpu
+            print(f"  {case:13} {m[case]['s']:.3f} s / cpu {m[case]['cpu_s']:.3f} s = "
+                  f"{m[case]['s'] / base:.2f}x / {cpu:.2f}x safe_open "
+                  f"({per:.1f} us CPU a tensor over the interpreter)")  # fmt: skip
+        print(f"  validate / inspect = {m['validate']['s'] / m['inspect']['s']:.2f}x wall, "
+              f"{m['validate']['cpu_s'] / m['inspect']['cpu_s']:.2f}x CPU; safe_open "
+              f"{(base_cpu - py_cpu) / tensors * 1e6:.1f} us CPU a tensor")  # fmt: skip
     ds = [(v["tensors"], v) for k, v in results.items() if k.startswith("deepseek")]  # type: ignore[index]
     if len(ds) > 1:
         for case in ("safe_open", "inspect", "inspect_json", "validate"):
             s = slope([(n, v[case]["s"]) for n, v in ds])
-            print(
-                f"growth {case:13} {s * 1e6:.2f} us a tensor (least squares over {len(ds)} sizes)"
-            )
+            cpu = slope([(n, v[case]["cpu_s"]) for n, v in ds])
+            print(f"growth {case:13} {s * 1e6:.2f} us wall, {cpu * 1e6:.2f} us CPU a tensor "
+                  f"(least squares over {len(ds)} sizes)")  # fmt: skip
     sizes = [int(x) for x in args.run_files.split(",") if x]
     if sizes:
         results["run_folders"] = measure_run_folders(sizes)

@@ -22,6 +22,7 @@ import math
 import os
 import random
 import struct
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,9 +183,9 @@ def write_shard(path: Path, tensors: list[Tensor]) -> int:
         f.write(struct.pack("<Q", len(raw)))
         f.write(raw)
         f.truncate(8 + len(raw) + pos)
-        for i, info in enumerate(list(header.values())[1:]):
+        for name, info in list(header.items())[1:]:
             begin, end = info["data_offsets"]  # type: ignore[index]
-            start = (i * 4099) % (len(_POOL) - STAMP)
+            start = zlib.crc32(name.encode()) % (len(_POOL) - STAMP)  # each tensor its own
             os.pwrite(
                 f.fileno(), _POOL[start : start + min(STAMP, end - begin)], 8 + len(raw) + begin
             )

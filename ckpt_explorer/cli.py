@@ -16,8 +16,9 @@ EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process ended by SIGPI
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .io.gc_pause import gc_paused
+    from .io.gc_pause import freeze_at_exit, gc_paused
 
+    freeze_at_exit()
     with gc_paused():  # the listing and its report hold no cycles (io/gc_pause.py)
         return _inspect(args)
 
@@ -219,12 +220,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
-    from .io.gc_pause import gc_paused
+    from .io.gc_pause import freeze_at_exit, gc_paused
     from .validate import validate_checkpoint
 
     # headers only: the rules' objects hold no cycles (io/gc_pause.py); a numeric scan or
     # from_pretrained runs long enough, and through torch, to keep the collector on
-    with gc_paused() if args.no_numeric and not args.hf_load else nullcontext():
+    listing_only = args.no_numeric and not args.hf_load
+    if listing_only:
+        freeze_at_exit()
+    with gc_paused() if listing_only else nullcontext():
         report = validate_checkpoint(
             args.path, model=args.model, numeric=not args.no_numeric, hf_load=args.hf_load
         )

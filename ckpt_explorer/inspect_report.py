@@ -7,6 +7,7 @@ from typing import Any
 
 from .plain import to_plain
 from .readable import human_bytes
+from .record_table import record_column
 from .types import OptimizerInfo, TensorRecord
 from .view import CheckpointView
 
@@ -37,7 +38,7 @@ def inspect_report(
         "total_bytes": view.total_bytes,
         "tensor_count": len(view.tensors),
         "parameter_count": parameter_count(view),  # tied aliases of one storage counted once
-        "dtypes": dict(Counter(r.dtype for r in view.tensors)),
+        "dtypes": dict(Counter(record_column(view.tensors, "dtype"))),
         "tensors": [tensor_entry(r) for r in view.tensors] if tensors else [],
         "values": {k: to_plain(v) for k, v in view.values.items()},
         "warnings": list(view.warnings),

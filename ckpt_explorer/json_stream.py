@@ -13,9 +13,9 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice
 from json.encoder import encode_basestring_ascii as _text
-from operator import attrgetter
 from typing import Any, TextIO
 
+from .record_table import record_column
 from .types import TensorRecord
 
 BLOCK = 4096  # items per write
@@ -52,15 +52,21 @@ def tensor_lines(records: Sequence[TensorRecord]) -> Iterator[str]:
         return
     names, dtypes, shapes, nbytes, files, offsets = columns
     texts = {s: _text(s) for s in {*dtypes, *files}}  # few distinct values
+    if not _all_lists(shapes):
+        shapes = list(map(list, shapes))
+    if set(map(type, offsets)) <= {int}:
+        offsets = list(map(str, offsets))
+    else:
+        offsets = ["null" if o is None else str(int(o)) for o in offsets]
     yield from map(
         _TENSOR.__mod__,
         zip(
             map(_text, names),
             map(texts.__getitem__, dtypes),
-            map(str, map(list, shapes)),
+            map(str, shapes),
             map(str, nbytes),
             map(texts.__getitem__, files),
-            ["null" if o is None else str(int(o)) for o in offsets],
+            offsets,
             strict=True,
         ),
     )
@@ -69,10 +75,14 @@ def tensor_lines(records: Sequence[TensorRecord]) -> Iterator[str]:
 _TENSOR = '{"name": %s, "dtype": %s, "shape": %s, "nbytes": %s, "file": %s, "offset": %s}'
 
 
-def _columns(records: Sequence[TensorRecord]) -> list[tuple[Any, ...]]:
+def _columns(records: Sequence[TensorRecord]) -> list[Sequence[Any]]:
     """(names, dtypes, shapes, nbytes, files, offsets) of ``records``, as columns."""
-    get = attrgetter("name", "dtype", "shape", "nbytes", "file", "offset")
-    return list(zip(*map(get, records), strict=True)) or [()] * 6
+    fields = ("name", "dtype", "shape", "nbytes", "file", "offset")
+    return [record_column(records, f) for f in fields]
+
+
+def _all_lists(values: Sequence[Any]) -> bool:
+    return set(map(type, values)) <= {list}
 
 
 def _safe_fields(r: TensorRecord) -> tuple[str, ...]:

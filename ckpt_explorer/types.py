@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -45,24 +45,6 @@ def shape_numel(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= d
     return n
-
-
-_T = TypeVar("_T")
-
-
-def frozen_rows(cls: type[_T], rows: Iterable[tuple[Any, ...]]) -> list[_T]:
-    """``[cls(*row) for row in rows]`` for a frozen dataclass without ``__post_init__``, each
-    row giving every field in order — without the per-field ``object.__setattr__`` of the
-    dataclass's ``__init__`` (about twice as fast: listing 90k tensors makes 90k records).
-    The objects are equal, hash, print, pickle and ``replace`` as ones built by ``cls``."""
-    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-    new, assign = object.__new__, object.__setattr__
-    out = []
-    for row in rows:
-        obj = new(cls)
-        assign(obj, "__dict__", dict(zip(names, row)))  # noqa: B905 (rows give every field)
-        out.append(obj)
-    return out
 
 
 @dataclass(frozen=True)

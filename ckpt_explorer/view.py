@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import CkptExplorerError
 from .io.location import Location, PathLike, as_location
+from .record_table import RecordTable, record_column
 from .types import Detection, FileInfo, OptimizerInfo, Slot, StateMap, TensorRecord, Traits
 
 if TYPE_CHECKING:
@@ -25,7 +26,9 @@ class CheckpointView:
         detection: family, kind and the evidence.
         files: the files it consists of (relative to ``path`` or its folder).
         tensors: tensor records in the checkpoint's logical order (its state_dict or index
-            order); :meth:`disk_order` sorts them by file and offset for streaming.
+            order), a sequence that makes each record when it is first asked for
+            (:class:`~.record_table.RecordTable`); :meth:`disk_order` sorts them by file and
+            offset for streaming.
         values: non-tensor leaves (hyperparameters, steps, RNG states as inert objects).
         parts: for a training-state folder, the view of each part.
         optimizer: optimizer structure, for optimizer checkpoints.
@@ -47,7 +50,7 @@ class CheckpointView:
         path: PathLike,
         detection: Detection,
         files: tuple[FileInfo, ...] = (),
-        tensors: tuple[TensorRecord, ...] = (),
+        tensors: Iterable[TensorRecord] = (),
         values: Mapping[str, Any] | None = None,
         parts: Mapping[str, CheckpointView] | None = None,
         optimizer: OptimizerInfo | None = None,
@@ -58,12 +61,18 @@ class CheckpointView:
         self._traits: Traits | None = None
         self._state_map: StateMap | None = None
         self.files = files
-        self.tensors = tensors
+        self.tensors = RecordTable.from_records(tensors)
         self.values: dict[str, Any] = dict(values or {})
         self.parts: dict[str, CheckpointView] = dict(parts or {})
         self.optimizer = optimizer
         self.warnings = warnings
-        self._by_name = dict(zip(map(attrgetter("name"), tensors), tensors, strict=True))
+        self._positions: dict[str, int] | None = None  # name -> index of its (last) record
+
+    def _by_name(self) -> dict[str, int]:
+        if self._positions is None:
+            names = self.tensors.column("name")
+            self._positions = dict(zip(names, range(len(names)), strict=True))
+        return self._positions
 
     @property
     def detection(self) -> Detection:
@@ -132,7 +141,7 @@ class CheckpointView:
 
     @property
     def tensor_bytes(self) -> int:
-        return sum(r.nbytes for r in self.tensors)
+        return self.tensors.nbytes_total()
 
     def model_parameter_count(self) -> tuple[int, tuple[str, ...]] | None:
         """(elements of the model, where they were counted) — the model only, never optimizer
@@ -180,6 +189,8 @@ class CheckpointView:
     @property
     def unique_tensor_bytes(self) -> int:
         """Tensor bytes with tied aliases counted once (what the files hold)."""
+        if not self.tensors.aliasing_possible():
+            return self.tensors.nbytes_total()
         return sum(r.nbytes for r in unique_records(self.tensors))
 
     def disk_order(self) -> list[TensorRecord]:
@@ -190,10 +201,10 @@ class CheckpointView:
         )
 
     def names(self) -> list[str]:
-        return [r.name for r in self.tensors]
+        return list(self.tensors.column("name"))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._by_name
+        return name in self._by_name()
 
     def __iter__(self) -> Iterator[TensorRecord]:
         return iter(self.tensors)
@@ -212,12 +223,12 @@ class CheckpointView:
 
     def record(self, name: str) -> TensorRecord:
         try:
-            return self._by_name[name]
+            return self.tensors[self._by_name()[name]]
         except KeyError:
             raise CkptExplorerError(
                 self.path,
                 f"a tensor named {name!r}",
-                f"{len(self._by_name)} other names",
+                f"{len(self._by_name())} other names",
                 "List the names with `ckpt-explorer inspect`.",
             ) from None
 
@@ -277,9 +288,7 @@ def _decider() -> Decider:
     return _DECIDER[0]
 
 
-def prefixed(
-    records: tuple[TensorRecord, ...], prefix: str, file_prefix: str
-) -> list[TensorRecord]:
+def prefixed(records: Iterable[TensorRecord], prefix: str, file_prefix: str) -> list[TensorRecord]:
     """Records of a part, renamed ``<prefix>/<name>`` with files relative to the bundle."""
     return [replace(r, name=f"{prefix}/{r.name}", file=f"{file_prefix}{r.file}") for r in records]
 
@@ -295,9 +304,10 @@ def as_rank_file(view: CheckpointView) -> CheckpointView:
 def unique_records(records: Iterable[TensorRecord]) -> list[TensorRecord]:
     """``records`` without the aliases of one storage view (same file, storage, offset, shape
     and dtype): the first name of each tied set stays."""
-    records = list(records)
-    if list(map(attrgetter("storage_key"), records)).count(None) == len(records):
-        return records  # no storages (safetensors): nothing can alias
+    if not isinstance(records, RecordTable):
+        records = list(records)
+    if not _aliasing_possible(records):
+        return list(records)  # no storages (safetensors): nothing can alias
     seen: set[tuple[object, ...]] = set()
     out = []
     for r in records:
@@ -312,4 +322,11 @@ def unique_records(records: Iterable[TensorRecord]) -> list[TensorRecord]:
 
 def unique_numel(records: Iterable[TensorRecord]) -> int:
     """Elements of ``records``, aliases of one storage view counted once."""
+    if isinstance(records, RecordTable) and not records.aliasing_possible():
+        return records.element_total()  # from the columns: no record is made
     return sum(map(math.prod, map(attrgetter("shape"), unique_records(records))))
+
+
+def _aliasing_possible(records: Iterable[TensorRecord]) -> bool:
+    keys = record_column(records, "storage_key")
+    return keys.count(None) != len(keys)

@@ -40,14 +40,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "natural": frozenset(),
     "readable": frozenset(),
     "demo": frozenset(),
-    "view": frozenset({"io"}),
-    "json_stream": frozenset(),
+    "view": frozenset({"io", "record_table"}),
+    "record_table": frozenset({"io"}),
+    "json_stream": frozenset({"record_table"}),
     # byte access: local files, pickles, headers; remote byte stores
     "io": frozenset(),
     "remote": frozenset({"view", "io"}),
     "plain": frozenset({"io"}),
     # one module per family, then the registry that detects and composes them
-    "readers": frozenset({"view", "io"}),
+    "readers": frozenset({"view", "record_table", "io"}),
     "formats": frozenset({"view", "io", "readers"}),
     # judges of files by content: the security gate, who can load what
     "security": frozenset({"finding", "view", "io", "readers"}),
@@ -56,11 +57,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "api": frozenset({"view", "io", "remote", "readers", "formats", "loadable"}),
     # engines over views
     "diff": frozenset({"view", "io", "remote", "plain", "readers", "api"}),
-    "fit": frozenset({"view", "io", "readable", "readers", "api"}),
-    "inspect_report": frozenset({"view", "plain", "readable", "loadable", "fit"}),
+    "fit": frozenset({"view", "record_table", "io", "readable", "readers", "api"}),
+    "inspect_report": frozenset({"view", "record_table", "plain", "readable", "loadable", "fit"}),
     "convert": frozenset({"view", "io", "remote", "natural", "readers", "api", "fit"}),
     "validate": frozenset(
-        {"finding", "view", "io", "readers", "security", "loadable", "api", "diff"}
+        {"finding", "view", "record_table", "io", "readers", "security", "loadable", "api", "diff"}
     ),
     "resume": frozenset({"view", "readable", "readers", "api", "diff", "validate"}),
     "timeline": frozenset({"view", "io", "readers", "api", "diff", "validate", "resume"}),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
 from ckpt_explorer.errors import CkptExplorerError
+from ckpt_explorer.io import safetensors_fast as fast
 from ckpt_explorer.io import safetensors_header as sh
 from ckpt_explorer.io.safetensors_fast import checked_entries
 
@@ -22,14 +24,20 @@ def _slow(raw: bytes) -> tuple[list[sh.HeaderEntry], dict[str, str]]:
 
 
 def _agree(raw: bytes) -> None:
-    fast = checked_entries(raw, raw.decode("utf-8", "replace"), sh.DTYPES)
+    text = raw.decode("utf-8", "replace")
     try:
         slow = _slow(raw)
     except (CkptExplorerError, ValueError, TypeError, RecursionError, UnicodeDecodeError):
         slow = None
-    if fast is not None:  # accepted here only if accepted there, with the same entries
-        assert slow is not None, raw
-        assert fast[0] == slow[0] and fast[1] == slow[1]
+    found = checked_entries(raw, text, sh.DTYPES)
+    # each way in on its own too: the compact split and the parsed columns
+    compact = None if b"\\" in raw or any(b < 32 for b in raw) else fast._compact(text, sh.DTYPES)
+    parsed = None if b"\\" in raw else fast._parsed(raw, text, sh.DTYPES)
+    for got in (found, compact, parsed):
+        if got is not None:  # accepted here only if accepted there, with the same entries
+            entries = got[0] if isinstance(got[0], list) else got[0].entries()
+            assert slow is not None, raw
+            assert entries == slow[0] and got[1] == slow[1]
 
 
 def _header(entries: list[tuple[str, str, list[int], int, int]], sep: str = ",") -> str:
@@ -78,6 +86,38 @@ CASES = [
     '{"__metadata__":{"a":1}}',
     '{"__metadata__":[]}',
     "[]",
+    # the compact split: padding, metadata forms, numbers JSON rejects, names, separators
+    GOOD + "    ",
+    GOOD + " \n",
+    GOOD + " x",
+    '{"__metadata__":{},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"__metadata__":{"a":"b","a":"c"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"__metadata__":["ab"],"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"__metadata__":{"a":{"b":"c"}},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"__metadata__":{"a":"b"} ,"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"__metadata__":{"a":"b"},"__metadata__":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"__metadata__":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[00,4]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,04]}}',
+    '{"w":{"dtype":"F32","shape":[1,],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[,1],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[2,,2],"data_offsets":[0,16]}}',
+    '{"w":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}',
+    '{"w\tx":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"w\u0001":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]};'
+    '"v":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+    '"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+    '{"w":{"shape":[1],"dtype":"F32","data_offsets":[0,4]}}',
+    '{"v":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},'
+    '"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+    '"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},'
+    '"v":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+    '{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"é:ü":{"dtype":"U8","shape":[3],'
+    '"data_offsets":[4,7]}}',
 ]
 
 
@@ -95,11 +135,32 @@ def test_good_header_takes_the_fast_path() -> None:
         assert list(header.entries) == _slow(raw)[0]
 
 
-def test_random_mutations_agree() -> None:
-    rng = random.Random(0)
-    alphabet = b'{}[]":,0123456789 -\\ufFIBE_'
-    base = GOOD.encode()
-    for _ in range(3000):
+def test_the_writers_header_takes_the_compact_path(tmp_path: Path) -> None:
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    arrays = {
+        "b": np.zeros((2, 3), np.float32),
+        "a:1": np.zeros(5, np.uint8),
+        "s": np.zeros((), np.int64),
+    }
+    save_file(arrays, str(tmp_path / "w.safetensors"), metadata={"format": "np", "k": "v:w"})
+    data = (tmp_path / "w.safetensors").read_bytes()
+    raw = data[8 : 8 + int.from_bytes(data[:8], "little")]
+    assert raw.endswith(b" ") or len(raw) % 8 == 0  # the writer pads to 8 bytes
+    compact = fast._compact(raw.decode(), sh.DTYPES)
+    assert compact is not None and compact[0].entries() == _slow(raw)[0]
+    assert compact[1] == {"format": "np", "k": "v:w"}
+    _mutate(raw, 2000, seed=1)
+
+
+ALPHABET = b'{}[]":,0123456789 -\\ufFIBE_'
+WIDER = ALPHABET + b"\t\x01.e"  # whitespace and control characters, floats
+
+
+def _mutate(base: bytes, rounds: int, seed: int, alphabet: bytes = WIDER) -> None:
+    rng = random.Random(seed)
+    for _ in range(rounds):
         raw = bytearray(base)
         for _ in range(rng.randint(1, 3)):
             i = rng.randrange(len(raw))
@@ -111,3 +172,10 @@ def test_random_mutations_agree() -> None:
             else:
                 raw[i:i] = bytes([rng.choice(alphabet)])
         _agree(bytes(raw))
+
+
+def test_random_mutations_agree() -> None:
+    _mutate(GOOD.encode(), 3000, seed=0, alphabet=ALPHABET)
+    _mutate(GOOD.encode(), 3000, seed=3)
+    _mutate((GOOD[:-1] + ',"z":{"dtype":"F4","shape":[2,2],"data_offsets":[40,42]}}').encode(),
+            2000, seed=2)  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ def facts_from_config(cfg: dict[str, Any], where: str) -> ArchFacts:
     return f
 
 
-def model_tensors(view: CheckpointView) -> tuple[TensorRecord, ...]:
+def model_tensors(view: CheckpointView) -> Sequence[TensorRecord]:
     """The model's tensors of a view: itself, or the model part of a training state."""
     if view.kind != "model":
         for part in view.parts.values():
@@ -139,7 +140,7 @@ def _heads_from(f: ArchFacts, q: TensorRecord, k: TensorRecord, hd: int) -> None
         f.set("kv_heads", k.shape[0] // hd, f"tensors: {k.name} rows / head_dim")
 
 
-def add_tensor_facts(f: ArchFacts, tensors: tuple[TensorRecord, ...]) -> None:
+def add_tensor_facts(f: ArchFacts, tensors: Sequence[TensorRecord]) -> None:
     """Fill what the config left unknown from names and shapes (only what they decide)."""
     by = {r.name: r for r in tensors}
     src = "tensors"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ..types import TensorRecord
@@ -13,9 +14,7 @@ from .memory import memory_per_gpu
 SIZES = (1, 2, 4, 8, 16)
 
 
-def fit_grid(
-    a: ArchFacts, tensors: tuple[TensorRecord, ...], lay: Layout
-) -> list[dict[str, object]]:
+def fit_grid(a: ArchFacts, tensors: Sequence[TensorRecord], lay: Layout) -> list[dict[str, object]]:
     """One cell per (tp, pp) in SIZES with the asked plugin / ZeRO / dtype / GPU count.
 
     Cells use ``gpus`` when given (pairs that do not divide it fail), else tp x pp x ep GPUs.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..types import TensorRecord
@@ -99,7 +100,7 @@ def _local_numel(r: TensorRecord, a: ArchFacts, lay: Layout) -> int:
     return n
 
 
-def stage_params(tensors: tuple[TensorRecord, ...], a: ArchFacts, lay: Layout) -> list[int]:
+def stage_params(tensors: Sequence[TensorRecord], a: ArchFacts, lay: Layout) -> list[int]:
     """Elements per GPU of each pipeline stage (tp / ep applied, ZeRO not)."""
     layers = a.layers or 0
     split = stage_split(layers, lay.pp)
@@ -119,7 +120,7 @@ def stage_params(tensors: tuple[TensorRecord, ...], a: ArchFacts, lay: Layout) -
     return per
 
 
-def memory_per_gpu(tensors: tuple[TensorRecord, ...], a: ArchFacts, lay: Layout) -> Memory:
+def memory_per_gpu(tensors: Sequence[TensorRecord], a: ArchFacts, lay: Layout) -> Memory:
     """Bytes one GPU holds for weights, gradients, fp32 master and Adam moments."""
     per = stage_params(tensors, a, lay)
     stage = max(range(len(per)), key=per.__getitem__)

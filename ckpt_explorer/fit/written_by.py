@@ -5,13 +5,17 @@ Only what the files state is reported; a size the files do not show is left out,
 
 from __future__ import annotations
 
+import operator
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
 from pathlib import Path
 
 from ..errors import CkptExplorerError
 from ..io.location import Location, as_location
+from ..record_table import record_column
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .checks import padded_vocab
@@ -124,26 +128,33 @@ def _dcp_clue(root: Location) -> list[LayoutClue]:
     ]
 
 
-def _vocab_clue(tensors: tuple[TensorRecord, ...], vocab: int | None) -> list[LayoutClue]:
+def _vocab_clue(tensors: Sequence[TensorRecord], vocab: int | None) -> list[LayoutClue]:
     if vocab is None:
         return []
-    for r in tensors:
-        if len(r.shape) == 2 and r.shape[0] > vocab and _EMBED.search(r.name):
-            rows = r.shape[0]
+    shapes = record_column(tensors, "shape")
+    if max(map(operator.itemgetter(0), filter(None, shapes)), default=0) <= vocab:
+        return []  # no tensor has more rows than the vocab (one C-level pass over 90k)
+    names = record_column(tensors, "name")
+    # 2-D tensors of more rows than the vocab, in order, picked by C-level loops
+    two_d = list(compress(range(len(shapes)), map(operator.eq, map(len, shapes), repeat(2))))
+    rows_of = map(operator.itemgetter(0), map(shapes.__getitem__, two_d))
+    for i in compress(two_d, map(operator.lt, repeat(vocab), rows_of)):
+        name, rows = names[i], shapes[i][0]
+        if _EMBED.search(name):
             tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if padded_vocab(vocab, t) == rows]
             value = f"tp ∈ {{{', '.join(map(str, tps))}}}" if tps else "not ColossalAI's padding"
             return [
                 LayoutClue(
                     "vocab_padding",
                     value,
-                    f"{r.name} has {rows} rows for vocab_size {vocab}: {rows - vocab} padding rows",
+                    f"{name} has {rows} rows for vocab_size {vocab}: {rows - vocab} padding rows",
                 )
             ]
     return []
 
 
 def layout_clues(
-    path: str | Path | Location, tensors: tuple[TensorRecord, ...], vocab: int | None
+    path: str | Path | Location, tensors: Sequence[TensorRecord], vocab: int | None
 ) -> list[LayoutClue]:
     """Clues to the writing layout from file names, DCP chunk metadata and padded vocab rows.
 

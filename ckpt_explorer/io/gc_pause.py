@@ -37,3 +37,19 @@ def gc_paused() -> Iterator[None]:
             _depth -= 1
             if _depth == 0 and _was_enabled:
                 gc.enable()
+
+
+_freeze_registered = False
+
+
+def freeze_at_exit() -> None:
+    """In a process that ends after one listing (the CLI): at exit, freeze what is alive so
+    the interpreter's last collection does not walk it (a tenth of a second after listing
+    90,000 tensors). Reference counting still frees it; the objects hold no cycles."""
+    global _freeze_registered
+    with _lock:
+        if not _freeze_registered:
+            import atexit
+
+            atexit.register(gc.freeze)
+            _freeze_registered = True

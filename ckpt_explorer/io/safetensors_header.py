@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptCheckpointError, TruncatedFileError
 from .location import PathLike, as_location
 from .safetensors_dtypes import DTYPES, HeaderEntry
-from .safetensors_fast import checked_entries as _checked_columns
+from .safetensors_seen import checked_header
+
+if TYPE_CHECKING:
+    from .safetensors_fast import HeaderColumns
 
 MAX_HEADER_BYTES = 100_000_000  # the reference implementation's cap
 
 
 @dataclass(frozen=True)
 class SafetensorsHeader:
-    """A checked header: entries in header order, metadata, and layout facts."""
+    """A checked header: its entries (as columns, in header order), metadata, layout facts."""
 
     header_len: int
-    entries: tuple[HeaderEntry, ...]
+    columns: HeaderColumns
     metadata: dict[str, str]
     file_size: int
     text_start: str = ""  # the header's first characters, as written (tells writers apart)
+
+    @functools.cached_property
+    def entries(self) -> tuple[HeaderEntry, ...]:
+        """One :class:`HeaderEntry` per tensor, in header order (made on first use)."""
+        return tuple(self.columns.entries())
 
     @property
     def data_start(self) -> int:
@@ -32,7 +41,7 @@ class SafetensorsHeader:
 
     @property
     def data_end(self) -> int:
-        return self.data_start + max((e.end for e in self.entries), default=0)
+        return self.data_start + max(self.columns.ends, default=0)
 
     def in_canonical_order(self) -> bool:
         """True if the data follows the reference writer's order.
@@ -109,10 +118,10 @@ def parse_header(path: object, raw: bytes, file_size: int) -> SafetensorsHeader:
         raise CorruptCheckpointError(path, "a UTF-8 JSON header", f"invalid UTF-8 ({e})") from e
     if not text.startswith("{"):
         raise CorruptCheckpointError(path, "a JSON object header", f"text starting {text[:16]!r}")
-    quick = checked_entries(raw, text)
+    quick = checked_header(raw, text)  # the column-wise checks, once per header's bytes
     if quick is not None:
-        entries, metadata = quick
-        return _header(path, raw, text, entries, metadata, file_size)
+        columns, metadata = quick
+        return _header(path, raw, text, columns, metadata, file_size)
     try:
         doc = json.loads(text, object_pairs_hook=_no_duplicates)
     except (ValueError, RecursionError) as e:
@@ -126,18 +135,27 @@ def parse_header(path: object, raw: bytes, file_size: int) -> SafetensorsHeader:
         raise CorruptCheckpointError(path, "__metadata__ as a str->str map", repr(metadata)[:80])
     entries = [_entry(path, name, info) for name, info in doc.items()]
     _check_coverage(path, entries)
-    return _header(path, raw, text, entries, metadata, file_size)
+    return _header(path, raw, text, _as_columns(entries), metadata, file_size)
+
+
+def _as_columns(entries: list[HeaderEntry]) -> HeaderColumns:
+    from .safetensors_fast import HeaderColumns
+
+    if not entries:
+        return HeaderColumns([], [], [], [], [])
+    names, dtypes, shapes, begins, ends = map(list, zip(*entries, strict=True))
+    return HeaderColumns(names, dtypes, [list(s) for s in shapes], begins, ends)
 
 
 def _header(
     path: object,
     raw: bytes,
     text: str,
-    entries: list[HeaderEntry],
+    columns: HeaderColumns,
     metadata: dict[str, str],
     file_size: int,
 ) -> SafetensorsHeader:
-    header = SafetensorsHeader(len(raw), tuple(entries), dict(metadata), file_size, text[:48])
+    header = SafetensorsHeader(len(raw), columns, dict(metadata), file_size, text[:48])
     if header.data_end > file_size:
         raise TruncatedFileError(
             path,
@@ -148,11 +166,20 @@ def _header(
     return header
 
 
-def checked_entries(raw: bytes, text: str) -> tuple[list[HeaderEntry], dict[str, str]] | None:
-    """The entries and metadata of a well-formed header, checked column by column at C
+def checked_columns(raw: bytes, text: str) -> tuple[HeaderColumns, dict[str, str]] | None:
+    """The columns and metadata of a well-formed header, checked column by column at C
     speed; None when anything is unusual (the caller then checks entry by entry, to say what).
     See :mod:`.safetensors_fast`."""
-    return _checked_columns(raw, text, DTYPES)
+    from .safetensors_fast import checked_columns as check
+
+    return check(raw, text, DTYPES)
+
+
+def checked_entries(raw: bytes, text: str) -> tuple[list[HeaderEntry], dict[str, str]] | None:
+    """:func:`checked_columns` as a list of :class:`HeaderEntry`."""
+    from .safetensors_fast import checked_entries as check
+
+    return check(raw, text, DTYPES)
 
 
 def _entry(path: object, name: str, info: Any) -> HeaderEntry:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import os
 import re
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ..errors import CkptExplorerError
+from ..io.dist_version import installed_version
 from ..io.location import Location, as_location
 from ..readers.sharded_index import read_index_json
 
@@ -31,8 +32,15 @@ class Listing:
     def of(cls, path: Path | Location) -> Listing:
         files: list[str] = []
         dirs: list[str] = []
-        for p in sorted(as_location(path).iterdir()):
-            (dirs if p.is_dir() else files).append(p.name)
+        where = as_location(path)
+        local = where.local_path()
+        if local is not None:
+            with os.scandir(local) as entries:  # is_dir from the directory entry: no stat each
+                for e in sorted(entries, key=lambda e: e.name):
+                    (dirs if e.is_dir() else files).append(e.name)
+        else:
+            for p in sorted(where.iterdir()):
+                (dirs if p.is_dir() else files).append(p.name)
         return cls(path, tuple(files), tuple(dirs))
 
     def has(self, name: str) -> bool:
@@ -62,10 +70,7 @@ def weight_files(doc: dict[str, Any]) -> list[str]:
 
 def torch_version() -> str | None:
     """The installed torch's version, read from its metadata (torch is not imported)."""
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return None
+    return installed_version("torch")
 
 
 def weights_only_default() -> bool:

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..record_table import record_column
 from ..types import OptimizerInfo, ParamName, TensorRecord
 
 GROUP_KEY = re.compile(r"^(.*?)param_groups\.(\d+)\.([^.]+)$")
@@ -135,8 +136,10 @@ def groups_from_settings(
         if m is None or m.group(2).isdigit() or (m.group(1) and not m.group(1).endswith(".")):
             continue
         settings.setdefault(m.group(1), {}).setdefault(m.group(2), {})[m.group(3)] = value
-    names = [r.name for r in records] + list(values)
     out: dict[str, list[dict[str, Any]]] = {}
+    if not settings:
+        return out  # (a model's 90k records need not be walked)
+    names = [*record_column(records, "name"), *values]
     for prefix, per_fqn in settings.items():
         head = prefix + "state."
         stated = {n[len(head) :].rsplit(".", 1)[0] for n in names if n.startswith(head)}

@@ -6,15 +6,16 @@ import functools
 import json
 import operator
 import struct
-from itertools import repeat
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CorruptCheckpointError, TruncatedFileError, UnsafeCheckpointError
 from ..io.location import Location, PathLike, as_location
-from ..io.mapped import MappedFile, MappedTensor
+from ..io.mapped import MappedFile
 from ..io.safe_pickle import safe_loads
 from ..io.safetensors_header import DTYPES, SafetensorsHeader, read_header
-from ..types import Detection, FileInfo, TensorRecord, frozen_rows
+from ..record_table import RecordTable
+from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
 from .optimizer_info import optimizer_info_from_tree, split_state_name
 
@@ -114,28 +115,27 @@ def probe(path: Location) -> Detection | None:
     return Detection(str(path), "safetensors", "model", tuple(evidence))
 
 
-def safetensors_records(path: Location, rel: str) -> tuple[list[TensorRecord], SafetensorsHeader]:
-    """Records in on-disk order for one safetensors file (``rel`` is its reported name)."""
+def safetensors_records(path: Location, rel: str) -> tuple[RecordTable, SafetensorsHeader]:
+    """Records in on-disk order for one safetensors file (``rel`` is its reported name), as
+    columns: a record is made when asked for (see :mod:`..record_table`)."""
     header = safetensors_header(path)
-    if not header.entries:
-        return [], header
-    mapped = MappedFile(path)
-    # column by column (a shard of a 90k-tensor checkpoint lists hundreds of tensors)
-    names, dtypes, shapes, begins, ends = zip(*sorted(header.entries, key=_BEGIN), strict=True)
-    kinds = [DTYPES[d][0] for d in dtypes]
-    offsets = list(map(header.data_start.__add__, begins))
-    sizes = list(map(operator.sub, ends, begins))
-    fixed = repeat(None), repeat(0), repeat("little")  # stride, storage_offset, byteorder
-    loaders = list(map(_NEW_LOADER, zip(repeat(mapped), offsets, sizes, kinds, shapes, *fixed)))
-    records = frozen_rows(
-        TensorRecord,
-        zip(names, kinds, shapes, sizes, repeat(rel), offsets, repeat(None), loaders),
+    c = header.columns
+    n = len(c.names)
+    table = RecordTable.from_columns(
+        list(c.names),
+        list(map(_TORCH_DTYPE, c.dtypes)),
+        c.shapes,
+        list(map(operator.sub, c.ends, c.begins)),
+        [rel] * n,
+        list(map(header.data_start.__add__, c.begins)),
+        [MappedFile(path)] * n,
     )
-    return records, header
+    if any(map(operator.gt, c.begins, c.begins[1:])):  # not in data order: sort, stably
+        table = table.take(sorted(range(n), key=c.begins.__getitem__))
+    return table, header
 
 
-_BEGIN = operator.itemgetter(3)  # HeaderEntry.begin
-_NEW_LOADER = functools.partial(tuple.__new__, MappedTensor)  # MappedTensor._make, in C
+_TORCH_DTYPE = {k: v[0] for k, v in DTYPES.items()}.__getitem__
 
 
 def _record_bytes(path: Location, record: TensorRecord) -> bytes:
@@ -156,7 +156,7 @@ def _record_bytes(path: Location, record: TensorRecord) -> bytes:
 
 
 def decode_non_tensor_keys(
-    path: Location, records: list[TensorRecord], header: SafetensorsHeader
+    path: Location, records: Sequence[TensorRecord], header: SafetensorsHeader
 ) -> tuple[list[TensorRecord], dict[str, Any]]:
     """Split a flattened optimizer into tensor records and unpickled non-tensor values."""
     raw = header.metadata.get("non_tensor_keys")
@@ -188,6 +188,7 @@ def decode_non_tensor_keys(
 
 
 def open_safetensors(path: Location, detection: Detection) -> CheckpointView:
+    records: Sequence[TensorRecord]
     records, header = safetensors_records(path, path.name)
     values: dict[str, Any] = {f"__metadata__.{k}": v for k, v in header.metadata.items()}
     optimizer = None
@@ -199,7 +200,7 @@ def open_safetensors(path: Location, detection: Detection) -> CheckpointView:
         path,
         detection,
         (FileInfo(path.name, header.file_size),),
-        tuple(records),
+        RecordTable.from_records(records),
         values,
         optimizer=optimizer,
     )

@@ -7,17 +7,18 @@ the way ColossalAI's own merge does (``os.listdir`` order, last writer wins).
 from __future__ import annotations
 
 import functools
-import json
 import operator
 import re
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 from ..errors import CorruptCheckpointError, FormatDetectionError
+from ..io.json_doc import json_document
 from ..io.location import Location, PathLike, as_location
 from ..io.paths import resolve_inside
-from ..types import Detection, FileInfo, TensorRecord
+from ..record_table import RecordTable
+from ..types import Detection, FileInfo
 from ..view import CheckpointView
 from .optimizer_info import optimizer_info_from_tree
 
@@ -54,7 +55,7 @@ def _cached_index(path: Location, mtime_ns: int, size: int) -> dict[str, Any]:
             path, f"an index under {MAX_INDEX_BYTES >> 20} MiB", f"{size} bytes"
         )
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
+        doc = json_document(path)  # parsed once (the security gate reads it too): not modified
     except (ValueError, RecursionError) as e:
         raise CorruptCheckpointError(path, "a JSON index", f"invalid JSON ({e})") from e
     if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
@@ -74,7 +75,7 @@ def _cached_index(path: Location, mtime_ns: int, size: int) -> dict[str, Any]:
 def find_index(folder: PathLike) -> list[Location]:
     """Index files directly in ``folder`` (ColossalAI's ``*.index.*json`` rule), best first."""
     found = [
-        p for p in as_location(folder).iterdir() if p.is_file() and INDEX_NAME.fullmatch(p.name)
+        p for p in as_location(folder).iterdir() if INDEX_NAME.fullmatch(p.name) and p.is_file()
     ]
     return sorted(found, key=lambda p: ("safetensors" not in p.name, p.name))
 
@@ -187,27 +188,20 @@ def open_sharded(path: Location, detection: Detection) -> CheckpointView:
     from .single_file import open_file_records  # late: single_file imports the file readers
 
     doc = load_index(path)
-    owner = doc.weight_map  # tensor name -> the shard the index names for it
-    records: list[TensorRecord] = []
+    shards: dict[str, RecordTable] = {}  # the shards in the index's order
     values: dict[str, Any] = {"index.metadata": doc.metadata}
     file_infos = [FileInfo(_rel(doc.source, doc.root), doc.source.stat().st_size)]
-    warnings: list[str] = []
     optimizer_kind = detection.kind == "optimizer"
-    for rel in dict.fromkeys(owner.values()):  # the shards in the index's order
+    for rel in dict.fromkeys(doc.weight_map.values()):
         shard = _named_file(doc, rel, "shard", "copy the missing shard or re-save")
         shard_records, shard_values = open_file_records(shard, rel, optimizer_shard=optimizer_kind)
+        shards[rel] = RecordTable.from_records(shard_records)
         file_infos.append(FileInfo(rel, shard.stat().st_size))
-        owners = map(owner.get, map(_NAME, shard_records))
-        if not optimizer_kind and not all(map(operator.eq, repeat(rel), owners)):
-            extra = [r.name for r in shard_records if owner.get(r.name) != rel]
-            warnings.append(f"{rel} holds {len(extra)} tensor(s) the index does not name")
-            shard_records = [r for r in shard_records if owner.get(r.name) == rel]
-        records += shard_records
         values.update(shard_values)
-    if not optimizer_kind:
-        records = _index_order(records, doc.weight_map)
     optimizer = None
+    warnings: list[str] = []
     if optimizer_kind:
+        records = _joined(list(shards.values()))
         group_name = doc.metadata.get("param_groups")
         groups = None
         if isinstance(group_name, str):
@@ -219,49 +213,107 @@ def open_sharded(path: Location, detection: Detection) -> CheckpointView:
             file_infos.insert(1, FileInfo(group_name, group_path.stat().st_size))
         values["param_groups"] = groups
         optimizer = optimizer_info_from_tree(records, values, groups)
-    if not optimizer_kind and len(records) != len(doc.weight_map):
-        listed = {r.name for r in records}
-        missing = [k for k in doc.weight_map if k not in listed]
-        if missing:
-            warnings.append(
-                f"{len(missing)} name(s) in the index are not in their shard, e.g. {missing[0]}"
-            )
+    else:
+        records, warnings = _model_records(shards, doc.weight_map)
     return CheckpointView(
         path,
         detection,
         tuple(file_infos),
-        tuple(records),
+        records,
         values,
         optimizer=optimizer,
         warnings=tuple(warnings),
     )
 
 
-def _index_order(records: list[TensorRecord], weight_map: dict[str, str]) -> list[TensorRecord]:
+def _joined(tables: list[RecordTable]) -> RecordTable:
+    return RecordTable.concat(tables) if tables else RecordTable.from_records(())
+
+
+def _model_records(
+    shards: dict[str, RecordTable], weight_map: dict[str, str]
+) -> tuple[RecordTable, list[str]]:
+    """The shards' records in the index's order, each only from the shard the index names
+    for it; warnings for tensors the index does not name there and for names it lists that
+    no shard holds."""
+    joined = _joined(list(shards.values()))
+    if all(_stage_of(rel) == (0, 0) for rel in shards):
+        found = _as_indexed(joined, shards, weight_map)
+        if found is not None:
+            return found, []
+    warnings: list[str] = []
+    tables = []
+    for rel, table in shards.items():
+        names = table.column("name")
+        if not all(map(operator.eq, repeat(rel), map(weight_map.get, names))):
+            keep = [i for i, n in enumerate(names) if weight_map.get(n) == rel]
+            warnings.append(
+                f"{rel} holds {len(names) - len(keep)} tensor(s) the index does not name"
+            )
+            table = table.take(keep)
+        tables.append(table)
+    records = _index_order(_joined(tables), weight_map)
+    if len(records) != len(weight_map):
+        listed = set(records.column("name"))
+        missing = [k for k in weight_map if k not in listed]
+        if missing:
+            warnings.append(
+                f"{len(missing)} name(s) in the index are not in their shard, e.g. {missing[0]}"
+            )
+    return records, warnings
+
+
+def _as_indexed(
+    joined: RecordTable, shards: dict[str, RecordTable], weight_map: dict[str, str]
+) -> RecordTable | None:
+    """``joined`` (the shards' records one after the other) in the index's order when the
+    shards hold exactly the index's tensors, each in the shard it names (the common case:
+    one small dict of names per shard, one lookup per index entry); else None.
+
+    Each index entry finds its record in the shard it names; the entries are distinct and as
+    many as the records, the names in a shard distinct, so that is every record once."""
+    if len(joined) != len(weight_map):
+        return None
+    at: dict[str, dict[str, int]] = {}
+    start = 0
+    for rel, table in shards.items():
+        names = table.column("name")
+        at[rel] = dict(zip(names, range(start, start + len(names)), strict=True))
+        if len(at[rel]) != len(names):
+            return None  # a name twice in one shard
+        start += len(names)
+    try:
+        order = list(map(operator.getitem, map(at.__getitem__, weight_map.values()), weight_map))
+    except KeyError:  # an entry whose shard does not hold it
+        return None
+    return joined if order == list(range(len(order))) else joined.take(order)
+
+
+def _index_order(records: RecordTable, weight_map: dict[str, str]) -> RecordTable:
     """Records in the index's order. A pipeline save merges the stages' indexes in whatever
     order the stage files were listed: the parameter order is stage by stage, each stage's own
     order within."""
+    names = records.column("name")
+    n = len(names)
     stages = {rel: _stage_of(rel) for rel in set(weight_map.values())}
     if set(stages.values()) <= {(0, 0)}:  # one stage: the index order alone
-        by_name = dict(zip(map(_NAME, records), records, strict=True))
-        if len(by_name) == len(records):  # names unique: the index's order, then the rest
-            listed = [by_name[n] for n in weight_map if n in by_name]
-            if len(listed) < len(records):
-                listed += [r for r in records if r.name not in weight_map]
-            return listed
-    order = {name: i for i, name in enumerate(weight_map)}
-    if set(stages.values()) <= {(0, 0)}:
-        return sorted(records, key=lambda r: order.get(r.name, len(order)))
-    return sorted(
-        records,
-        key=lambda r: (
-            stages.get(weight_map.get(r.name, ""), (0, 0)),
-            order.get(r.name, len(order)),
-        ),
-    )
+        at = dict(zip(names, range(n), strict=True))
+        if len(at) == n:  # names unique: the index's order, then the rest
+            order = cast(list[int], list(filter(_NOT_NONE, map(at.get, weight_map))))
+            if len(order) < n:
+                order += [i for i, name in enumerate(names) if name not in weight_map]
+            return records if order == list(range(n)) else records.take(order)
+    position = {name: i for i, name in enumerate(weight_map)}
+    key: list[Any] = [position.get(name, len(position)) for name in names]
+    if not set(stages.values()) <= {(0, 0)}:
+        key = [
+            (stages.get(weight_map.get(name, ""), (0, 0)), k)
+            for name, k in zip(names, key, strict=True)
+        ]
+    return records.take(sorted(range(n), key=key.__getitem__))
 
 
-_NAME = operator.attrgetter("name")
+_NOT_NONE = functools.partial(operator.is_not, None)
 
 
 def _stage_of(file: str) -> tuple[int, int]:

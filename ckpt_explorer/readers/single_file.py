@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CorruptCheckpointError
@@ -13,7 +14,7 @@ from . import safetensors_file, torch_pickle
 
 def open_file_records(
     path: PathLike, rel: str, optimizer_shard: bool = False
-) -> tuple[list[TensorRecord], dict[str, Any]]:
+) -> tuple[Sequence[TensorRecord], dict[str, Any]]:
     """Records and values of one shard or part file, named as its checkpoint lists them.
 
     Torch optimizer shards (``{id: {state: value}}``) are listed as ``state.<id>.<name>``; a
@@ -23,10 +24,10 @@ def open_file_records(
     with path.open("rb") as f:
         head = f.read(16)
     if safetensors_file.looks_like_safetensors(head):
-        records, header = safetensors_file.safetensors_records(path, rel)
+        table, header = safetensors_file.safetensors_records(path, rel)
         if optimizer_shard or "non_tensor_keys" in header.metadata:
-            return safetensors_file.decode_non_tensor_keys(path, records, header)
-        return records, {}
+            return safetensors_file.decode_non_tensor_keys(path, table, header)
+        return table, {}
     if sniff_torch(head) is not None:
         structure = torch_pickle.torch_structure(path)
         root = structure.root

@@ -131,7 +131,7 @@ def _judge_bytes(path: Path | Location, label: str, size: int, explained: bool) 
         scope = Scope(explained=explained, torch_suffix=torch_suffix)
         judged = judge_region(mm, 0, size, label, scope, top=True)
         if not any(s.walk.did_anything for s in judged.streams) and not judged.doubts:
-            judged.formats.append(_data_format(mm, size, judged.formats))
+            judged.formats.append(_data_format(mm, size, judged.formats, as_location(path)))
         return detach(judged)
 
 
@@ -306,7 +306,7 @@ def _refusal_hint(whats: list[str]) -> str:
     )
 
 
-def _data_format(mm: Any, size: int, formats: list[str]) -> str:
+def _data_format(mm: Any, size: int, formats: list[str], path: Location | None = None) -> str:
     """What a file no loader unpickles is, in words (positively identified where possible)."""
     if formats:
         return formats[-1]
@@ -315,6 +315,8 @@ def _data_format(mm: Any, size: int, formats: list[str]) -> str:
         return "GGUF"
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"[") and size <= 64 * 2**20:
+        if path is not None and _is_json_text(path):
+            return "JSON"  # parsed once for the listing too (an index of 90k names)
         try:
             json.loads(bytes(mm[:size]))
             return "JSON"
@@ -328,6 +330,17 @@ def _data_format(mm: Any, size: int, formats: list[str]) -> str:
             if e.start > len(head) - 4:
                 return "text"
     return "binary (no loader unpickles it: a pickle load fails on its first bytes)"
+
+
+def _is_json_text(path: Location) -> bool:
+    """The file is JSON as UTF-8 text (then ``json.loads`` of its bytes reads the same)."""
+    from ..io.json_doc import json_document
+
+    try:
+        json_document(path)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return True
 
 
 __all__ = ["CODE", "REFUSED", "UNVERIFIED", "VERDICTS", "FileVerdict", "judge_file"]

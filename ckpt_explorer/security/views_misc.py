@@ -18,6 +18,7 @@ import tarfile
 import zlib
 from typing import Any
 
+from ..io.safetensors_seen import checked_header, plain_metadata
 from .judged import MAX_INFLATED, Judged, Stream
 from .pickle_machine import Glob, Tup
 from .zip_check import BufferFile
@@ -241,6 +242,19 @@ def _inflate(buf: Any, start: int, end: int, most: int) -> bytes:
 # --- ColossalAI's flattened optimizer safetensors ------------------------------------------
 
 
+def _plainly_without_values(raw: bytes) -> bool:
+    """The header is a JSON object whose ``__metadata__`` (an object, or absent) lists no
+    ``non_tensor_keys``: decided by the listing's own checks of these bytes, done once per
+    process (the listing then reuses them), instead of a second ``json.loads``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    checked = checked_header(raw, text) if text.startswith("{") else None
+    metadata = None if checked is None else plain_metadata(raw, checked)
+    return metadata is not None and "non_tensor_keys" not in metadata
+
+
 def judge_safetensors_values(
     buf: Any, start: int, end: int, where: str, head: bytes, scope: Any
 ) -> Any:
@@ -252,8 +266,12 @@ def judge_safetensors_values(
     (n,) = struct.unpack("<Q", head[:8])
     if n > _MAX_SAFETENSORS_HEADER or 8 + n > end - start:
         return out
+    raw = bytes(buf[start + 8 : start + 8 + n])
+    if _plainly_without_values(raw):
+        out.formats.append("safetensors")
+        return out  # what json.loads would give: no pickled values to judge
     try:
-        header = json.loads(bytes(buf[start + 8 : start + 8 + n]))
+        header = json.loads(raw)
         keys = json.loads(header.get("__metadata__", {}).get("non_tensor_keys", "[]"))
     except (ValueError, AttributeError, TypeError, RecursionError):
         return out

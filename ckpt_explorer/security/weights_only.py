@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.metadata
 import io
 import json
 import pickletools
@@ -26,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..io.dist_version import installed_version
 from . import torch_tables
 from .pickle_machine import GlobalRef, PickleWalk
 
@@ -69,10 +69,7 @@ def static_tables() -> Tables:
 
 def installed_torch_version() -> str | None:
     """The installed torch's version from its package metadata (torch is not imported)."""
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return installed_version("torch")
 
 
 def live_tables() -> Tables:

@@ -13,9 +13,36 @@ Example:
 
 from __future__ import annotations
 
-from .build import build_timeline
-from .cache import SummaryCache, default_cache_dir
-from .model import Anomaly, CheckpointSummary, PairSummary, TensorFacts, Timeline
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .build import build_timeline
+    from .cache import SummaryCache, default_cache_dir
+    from .model import Anomaly, CheckpointSummary, PairSummary, TensorFacts, Timeline
+
+# Each name is imported on first use: the CLI imports .command to build its parser, and
+# .build pulls in the diff engine, which no other command needs.
+_HOME = {
+    "Anomaly": ".model",
+    "CheckpointSummary": ".model",
+    "PairSummary": ".model",
+    "SummaryCache": ".cache",
+    "TensorFacts": ".model",
+    "Timeline": ".model",
+    "build_timeline": ".build",
+    "default_cache_dir": ".cache",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Anomaly",

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-from .build import build_timeline
 from .cache import SummaryCache, default_cache_dir
 
 
@@ -35,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
             print(line, flush=True)
 
         return watch(args.run_dir, cache, interval=args.interval, emit=emit)
+    from .build import build_timeline  # the diff engine: only when a timeline is built
+
     t = build_timeline(args.run_dir, cache)
     if args.json:
         json.dump(t.to_json(detail=args.detail), sys.stdout, indent=2)

@@ -9,10 +9,14 @@ keeps it sharing the embedding's storage; both are clean.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
+from collections.abc import Sequence
+from itertools import compress, repeat
 from typing import Any
 
+from ..record_table import record_column
 from ..types import TensorRecord
 from .findings import Finding
 from .parts import ModelPart, is_float
@@ -30,6 +34,7 @@ CAUSAL_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
 STACK = re.compile(r"^(.*?(?:^|\.)(?:layers|h|layer|blocks|block))\.(\d+)\.")
+_GROUPS = operator.methodcaller("groups")
 
 
 def _first(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | None:
@@ -39,11 +44,15 @@ def _first(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | N
     return None
 
 
-def _find(records: list[TensorRecord], suffixes: tuple[str, ...]) -> TensorRecord | None:
+def _find(records: Sequence[TensorRecord], suffixes: tuple[str, ...]) -> TensorRecord | None:
+    names = record_column(records, "name")
+    # a name equal to a suffix or ending in "." + it ends with it: one C-level pass picks the
+    # few candidates (a listing's records are made only when asked for)
+    hits = list(compress(range(len(names)), map(str.endswith, names, repeat(suffixes))))
     for suffix in suffixes:
-        for r in records:
-            if r.name == suffix or r.name.endswith("." + suffix):
-                return r
+        for i in hits:
+            if names[i] == suffix or names[i].endswith("." + suffix):
+                return records[i]
     return None
 
 
@@ -99,10 +108,9 @@ def _layers(model: ModelPart, config: dict[str, Any]) -> list[Finding]:
         return []
     key, expected = found
     stacks: dict[str, set[int]] = {}
-    for r in model.records:
-        m = STACK.match(r.name)
-        if m:
-            stacks.setdefault(m.group(1), set()).add(int(m.group(2)))
+    matches = filter(None, map(STACK.match, record_column(model.records, "name")))
+    for stack, index in dict.fromkeys(map(_GROUPS, matches)):  # each (stack, layer) once
+        stacks.setdefault(stack, set()).add(int(index))
     if "decoder" in " ".join(stacks) and "encoder" in " ".join(stacks):
         return []  # encoder-decoder: per-stack counts live under other keys
     out = []
@@ -163,9 +171,10 @@ def _dtype(model: ModelPart, config: dict[str, Any]) -> list[Finding]:
         return []
     declared = declared.removeprefix("torch.")
     by_bytes: Counter[str] = Counter()
-    for r in model.records:
-        if is_float(r.dtype):
-            by_bytes[r.dtype] += r.nbytes
+    dtypes, nbytes = record_column(model.records, "dtype"), record_column(model.records, "nbytes")
+    for dtype in dict.fromkeys(dtypes):  # in order of first appearance, as a walk adds them
+        if is_float(dtype):
+            by_bytes[dtype] = sum(compress(nbytes, map(operator.eq, dtypes, repeat(dtype))))
     if not by_bytes:
         return []
     main, _ = by_bytes.most_common(1)[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CkptExplorerError, TruncatedFileError, UnsafeCheckpointError
@@ -18,6 +19,7 @@ from ..readers.sharded_index import INDEX_NAME, STAGE_SHARD, TMP_DIR, find_index
 from ..readers.single_file import open_file_records
 from ..types import TensorRecord
 from .findings import Finding
+from .integrity_columns import all_in_place, counted_bytes, index_without_duplicates
 
 MIB = 2**20
 SINGLE_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -42,6 +44,9 @@ def _duplicates_hook(found: list[str]) -> Any:
 
 
 def _parse_index(path: Location, label: str) -> tuple[dict[str, Any] | None, list[Finding]]:
+    known = index_without_duplicates(path)  # the listing's parse, when no key repeats
+    if known is not None and isinstance(known.get("weight_map"), dict):
+        return known, []
     dups: list[str] = []
     try:
         doc = json.loads(
@@ -84,7 +89,7 @@ def _parse_index(path: Location, label: str) -> tuple[dict[str, Any] | None, lis
 
 def _file_records(
     path: Location, rel: str, optimizer: bool, label: str
-) -> tuple[list[TensorRecord] | None, list[Finding]]:
+) -> tuple[Sequence[TensorRecord] | None, list[Finding]]:
     try:
         records, _ = open_file_records(path, rel, optimizer_shard=optimizer)
     except TruncatedFileError as e:
@@ -126,7 +131,7 @@ def check_file(path: PathLike, label: str = "") -> list[Finding]:
     return findings
 
 
-def _unique_bytes(records: list[TensorRecord]) -> int:
+def _unique_bytes(records: Sequence[TensorRecord]) -> int:
     seen: set[tuple[str | None, str, int | None]] = set()
     total = 0
     for r in records:
@@ -278,20 +283,20 @@ def _check_doc(
     doc: dict[str, Any], folder: Location, source: Location, label: str, check_total: bool = True
 ) -> list[Finding]:
     findings: list[Finding] = []
-    weight_map: dict[str, str] = {k: v for k, v in doc["weight_map"].items() if isinstance(v, str)}
+    weight_map: dict[str, str] = doc["weight_map"]
+    if not set(map(type, weight_map.values())) <= {str}:
+        weight_map = {k: v for k, v in weight_map.items() if isinstance(v, str)}
     raw_meta = doc.get("metadata")
     metadata: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     optimizer = "param_groups" in metadata
-    by_file: dict[str, list[str]] = {}
-    for name, rel in weight_map.items():
-        by_file.setdefault(rel, []).append(name)
+    by_file: dict[str, None] = dict.fromkeys(weight_map.values())  # the files, in index order
     named = set(by_file)
     group_file = metadata.get("param_groups")
     if isinstance(group_file, str):
         named.add(group_file)
-        by_file.setdefault(group_file, [])
-    contents: dict[str, list[TensorRecord]] = {}
-    for rel, names in by_file.items():
+        by_file.setdefault(group_file)
+    contents: dict[str, Sequence[TensorRecord]] = {}
+    for rel in by_file:
         try:
             path = resolve_inside(folder, rel, source)
         except UnsafeCheckpointError as e:
@@ -300,6 +305,7 @@ def _check_doc(
             )
             continue
         if not path.is_file():
+            names = [name for name, file in weight_map.items() if file == rel]
             what = "param-group file" if rel == group_file else f"shard with {len(names)} entries"
             first = f", e.g. {names[0]}" if names else ""
             findings.append(
@@ -319,14 +325,16 @@ def _check_doc(
             contents[rel] = records
     findings += _placement(weight_map, contents, optimizer, label)
     if check_total and contents and len(contents) == len(by_file) - (1 if group_file else 0):
-        listed = [
-            r
-            for rel, recs in contents.items()
-            for r in recs
-            if _key(r.name, optimizer) in weight_map
-        ]
-        every = [r for recs in contents.values() for r in recs]
-        counted = [_unique_bytes(listed), sum(r.nbytes for r in listed), _unique_bytes(every)]
+        counted = None if optimizer else counted_bytes(weight_map, contents)
+        if counted is None:
+            listed = [
+                r
+                for rel, recs in contents.items()
+                for r in recs
+                if _key(r.name, optimizer) in weight_map
+            ]
+            every = [r for recs in contents.values() for r in recs]
+            counted = [_unique_bytes(listed), sum(r.nbytes for r in listed), _unique_bytes(every)]
         hf_named = bool(re.search(r"-\d{5}-of-\d{5}\.", " ".join(by_file)))
         findings += _total_size(metadata.get("total_size"), counted, source.name, label, hf_named)
     if source.is_file():
@@ -342,12 +350,13 @@ def _key(name: str, optimizer: bool) -> str:
 
 
 def _placement(
-    weight_map: dict[str, str], contents: dict[str, list[TensorRecord]], optimizer: bool, label: str
+    weight_map: dict[str, str],
+    contents: dict[str, Sequence[TensorRecord]],
+    optimizer: bool,
+    label: str,
 ) -> list[Finding]:
-    if not optimizer:  # the common case first: every indexed tensor in its shard
-        held = {rel: {r.name for r in records} for rel, records in contents.items()}
-        if all(name in held[rel] for name, rel in weight_map.items() if rel in held):
-            return []
+    if not optimizer and all_in_place(weight_map, contents):  # the common case first
+        return []
     where: dict[str, list[str]] = {}
     for rel, records in contents.items():
         for key in dict.fromkeys(_key(r.name, optimizer) for r in records):

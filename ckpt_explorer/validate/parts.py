@@ -7,7 +7,7 @@ shown under (``optimizer/``, ``model.``) and the view its tensors load from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ class ModelPart:
 
     label: str
     view: CheckpointView
-    records: list[TensorRecord]
+    records: Sequence[TensorRecord]
     folder: Location | None
     config: dict[str, Any] | None
     ordered: bool
