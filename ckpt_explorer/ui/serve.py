@@ -34,6 +34,12 @@ def check_paths(
     ]
 
 
+def _warm(view: Any) -> None:
+    from .state import warm
+
+    warm(view)
+
+
 def serve(
     paths: Sequence[str | Path] = (),
     root: str | Path | None = None,
@@ -53,12 +59,18 @@ def serve(
     Raises:
         CkptExplorerError: a path is refused, or the server could not listen (port in use).
     """
+    from .view_cache import prefetch
+
+    remote = RemoteAccess(allow_remote, cache, storage_options)
+    checked = check_paths(paths, root, remote)
+    # the checkpoint listed, its tables built and the statistics kernels loaded while panel
+    # imports: the first page finds them ready
+    prefetch(checked, _warm)
+
     import panel as pn
 
     from .layout import create_app
 
-    remote = RemoteAccess(allow_remote, cache, storage_options)
-    checked = check_paths(paths, root, remote)
     root_dir = str(RootGuard(root).root) if root is not None else None
     if port and not port_is_free(address, port):
         raise CkptExplorerError(

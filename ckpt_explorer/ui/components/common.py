@@ -13,6 +13,7 @@ from panel.io.model import JSCode
 from ..numbers import JS_NUMBER, display_frame, number_columns
 from ..numbers import fmt_bytes as fmt_bytes  # re-exported: the views format through these
 from ..numbers import fmt_count as fmt_count
+from .sorted_table import Table, text_columns
 
 ACCENT = "#4f46e5"
 GOOD, BAD = "#10b981", "#ef4444"
@@ -123,33 +124,73 @@ TABLE_CSS = """
 .tabulator-row .tabulator-cell {padding: 5px 8px; font-size: 13px;}
 .tabulator-row.tabulator-selected .tabulator-cell {color: #111827 !important;
   background-color: #c7d2fe !important;}
+.tabulator-cell.wrap {white-space: normal !important; overflow-wrap: anywhere;
+  text-overflow: clip !important;}
 """
 NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
+# text columns that hold names and paths: never cut, they wrap at "." and "/" instead
+NAME_COLUMNS = (
+    "name",
+    "parameter",
+    "file",
+    "path",
+    "tensor",
+    "checkpoint",
+    "key",
+    "first tensors",
+    "name_b",
+    "source",
+)
+NAME_WIDTH = 460  # px a name column starts at most (wider names wrap)
+# names break after "." and "/" (a <wbr>, no character: copied names stay exact)
+JS_BREAKABLE = """function(cell) {
+  const v = cell.getValue();
+  if (v === null || v === undefined) return '';
+  const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
+  return String(v).replace(/[&<>"']/g, (c) => map[c]).replace(/([./_-])/g, '$1<wbr>');
+}"""
 
 
-def table(df: Any, **kw: Any) -> pn.widgets.Tabulator:
-    """A read-only Tabulator with the dashboard's defaults; numbers shown by the one display
-    rule (:func:`~ckpt_explorer.ui.numbers.display_frame`)."""
+def table(df: Any, **kw: Any) -> Table:
+    """A read-only table with the dashboard's defaults: numbers by the one display rule
+    (:func:`~ckpt_explorer.ui.numbers.display_frame`), text sorted in natural order, names
+    and paths wrapped instead of cut (with the whole value as a tooltip)."""
     numeric: list[str] = []
+    texts: list[str] = []
     if df is not None:
         df = display_frame(df)
         numeric = number_columns(df)
+        texts = text_columns(df)
+    names = [c for c in texts if c in NAME_COLUMNS or c in kw.get("wrap", ())]
+    kw.pop("wrap", None)
+    columns = [
+        {
+            "field": c,
+            **({"sorter": "alphanum"} if kw.get("pagination") != "remote" else {}),
+            **({"cssClass": "wrap", "maxInitialWidth": NAME_WIDTH} if c in names else {}),
+        }
+        for c in texts
+    ]
     defaults: dict[str, Any] = {
         "show_index": False,
         "disabled": True,
         "theme": "modern",
         "layout": "fit_data_stretch",
         "sizing_mode": "stretch_width",
-        "configuration": {"columnDefaults": {"headerTooltip": True, "tooltip": True}},
+        "configuration": {
+            "columnDefaults": {"headerTooltip": True, "tooltip": True},
+            "columns": columns,
+        },
         "stylesheets": [TABLE_CSS],
     }
     defaults["formatters"] = {
         **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
+        **dict.fromkeys(names, JSCode(JS_BREAKABLE)),
         **dict.fromkeys(NUMBER_COLUMNS, BYTES_FORMAT),
         **kw.pop("formatters", {}),
     }
     defaults.update(kw)
-    return pn.widgets.Tabulator(df, **defaults)
+    return Table(df, **defaults)
 
 
 def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:

@@ -101,9 +101,8 @@ class CompareView(pn.viewable.Viewer):
             self._body: pn.viewable.Viewable = not_available("Compare", "ckpt_explorer.diff")
             return
         c = self.app.compare
-        opts = self.app.candidates()
-        self._a = PathPicker(opts, "A (reference)", warn=self.app.unsafe_note)
-        self._b = PathPicker(opts, "B (compared)", warn=self.app.unsafe_note)
+        self._a = PathPicker(self.app, "A (reference)", warn=self.app.unsafe_note)
+        self._b = PathPicker(self.app, "B (compared)", warn=self.app.unsafe_note)
         sync(c, "a", self._a, "value")
         sync(c, "b", self._b, "value")
         self._atol = pn.widgets.FloatInput.from_param(c.param.atol, name="atol", width=110)

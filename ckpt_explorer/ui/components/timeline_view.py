@@ -227,7 +227,7 @@ class TimelineView(pn.viewable.Viewer):
         self.app = app
         st = app.timeline
         self._auto = ""  # the run folder last filled in from the open checkpoint
-        self._folder = PathPicker(app.candidates(), "Run folder (holds checkpoint-N, step-N ...)")
+        self._folder = PathPicker(app, "Run folder (holds checkpoint-N, step-N ...)")
         sync(st, "run_dir", self._folder, "value")
         self._build = pn.widgets.Button(name="Build", button_type="primary", width=110)
         self._build.on_click(lambda *_: st.build())
