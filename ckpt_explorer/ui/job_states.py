@@ -392,11 +392,18 @@ class ConvertState(JobState):
                 kw["progress"] = progress
             if engines.accepts(fn, "cancel"):
                 kw["cancel"] = cancel
-            result = fn(plan, **kw)
+            try:
+                result = fn(plan, **kw)
+            except mod.ConversionCancelled:
+                return None  # the engine removed what it had written
             diff = cast_difference(plan) if getattr(result, "verified", False) else None
             return result, diff
 
         def done(out: Any) -> None:
+            if out is None:
+                self.add_log("cancelled: nothing written")
+                self.finish(f"cancelled — nothing was written; {self.destination} does not exist")
+                return
             result, diff = out
             self.param.update(cast_max_diff=diff, result=result)
             ok = getattr(result, "verified", None)

@@ -18,6 +18,7 @@ import param
 from ..errors import CkptExplorerError
 from ..view import CheckpointView
 from . import tables
+from .distribution_state import DistributionState
 from .fit_state import FitState
 from .job_states import CompareState, ConvertState, JobState, ResumeState, ValidateState
 from .jobs import Job, Throttle
@@ -400,6 +401,7 @@ class AppState(param.Parameterized):
         self.convert = ConvertState(self.guard)
         self.fit = FitState()
         self.timeline = TimelineState(self.guard)
+        self.steps = DistributionState(self.timeline)  # one tensor over the timeline's steps
         self._listed = 0.0
         self._unsafe: dict[str, str] = {}
         self._paths_lock = threading.Lock()

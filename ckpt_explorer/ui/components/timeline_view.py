@@ -35,6 +35,7 @@ from .common import (
     watch,
 )
 from .picker import PathPicker
+from .tensor_steps import TITLE, TensorStepsView
 
 MARK_COLOURS = {"error": BAD, "warning": "#f59e0b", "info": "#0ea5e9"}
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
@@ -242,6 +243,7 @@ class TimelineView(pn.viewable.Viewer):
         self._compare = pn.widgets.Button(name="Compare this pair", width=160, align="end")
         self._compare.on_click(self._compare_clicked)
         self.heatmap: pn.pane.Plotly | None = None
+        self._steps = TensorStepsView(app.steps)
         self._results = pn.Column(sizing_mode="stretch_width")
         watch(st, self._on_progress, ["running", "progress", "message", "error"])
         watch(st, lambda *_: self._render(), "timeline")
@@ -350,6 +352,7 @@ class TimelineView(pn.viewable.Viewer):
         if s["moments"]:
             fig = lines_figure(t, "", s["moments"], "norm", log_y=True)
             blocks.append(section("Optimizer moment norms per group", plot(fig)))
+        blocks.append(section(TITLE, self._steps))
         counters = {"optimizer step": s["opt_step"], "scheduler step": s["sched_step"]}
         if any(v is not None for vals in counters.values() for v in vals):
             fig = lines_figure(t, "", counters, "count")
