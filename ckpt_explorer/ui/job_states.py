@@ -165,9 +165,14 @@ class CompareState(JobState):
         def done(result: Any) -> None:
             s = result.summary()
             self.param.update(result=result, partial=[])
-            state = "cancelled: partial result" if s["cancelled"] else "done"
             verdict = "equal" if s["equal"] else f"{s['changed']} changed"
-            self.finish(f"{state} — {s['tensors']} tensors, {verdict}")
+            if s["cancelled"]:
+                self.finish(
+                    f"cancelled: partial result — {s['compared']:,} of {s['tensors']:,} "
+                    f"tensors compared, {verdict}"
+                )
+            else:
+                self.finish(f"done — {s['tensors']} tensors, {verdict}")
 
         self.param.update(result=None, partial=[])
         self.select("")  # a new run: the pair shown before is stale

@@ -71,6 +71,7 @@ def test_module_tree_opens_level_by_level_and_filters_exactly(page: Any) -> None
     page.locator(f"{TREE_ROWS}[data-id='model.layers.2.block0.']").wait_for()  # opened
     shot(page, "module-tree-layer-2")
     page.locator(f"{TREE_ROWS}[data-id='model.layers.2.block0.'] .mt-caret").click()
+    page.locator(f"{TREE_ROWS}[data-id='model.layers.2.block0.w1.'] .mt-caret").click()
     leaf = page.locator(f"{TREE_ROWS}[data-id='model.layers.2.block0.w1.weight']")
     leaf.wait_for()
     assert "32 × 64" in leaf.inner_text()
@@ -125,10 +126,10 @@ def test_cancel_in_the_middle_of_a_long_diff(page: Any) -> None:
     shot(page, "cancel-mid-job-running")
     page.get_by_role("button", name="Cancel").click()
     wait_text(page, "t.includes('cancelled: partial result')", timeout=120_000)
-    m = re.search(r"cancelled: partial result — ([0-9,]+) tensors", text(page))
+    m = re.search(r"cancelled: partial result — ([0-9,]+) of ([0-9,]+) tensors", text(page))
     assert m is not None, text(page)[-400:]
-    done = int(m.group(1).replace(",", ""))
-    assert 0 < done < MANY, done  # stopped in the middle
+    done, total = (int(g.replace(",", "")) for g in m.groups())
+    assert 0 < done < total == MANY, (done, total)  # stopped in the middle
     shot(page, "cancel-mid-job-cancelled")
     assert page.get_by_role("button", name="Compare").is_enabled()
 

@@ -47,6 +47,7 @@ export function render({{ model, el }}) {{
   el.appendChild(wrap);
   let active = -1;   // the suggestion chosen with the arrow keys (-1: none, Enter keeps text)
   let shown = [];
+  let focused = false;  // (document.activeElement is the shadow host, not the input)
 
   function sync() {{
     label.textContent = model.label;
@@ -65,7 +66,7 @@ export function render({{ model, el }}) {{
       item.addEventListener("mousedown", (ev) => {{ ev.preventDefault(); take(o); }});
       menu.appendChild(item);
     }});
-    menu.style.display = shown.length && document.activeElement === input ? "" : "none";
+    menu.style.display = shown.length && focused ? "" : "none";
   }}
   function take(text) {{
     input.value = text;
@@ -73,9 +74,17 @@ export function render({{ model, el }}) {{
     model.value = text;
     model.send_msg({{ commit: text }});
   }}
-  input.addEventListener("focus", () => {{ model.send_msg({{ refresh: true }}); draw(); }});
+  input.addEventListener("focus", () => {{
+    focused = true;
+    model.send_msg({{ refresh: true }});
+    draw();
+  }});
   input.addEventListener("input", () => {{ active = -1; draw(); }});
-  input.addEventListener("blur", () => {{ hide(); if (input.value !== model.value) model.value = input.value; }});
+  input.addEventListener("blur", () => {{
+    focused = false;
+    hide();
+    if (input.value !== model.value) model.value = input.value;
+  }});
   input.addEventListener("keydown", (ev) => {{
     if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {{
       ev.preventDefault();
@@ -94,7 +103,7 @@ export function render({{ model, el }}) {{
     }}
   }});
   model.on("value", () => {{ if (input.value !== model.value) input.value = model.value; }});
-  model.on("options", () => {{ if (menu.style.display !== "none") draw(); }});
+  model.on("options", () => {{ if (focused) draw(); }});
   model.on("label", sync);
   model.on("placeholder", sync);
   input.value = model.value;
