@@ -20,7 +20,7 @@ from .timeline_state import TimelineState
 class DistributionState(JobState):
     """One tensor's distribution over the checkpoints of the timeline shown."""
 
-    name = param.String(default="", doc="the tensor, as the timeline names it")
+    tensor = param.String(default="", doc="the tensor, as the timeline names it")
     names = param.List(default=[], item_type=str, doc="model tensors of the run")
     result = param.Parameter(default=None, doc="TensorDistribution of the last run")
 
@@ -41,15 +41,15 @@ class DistributionState(JobState):
             self._gen += 1
         if self.job is not None:
             self.job.cancel()
-        keep = self.name if self.name in names or not names else names[0]
-        self.param.update(names=names, name=keep, result=None, error="", message="")
+        keep = self.tensor if self.tensor in names or not names else names[0]
+        self.param.update(names=names, tensor=keep, result=None, error="", message="")
 
     def run(self, wait: bool = False) -> None:
-        """The distribution of ``name`` over the timeline's checkpoints, in the background."""
+        """The distribution of ``tensor`` over the timeline's checkpoints, in the background."""
         from ..timeline.distribution import tensor_distribution
 
         t = self.timeline.timeline
-        name = self.name.strip()
+        name = self.tensor.strip()
         if t is None or not name:
             self.fail("Build the timeline first, then pick a tensor." if t is None else "")
             return

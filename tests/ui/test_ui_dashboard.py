@@ -204,7 +204,7 @@ def test_one_tensor_over_the_runs_steps(page: Any, ui_root: Path) -> None:
 
     tab(page, "Timeline")
     page.get_by_role("button", name="Build").click()
-    wait_text(page, "t.includes('2 pairs')", timeout=300_000)
+    wait_text(page, "t.includes('3 checkpoints, 2 pairs')", timeout=300_000)
     name = "modeling/layers.0.self_attn.in_proj_weight"
     box = page.get_by_placeholder("a tensor of the run")
     box.fill(name)

@@ -159,3 +159,25 @@ def test_a_conversion_cancelled_in_the_middle_leaves_nothing(
     leftovers = [p for p in ui_root.iterdir() if p.name.startswith(f".{out}") or out in p.name]
     assert leftovers == []
     shutil.rmtree(ui_root / out, ignore_errors=True)
+
+
+def test_one_tensor_over_the_timeline(ui_root: Path, tmp_path: Path) -> None:
+    """The Timeline's tensor block: the run's model tensors offered once it is built, the
+    distribution computed in the background, a new build clearing the last one."""
+    app = AppState(ui_root)
+    st, steps = app.timeline, app.steps
+    st.run_dir = "demo/run"
+    st.build(wait=True, cache_dir=tmp_path / "cache")
+    assert st.error == "" and not st.running
+    assert "modeling/embed_tokens.weight" in steps.names
+    assert not any("exp_avg" in n for n in steps.names)  # model tensors, not moments
+    steps.tensor = "modeling/layers.0.self_attn.in_proj_weight"
+    steps.run(wait=True)
+    d = steps.result
+    assert steps.error == "" and d is not None and d.steps == [2, 4, 6]
+    assert steps.message.endswith("3 checkpoints")
+    st.build(wait=True, cache_dir=tmp_path / "cache")
+    assert steps.result is None and steps.tensor == "modeling/layers.0.self_attn.in_proj_weight"
+    steps.tensor = "no.such.tensor"
+    steps.run(wait=True)
+    assert "no.such.tensor" in steps.error and steps.result is None

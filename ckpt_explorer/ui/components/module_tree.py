@@ -20,8 +20,8 @@ from ..numbers import fmt_bytes, fmt_count, fmt_int, plural
 TREE_CSS = """
 :host {display: block; font-size: 13px; font-family: Inter, "Segoe UI", Helvetica, Arial,
   sans-serif;}
-.mt {overflow: auto; height: 100%; max-height: inherit; border: 1px solid #e5e7eb;
-  border-radius: 8px; background: #fff;}
+.mt {overflow: auto; max-height: 500px; border: 1px solid #e5e7eb; border-radius: 8px;
+  background: #fff;}
 .mt-head, .mt-row {display: grid; grid-template-columns: minmax(200px, 1fr) 76px 76px 120px;
   align-items: center; column-gap: 8px; padding: 2px 8px;}
 .mt-head {position: sticky; top: 0; background: #f8fafc; color: #6b7280; font-size: 11px;

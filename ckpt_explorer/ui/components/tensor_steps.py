@@ -165,11 +165,11 @@ class TensorStepsView(pn.viewable.Viewer):
         self._name = PathBox(
             label="Tensor",
             options=list(state.names),
-            value=state.name,
+            value=state.tensor,
             placeholder="a tensor of the run, e.g. model.layers.0.mlp.up_proj.weight",
             sizing_mode="stretch_width",
         )
-        self._name.param.watch(lambda e: setattr(state, "name", e.new), "value")
+        self._name.param.watch(lambda e: setattr(state, "tensor", e.new), "value")
         self._name.on_commit = lambda _text: state.run()
         self._show = pn.widgets.Button(name="Show", button_type="primary", width=90, align="end")
         self._show.on_click(lambda *_: state.run())
@@ -180,7 +180,7 @@ class TensorStepsView(pn.viewable.Viewer):
         )
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._figures = pn.Column(sizing_mode="stretch_width")
-        watch(state, self._on_names, ["names", "name"])
+        watch(state, self._on_names, ["names", "tensor"])
         watch(state, self._on_progress, ["running", "progress", "message", "error"])
         watch(state, lambda *_: self._render(), "result")
         self._body = pn.Column(
@@ -196,8 +196,8 @@ class TensorStepsView(pn.viewable.Viewer):
 
     def _on_names(self, *_: Any) -> None:
         self._name.options = list(self.state.names)
-        if self._name.value != self.state.name:
-            self._name.value = self.state.name
+        if self._name.value != self.state.tensor:
+            self._name.value = self.state.tensor
 
     def _on_progress(self, *_: Any) -> None:
         st = self.state

@@ -84,7 +84,7 @@ class WeightMap(pn.viewable.Viewer):
         watch(b, lambda *_: self._filters_changed(), ["name_filter", "file_filter", "name_prefix"])
         self._export = export_buttons(self._table, "tensors")
         self._detail = TensorDetailView(browse=b)
-        self._tree = ModuleTree(height=520, sizing_mode="stretch_width", css_classes=["modules"])
+        self._tree = ModuleTree(sizing_mode="stretch_width", css_classes=["modules"])
         self._tree.on_module = self._tree_module
         self._tree.on_tensor = self._tree_tensor
         self._shards = pn.Column(sizing_mode="stretch_width")
