@@ -13,7 +13,7 @@ from ..remote.urls import is_url
 from .components.common import ACCENT, error_pane
 from .components.picker import PathPicker
 from .remote_paths import RemoteAccess
-from .state import AppState
+from .state import AppState, warm_kernels
 from .url_state import bind_url
 from .views import TABS, VIEWS, view_class
 
@@ -170,4 +170,6 @@ def create_app(
     template.state = state  # type: ignore[attr-defined]  # for tests and notebooks
     if not notebook:
         bind_url(state)  # the address holds the view: a link reopens it
+        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            pn.state.onload(warm_kernels)  # once the page is up, not before
     return template

@@ -81,15 +81,19 @@ def remember_detail(view: CheckpointView, detail: TensorDetail) -> None:
 
 
 def warm(view: CheckpointView) -> None:
-    """Build what the first page of ``view`` shows (a server does it before anyone asks),
-    then load the statistics kernels the first tensor detail would wait for."""
+    """Build what the first page of ``view`` shows (a server does it before anyone asks)."""
     for which in ("weights", "dtypes", "files", "parts", "values"):
         frame_of(view, which)
     weight_filter_of(view)
     module_index_of(view).children("")
+
+
+def warm_kernels() -> None:
+    """Load the statistics kernels in the background (numba's import and first call take a
+    second or two), so the first tensor detail does not wait for them."""
     from ..diff import kernel
 
-    kernel.warm_up()
+    threading.Thread(target=kernel.warm_up, name="ckpt-explorer-kernels", daemon=True).start()
 
 
 class BrowseState(param.Parameterized):

@@ -147,7 +147,7 @@ class ModuleTree(JSComponent):  # type: ignore[misc]
         self.on_tensor: Any = None
 
     def set_index(self, index: ModuleIndex | None) -> None:
-        """A new weight map: the root level, its only child opened when there is one."""
+        """A new weight map: the root level, and the module holding most tensors opened."""
         self.index = index
         self._limits = {}
         if index is None:
@@ -155,10 +155,11 @@ class ModuleTree(JSComponent):  # type: ignore[misc]
             return
         nodes = {"": self._level("")}
         expanded: list[str] = []
-        top = nodes[""]["rows"]
-        if len(top) == 1 and top[0]["kids"]:  # a single top module ("model"): open it
-            expanded.append(top[0]["id"])
-            nodes[top[0]["id"]] = self._level(top[0]["id"])
+        modules = [n for n in index.children("") if n.has_children]
+        if modules:  # the module holding most tensors ("model" beside "lm_head"): open
+            top = max(modules, key=lambda n: n.tensors).filter
+            expanded.append(top)
+            nodes[top] = self._level(top)
         self.param.update(nodes=nodes, expanded=expanded, selected="")
 
     def _level(self, node: str) -> dict[str, Any]:
