@@ -9,10 +9,13 @@ Debian's chromium through Playwright, timing what a person waits for:
 - ``listening_s``: from the serve process's start to its port accepting connections;
 - ``page_served_s``: from the serve process's start to the page's HTML received;
 - ``overview_s`` / ``weight_map_s``: from the page request to the Overview's cards, and to the
-  Weight map's table rows, count and module tree after its tab is clicked;
+  Weight map's table rows, count and module tree after its tab is clicked (``html_dom_load_s``:
+  the browser's own navigation timing of the HTML received, DOM ready and load event, i.e.
+  the scripts fetched and run; ``weight_map_cpu_s``: the server's CPU over the tab's build);
 - ``filter_s``: a name typed into the filter until the count of matching tensors (known
   beforehand from the same frame) is on the page, for several filters;
-- ``page_s``: "next page" until the page number changes;
+- ``page_s``: "next page" until the page number changes (``filter_cpu_s``, ``page_cpu_s``:
+  the server's CPU seconds over each, which a loaded machine does not stretch);
 - ``tree_open_s``: a click on ``layers`` until its 61 children are drawn, and on layer 10's
   ``experts`` until its 256 are; ``tree_filter_s``: a click on layer 10 until the table
   shows its 1,558 tensors;
@@ -128,24 +131,33 @@ def session(browser: Any, folder: Path, counts: dict[str, int], total: int) -> d
         page.locator("text=Why this is").first.wait_for()
         out["overview_s"] = since(t_page)
         out["server_cpu_at_overview_s"] = round(cpu_seconds(proc.pid), 2)
+        nav = page.evaluate(
+            "() => { const n = performance.getEntriesByType('navigation')[0];"
+            " return [n.responseEnd, n.domContentLoadedEventEnd, n.loadEventEnd]; }"
+        )
+        out["html_dom_load_s"] = [round(x / 1000, 3) for x in nav]
+        c1 = cpu_seconds(proc.pid)
         page.locator(".bk-tab", has_text="Weight map").first.click()
         page.locator(".weight-map .tabulator-cell[tabulator-field='name']").first.wait_for()
         wait_text(page, "t.includes(arg)", f"of {total:,} tensors")
         page.locator(".modules .mt-row").first.wait_for()
         out["weight_map_s"] = since(t_page)
+        out["weight_map_cpu_s"] = round(cpu_seconds(proc.pid) - c1, 2)
         box = page.get_by_placeholder("e.g. layers.3.")
-        out["filter_s"] = []
+        out["filter_s"], out["filter_cpu_s"] = [], []
         for f in FILTERS:
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), cpu_seconds(proc.pid)
             box.fill(f)
             wait_text(page, "t.includes(arg)", f"{counts[f]:,} of {total:,} tensors")
             out["filter_s"].append(since(t1))
-        out["page_s"] = []
+            out["filter_cpu_s"].append(round(cpu_seconds(proc.pid) - c1, 3))
+        out["page_s"], out["page_cpu_s"] = [], []
         for n in (2, 3, 4):
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), cpu_seconds(proc.pid)
             page.locator(".weight-map .tabulator-page[data-page='next']").first.click()
             wait_text(page, "t.includes(arg)", f"page {n} of ")
             out["page_s"].append(since(t1))
+            out["page_cpu_s"].append(round(cpu_seconds(proc.pid) - c1, 3))
         page.get_by_role("button", name="Clear filters").click()
         wait_text(page, "t.includes(arg)", f"{total:,} of {total:,} tensors")
         rows = ".modules .mt-row"
@@ -167,10 +179,11 @@ def session(browser: Any, folder: Path, counts: dict[str, int], total: int) -> d
         page.get_by_placeholder("e.g. layers.3.").fill("model.layers.10.mlp.experts.17.down_proj")
         cell = page.locator(".weight-map .tabulator-cell", has_text="down_proj.weight").first
         cell.wait_for()
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), cpu_seconds(proc.pid)
         cell.click()
         page.locator("text=2-D slice").first.wait_for()
         out["first_detail_s"] = since(t1)
+        out["first_detail_cpu_s"] = round(cpu_seconds(proc.pid) - c1, 2)
         page.get_by_placeholder("e.g. layers.3.").fill("lm_head")
         cell = page.locator(".weight-map .tabulator-cell", has_text="lm_head.weight").first
         cell.wait_for()

@@ -13,7 +13,7 @@ from ..remote.urls import is_url
 from .components.common import ACCENT, error_pane
 from .components.picker import PathPicker
 from .remote_paths import RemoteAccess
-from .state import AppState, warm_kernels
+from .state import AppState
 from .url_state import bind_url
 from .views import TABS, VIEWS, view_class
 
@@ -149,6 +149,27 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
     )
 
 
+def warm_detail() -> None:
+    """What a first tensor detail would load: numba's kernels (its import and first call take
+    a second or two) and plotly's figure classes; run in the background."""
+    from ..diff import kernel
+    from .components.common import warm_figures
+
+    kernel.warm_up()
+    warm_figures()
+
+
+def page_up() -> None:
+    """A page is up: ``serve``'s background work goes on, or (``panel serve app.py``) what a
+    first tensor detail needs loads now rather than at the click."""
+    import threading
+
+    from .view_cache import page_loaded
+
+    if not page_loaded():
+        threading.Thread(target=warm_detail, name="ckpt-explorer-warm", daemon=True).start()
+
+
 def create_app(
     paths: Sequence[str | Path] = (),
     root: str | Path | None = None,
@@ -171,5 +192,5 @@ def create_app(
     if not notebook:
         bind_url(state)  # the address holds the view: a link reopens it
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
-            pn.state.onload(warm_kernels)  # once the page is up, not before
+            pn.state.onload(page_up)
     return template

@@ -34,10 +34,20 @@ def check_paths(
     ]
 
 
-def _warm(view: Any) -> None:
+def _first(view: Any) -> None:
     from .state import warm
 
     warm(view)
+
+
+def _then(view: Any) -> None:
+    from .components.overview import security_findings
+    from .layout import warm_detail
+    from .state import warm_weight_map
+
+    warm_weight_map(view)
+    security_findings(view)
+    warm_detail()
 
 
 def serve(
@@ -63,9 +73,9 @@ def serve(
 
     remote = RemoteAccess(allow_remote, cache, storage_options)
     checked = check_paths(paths, root, remote)
-    # the checkpoint listed, its tables built and the statistics kernels loaded while panel
-    # imports: the first page finds them ready
-    prefetch(checked, _warm)
+    # the checkpoint listed and the Overview's tables built while panel imports; the weight
+    # map's, the security verdicts and the statistics kernels once the first page is up
+    prefetch(checked, _first, _then)
 
     import panel as pn
 

@@ -81,19 +81,16 @@ def remember_detail(view: CheckpointView, detail: TensorDetail) -> None:
 
 
 def warm(view: CheckpointView) -> None:
-    """Build what the first page of ``view`` shows (a server does it before anyone asks)."""
-    for which in ("weights", "dtypes", "files", "parts", "values"):
+    """Build the tables the Overview of ``view`` shows (a server does it before anyone asks)."""
+    for which in ("dtypes", "files", "parts", "values"):
         frame_of(view, which)
+
+
+def warm_weight_map(view: CheckpointView) -> None:
+    """Build what the Weight map of ``view`` shows: the table, its filter, the tree's root."""
+    frame_of(view, "weights")
     weight_filter_of(view)
     module_index_of(view).children("")
-
-
-def warm_kernels() -> None:
-    """Load the statistics kernels in the background (numba's import and first call take a
-    second or two), so the first tensor detail does not wait for them."""
-    from ..diff import kernel
-
-    threading.Thread(target=kernel.warm_up, name="ckpt-explorer-kernels", daemon=True).start()
 
 
 class BrowseState(param.Parameterized):

@@ -5,7 +5,8 @@ second more; every browser tab of a served dashboard shows the same ones. :func:
 keeps the last few views opened, reused while none of their files changed (size and
 modification time of each file, and of the folder); :func:`memo` keeps what is built from a
 view (tables, indexes, findings) for as long as the view lives. ``serve`` opens the paths it
-was given in the background at start (:func:`prefetch`), so the first page finds them ready.
+was given in the background at start (:func:`prefetch`), so the first page finds them ready,
+and builds the rest once that page is up.
 """
 
 from __future__ import annotations
@@ -86,9 +87,29 @@ def memo(view: CheckpointView, what: str, build: Callable[[], T]) -> T:
         return built[what]  # type: ignore[no-any-return]
 
 
-def prefetch(paths: list[str], warm: Callable[[CheckpointView], Any] | None = None) -> None:
-    """Open the first of ``paths`` (and run ``warm`` on its view) in a background thread;
-    errors are left for the page to show when it opens the path itself."""
+_page_up = threading.Event()
+_waiting: list[str] = []  # prefetches waiting for a page
+
+
+def page_loaded() -> bool:
+    """A page is up in a browser: the background work that waited for it starts. True when
+    such work was waiting (a served page's next work is then under way)."""
+    waited = bool(_waiting)
+    _page_up.set()
+    return waited
+
+
+def prefetch(
+    paths: list[str],
+    first: Callable[[CheckpointView], Any] | None = None,
+    then: Callable[[CheckpointView], Any] | None = None,
+    wait_s: float = 20.0,
+) -> None:
+    """In a background thread: open the first of ``paths`` and run ``first`` on its view
+    (what the first page needs), then, once a page is up (:func:`page_loaded`, or after
+    ``wait_s``), ``then`` (what the page needs next), so the two never compete with the
+    first page for the interpreter. Errors are left for the page to show when it opens the
+    path itself."""
     from ..remote.urls import is_url
 
     local = [p for p in paths if not is_url(str(p))]
@@ -98,8 +119,13 @@ def prefetch(paths: list[str], warm: Callable[[CheckpointView], Any] | None = No
     def work() -> None:
         try:
             view = open_view(local[0])
-            if warm is not None:
-                warm(view)
+            if first is not None:
+                first(view)
+            _waiting.append(local[0])
+            _page_up.wait(wait_s)
+            _waiting.clear()
+            if then is not None:
+                then(view)
         except Exception:  # the page opens it again and shows the error
             return
 

@@ -208,6 +208,15 @@ def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
     return fig
 
 
+def warm_figures() -> None:
+    """Build one styled figure of each kind the views draw first (plotly loads a trace type's
+    checks and the template when first used): done in the background, not at a click."""
+    import plotly.graph_objects as go
+
+    for trace in (go.Bar(x=[0], y=[0]), go.Heatmap(z=[[0.0]]), go.Scatter(x=[0], y=[0])):
+        plot(style_figure(go.Figure(trace), title="warm"))
+
+
 def plot(fig: Any, **kw: Any) -> pn.pane.Plotly:
     return pn.pane.Plotly(
         fig,
@@ -270,6 +279,31 @@ def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
         doc.add_next_tick_callback(scheduled)
 
     return run
+
+
+def served() -> bool:
+    """Whether this runs for a served page (a browser session), not a notebook or a test."""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
+
+
+def later(work: Callable[[], Any], then: Callable[[Any], None], name: str) -> None:
+    """``then(work())``: for a served page, ``work`` in a daemon thread started once the
+    page is up in the browser and ``then`` back in the page's session (the page is neither
+    held nor slowed by it); elsewhere both at once."""
+    if not served():
+        then(work())
+        return
+    back = in_session(then)
+
+    def run() -> None:
+        try:
+            result = work()
+        except Exception:  # nothing to add to the page; the view that needs it says why
+            return
+        back(result)
+
+    pn.state.onload(lambda: threading.Thread(target=run, name=name, daemon=True).start())
 
 
 def watch(obj: Any, fn: Callable[..., Any], names: str | list[str]) -> None:

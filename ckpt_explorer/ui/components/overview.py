@@ -22,6 +22,7 @@ from .common import (
     fmt_bytes,
     fmt_count,
     html_pane,
+    later,
     placeholder,
     plot,
     section,
@@ -63,12 +64,17 @@ def written_by_card(clues: Sequence[Any], writer: Sequence[Any] = ()) -> tuple[s
     )
 
 
-def security_banner(view: Any) -> list[pn.pane.Alert]:
-    """A red banner listing each ``security.*`` error of the checkpoint (none when clean)."""
+def security_findings(view: Any) -> list[Any]:
+    """The checkpoint's ``security.*`` findings (judged once per view)."""
     sec = engine("security")
     if sec is None:
         return []
-    found = memo(view, "security_findings", lambda: list(sec.view_security_findings(view)))
+    return memo(view, "security_findings", lambda: list(sec.view_security_findings(view)))
+
+
+def security_banner(view: Any, found: list[Any] | None = None) -> list[pn.pane.Alert]:
+    """A red banner listing each ``security.*`` error of the checkpoint (none when clean)."""
+    found = security_findings(view) if found is None else found
     errors = [f for f in found if f.severity == "error"]
     if not errors:
         return []
@@ -146,7 +152,7 @@ class Overview(pn.viewable.Viewer):
             section("Data types (by bytes)", self._dtype_chart(dtypes), height=340),
             sizing_mode="stretch_width",
         )
-        blocks: list[Any] = [*security_banner(view), kpis, *loaders_block(view), row1]
+        blocks: list[Any] = [kpis, *loaders_block(view), row1]
         if clues or writer:
             blocks.append(
                 section(
@@ -179,6 +185,13 @@ class Overview(pn.viewable.Viewer):
                 )
             )
         self._body[:] = blocks
+
+        def banner(found: list[Any]) -> None:  # on top, once every file is judged
+            if self.app.browse.view is view:
+                for b in reversed(security_banner(view, found)):
+                    self._body.insert(0, b)
+
+        later(lambda: security_findings(view), banner, "ckpt-explorer-security")
 
     @staticmethod
     def _dtype_chart(df: Any) -> pn.viewable.Viewable:

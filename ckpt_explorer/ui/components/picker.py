@@ -4,7 +4,6 @@ under a ``serve --allow-remote`` prefix."""
 from __future__ import annotations
 
 import html
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,7 +12,7 @@ import panel as pn
 import param
 
 from ...remote.urls import public
-from .common import in_session, sync
+from .common import in_session, later, sync
 from .path_box import PathBox
 
 
@@ -91,31 +90,22 @@ class PathPicker(pn.viewable.Viewer):
         self._input.options = list(event.new)
 
     def _warning(self, warn: Callable[[str], str]) -> pn.pane.HTML:
-        """The note under the box: ``warn(value)``, judged in a thread (a scan of a large
-        folder must not hold the page), shown when still current."""
+        """The note under the box: ``warn(value)``, judged in the background for a served
+        page (a scan of a large folder must not hold it), shown when still current."""
         note = pn.pane.HTML(
             "", styles={"color": "#b91c1c"}, sizing_mode="stretch_width", visible=False
         )
 
-        def put(value: str, text: str) -> None:
-            if value == self.value:
-                note.object = html.escape(text)
-                note.visible = bool(text)
-
-        show = in_session(put)
-
-        def work(value: str) -> None:
-            try:
-                text = warn(value)
-            except Exception:  # no verdict: the scan view says why
-                text = ""
-            show(value, text)
-
         def judge(*_: Any) -> None:
+            value = self.value
+
+            def put(text: str) -> None:
+                if value == self.value:
+                    note.object = html.escape(text)
+                    note.visible = bool(text)
+
             note.visible = False
-            threading.Thread(
-                target=work, args=(self.value,), name="ckpt-explorer-warn", daemon=True
-            ).start()
+            later(lambda: warn(value), put, "ckpt-explorer-warn")
 
         self.param.watch(judge, "value")
         judge()

@@ -123,9 +123,11 @@ class TensorDetailView(pn.viewable.Viewer):
 
     @staticmethod
     def _heatmap(d: TensorDetail) -> Any:
+        import numpy as np
         import plotly.graph_objects as go
 
-        fig = go.Figure(go.Heatmap(z=d.heatmap, colorscale="RdBu", zmid=0, showscale=True))
+        z = np.asarray(d.heatmap, dtype=np.float64)  # one typed array, not 16k checked floats
+        fig = go.Figure(go.Heatmap(z=z, colorscale="RdBu", zmid=0, showscale=True))
         fig.update_yaxes(autorange="reversed")
         return style_figure(fig, height=320, title=f"2-D slice {d.slice_label}")
 
