@@ -150,8 +150,11 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
 
 
 def warm_detail() -> None:
-    """What a first tensor detail would load: numba's kernels (its import and first call take
-    a second or two) and plotly's figure classes; run in the background."""
+    """What a first tensor detail would load: torch (a tensor's values are torch tensors),
+    numba's kernels (each import and first call takes a second or two) and plotly's figure
+    classes; run in the background."""
+    import torch  # noqa: F401  (imported here so the first click does not wait for it)
+
     from ..diff import kernel
     from .components.common import warm_figures
 
