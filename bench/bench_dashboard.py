@@ -1,6 +1,7 @@
 """The dashboard at frontier scale, in a real browser: DeepSeek-V3's 90,427 tensors in 163 shards.
 
     .venv/bin/python bench/bench_dashboard.py [--layers 61] [--repeats 3] [--json-out FILE]
+        [--against OTHER_CHECKOUT]
 
 The folder is bench_frontier's (sparse files with real headers, made once under
 bench/.data/frontier/). Each repeat starts a fresh ``ckpt-explorer serve FOLDER`` and drives
@@ -30,7 +31,9 @@ Medians over the repeats are printed beside ``import panel`` (the floor of any P
 server's start) and an in-process ``open_checkpoint`` (the listing's), both timed in the same
 run. The server runs with Python's bytecode cache on (as an installed package has it): if the
 environment turns it off (``PYTHONDONTWRITEBYTECODE``), the bench points ``PYTHONPYCACHEPREFIX``
-at bench/.data/pycache instead. A benchmark, not a test: it prints figures, it asserts none.
+at bench/.data/pycache instead. ``--against DIR`` serves another checkout (e.g. the main branch before a change) in the
+same run, alternating with this one, for the steps its page has. A benchmark, not a test: it
+prints figures, it asserts none.
 """
 
 from __future__ import annotations
@@ -59,8 +62,8 @@ DEEP_TEXT = """(() => { const out = []; const walk = (n) => {
 }; walk(document.body); return out.join(' ').replace(/\\s+/g, ' '); })()"""
 
 
-def server_env() -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def server_env(code: Path = REPO) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(code)}
     if env.pop("PYTHONDONTWRITEBYTECODE", None):
         env["PYTHONPYCACHEPREFIX"] = str(BENCH / ".data" / "pycache")
     return env
@@ -103,13 +106,17 @@ def expected_counts(folder: Path) -> dict[str, int]:
     return counts
 
 
-def session(browser: Any, folder: Path, counts: dict[str, int], total: int) -> dict[str, Any]:
-    """One fresh server and one page: the figures of the module docstring."""
+def session(
+    browser: Any, folder: Path, counts: dict[str, int], total: int, code: Path = REPO
+) -> dict[str, Any]:
+    """One fresh server (of the checkout ``code``) and one page: the figures of the module
+    docstring (for another checkout, those its page has: no module tree, no sample first)."""
     port = free_port()
     cmd = [sys.executable, "-m", "ckpt_explorer", "serve", str(folder), "--port", str(port)]
+    ours = code == REPO
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, env=server_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        cmd, env=server_env(code), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     out: dict[str, Any] = {}
     try:
@@ -140,7 +147,8 @@ def session(browser: Any, folder: Path, counts: dict[str, int], total: int) -> d
         page.locator(".bk-tab", has_text="Weight map").first.click()
         page.locator(".weight-map .tabulator-cell[tabulator-field='name']").first.wait_for()
         wait_text(page, "t.includes(arg)", f"of {total:,} tensors")
-        page.locator(".modules .mt-row").first.wait_for()
+        if ours:
+            page.locator(".modules .mt-row").first.wait_for()
         out["weight_map_s"] = since(t_page)
         out["weight_map_cpu_s"] = round(cpu_seconds(proc.pid) - c1, 2)
         box = page.get_by_placeholder("e.g. layers.3.")
@@ -160,22 +168,8 @@ def session(browser: Any, folder: Path, counts: dict[str, int], total: int) -> d
             out["page_cpu_s"].append(round(cpu_seconds(proc.pid) - c1, 3))
         page.get_by_role("button", name="Clear filters").click()
         wait_text(page, "t.includes(arg)", f"{total:,} of {total:,} tensors")
-        rows = ".modules .mt-row"
-        t1 = time.perf_counter()
-        page.locator(f"{rows}[data-id='model.layers.'] .mt-caret").click()
-        page.locator(f"{rows}[data-id='model.layers.60.']").wait_for()
-        opened = [since(t1)]
-        t1 = time.perf_counter()
-        page.locator(f"{rows}[data-id='model.layers.10.'] .mt-label").click()
-        wait_text(page, "t.includes(arg)", f"{counts[LAYER]:,} of {total:,} tensors")
-        out["tree_filter_s"] = since(t1)
-        page.locator(f"{rows}[data-id='model.layers.10.mlp.'] .mt-caret").click()
-        t1 = time.perf_counter()
-        page.locator(f"{rows}[data-id='model.layers.10.mlp.experts.'] .mt-caret").click()
-        page.locator(f"{rows}[data-id='model.layers.10.mlp.experts.255.']").wait_for()
-        opened.append(since(t1))
-        out["tree_open_s"] = opened
-        out["tree_rows_drawn"] = page.locator(rows).count()
+        if ours:
+            tree(page, out, counts, total)
         page.get_by_placeholder("e.g. layers.3.").fill("model.layers.10.mlp.experts.17.down_proj")
         cell = page.locator(".weight-map .tabulator-cell", has_text="down_proj.weight").first
         cell.wait_for()
@@ -191,7 +185,8 @@ def session(browser: Any, folder: Path, counts: dict[str, int], total: int) -> d
         cell.click()
         wait_text(page, "t.includes('lm_head.weight') && t.includes('2-D slice')")
         out["lm_head_first_s"] = since(t1)
-        wait_text(page, "!t.includes('Figures from a sample')")
+        if ours:  # (a page without a sample first shows the exact figures at once)
+            wait_text(page, "!t.includes('Figures from a sample')")
         out["lm_head_exact_s"] = since(t1)
         out["server_cpu_s"] = round(cpu_seconds(proc.pid), 2)
         page.close()
@@ -199,6 +194,26 @@ def session(browser: Any, folder: Path, counts: dict[str, int], total: int) -> d
         proc.terminate()
         proc.wait()
     return out
+
+
+def tree(page: Any, out: dict[str, Any], counts: dict[str, int], total: int) -> None:
+    """The module tree's figures (see the module docstring)."""
+    rows = ".modules .mt-row"
+    t1 = time.perf_counter()
+    page.locator(f"{rows}[data-id='model.layers.'] .mt-caret").click()
+    page.locator(f"{rows}[data-id='model.layers.60.']").wait_for()
+    opened = [since(t1)]
+    t1 = time.perf_counter()
+    page.locator(f"{rows}[data-id='model.layers.10.'] .mt-label").click()
+    wait_text(page, "t.includes(arg)", f"{counts[LAYER]:,} of {total:,} tensors")
+    out["tree_filter_s"] = since(t1)
+    page.locator(f"{rows}[data-id='model.layers.10.mlp.'] .mt-caret").click()
+    t1 = time.perf_counter()
+    page.locator(f"{rows}[data-id='model.layers.10.mlp.experts.'] .mt-caret").click()
+    page.locator(f"{rows}[data-id='model.layers.10.mlp.experts.255.']").wait_for()
+    opened.append(since(t1))
+    out["tree_open_s"] = opened
+    out["tree_rows_drawn"] = page.locator(rows).count()
 
 
 def median(values: list[Any]) -> Any:
@@ -212,6 +227,9 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=61)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument(
+        "--against", type=Path, help="another checkout, served in the same run (A B A B ...)"
+    )
     args = ap.parse_args()
     from bench_frontier import make_folders
     from playwright.sync_api import sync_playwright
@@ -230,11 +248,16 @@ def main() -> None:
         ),
     }
     counts = expected_counts(folder)
-    runs = []
+    runs: list[dict[str, Any]] = []
+    other: list[dict[str, Any]] = []
     load0 = os.getloadavg()[0]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for i in range(args.repeats):
+            if args.against is not None:
+                timed_child("import ckpt_explorer.ui.layout", server_env(args.against))
+                other.append(session(browser, folder, counts, total, args.against.resolve()))
+                print(f"against, repeat {i + 1}: {json.dumps(other[-1])}", flush=True)
             runs.append(session(browser, folder, counts, total))
             print(f"repeat {i + 1}: {json.dumps(runs[-1])}", flush=True)
         browser.close()
@@ -246,6 +269,12 @@ def main() -> None:
         "cores": os.cpu_count(),
         **floors,
         "median": {k: median([r[k] for r in runs]) for k in runs[0]},
+        **({"against": str(args.against)} if other else {}),
+        **(
+            {"median_against": {k: median([r[k] for r in other]) for k in other[0]}}
+            if other
+            else {}
+        ),
         "filters": FILTERS,
         "counts": counts,
     }
