@@ -32,7 +32,7 @@ server's start) and an in-process ``open_checkpoint`` (the listing's), both time
 run. The server runs with Python's bytecode cache on (as an installed package has it): if the
 environment turns it off (``PYTHONDONTWRITEBYTECODE``), the bench points ``PYTHONPYCACHEPREFIX``
 at bench/.data/pycache instead. ``--against DIR`` serves another checkout (e.g. the main branch before a change) in the
-same run, alternating with this one, for the steps its page has. A benchmark, not a test: it
+same run, alternating with this one, for the steps its page has (up to paging). A benchmark, not a test: it
 prints figures, it asserts none.
 """
 
@@ -115,10 +115,11 @@ def session(
     cmd = [sys.executable, "-m", "ckpt_explorer", "serve", str(folder), "--port", str(port)]
     ours = code == REPO
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, env=server_env(code), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    proc = subprocess.Popen(  # run in the checkout: ``-m`` imports from the working folder
+        cmd, cwd=code, env=server_env(code), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     out: dict[str, Any] = {}
+    page = None
     try:
         while True:
             try:
@@ -130,7 +131,7 @@ def session(
                 time.sleep(0.05)
         out["listening_s"] = since(t0)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.set_default_timeout(600_000)
+        page.set_default_timeout(300_000)
         t_page = time.perf_counter()
         page.goto(f"http://127.0.0.1:{port}/", wait_until="commit")
         out["page_served_s"] = since(t0)
@@ -168,28 +169,33 @@ def session(
             out["page_cpu_s"].append(round(cpu_seconds(proc.pid) - c1, 3))
         page.get_by_role("button", name="Clear filters").click()
         wait_text(page, "t.includes(arg)", f"{total:,} of {total:,} tensors")
-        if ours:
+        if ours:  # another checkout's page: no module tree, its detail driven otherwise
             tree(page, out, counts, total)
-        page.get_by_placeholder("e.g. layers.3.").fill("model.layers.10.mlp.experts.17.down_proj")
-        cell = page.locator(".weight-map .tabulator-cell", has_text="down_proj.weight").first
-        cell.wait_for()
-        t1, c1 = time.perf_counter(), cpu_seconds(proc.pid)
-        cell.click()
-        page.locator("text=2-D slice").first.wait_for()
-        out["first_detail_s"] = since(t1)
-        out["first_detail_cpu_s"] = round(cpu_seconds(proc.pid) - c1, 2)
-        page.get_by_placeholder("e.g. layers.3.").fill("lm_head")
-        cell = page.locator(".weight-map .tabulator-cell", has_text="lm_head.weight").first
-        cell.wait_for()
-        t1 = time.perf_counter()
-        cell.click()
-        wait_text(page, "t.includes('lm_head.weight') && t.includes('2-D slice')")
-        out["lm_head_first_s"] = since(t1)
-        if ours:  # (a page without a sample first shows the exact figures at once)
+            page.get_by_placeholder("e.g. layers.3.").fill(
+                "model.layers.10.mlp.experts.17.down_proj"
+            )
+            cell = page.locator(".weight-map .tabulator-cell", has_text="down_proj.weight").first
+            cell.wait_for()
+            t1, c1 = time.perf_counter(), cpu_seconds(proc.pid)
+            cell.click()
+            page.locator("text=2-D slice").first.wait_for()
+            out["first_detail_s"] = since(t1)
+            out["first_detail_cpu_s"] = round(cpu_seconds(proc.pid) - c1, 2)
+            page.get_by_placeholder("e.g. layers.3.").fill("lm_head")
+            cell = page.locator(".weight-map .tabulator-cell", has_text="lm_head.weight").first
+            cell.wait_for()
+            t1 = time.perf_counter()
+            cell.click()
+            wait_text(page, "t.includes('lm_head.weight') && t.includes('2-D slice')")
+            out["lm_head_first_s"] = since(t1)
             wait_text(page, "!t.includes('Figures from a sample')")
-        out["lm_head_exact_s"] = since(t1)
+            out["lm_head_exact_s"] = since(t1)
         out["server_cpu_s"] = round(cpu_seconds(proc.pid), 2)
         page.close()
+    except Exception:
+        if page is not None:  # where it stopped, for whoever reads the error
+            page.screenshot(path=str(BENCH / ".data" / "bench-dashboard-failed.png"))
+        raise
     finally:
         proc.terminate()
         proc.wait()

@@ -170,7 +170,10 @@ class CompareView(pn.viewable.Viewer):
         top = heapq.nlargest(PARTIAL_SHOWN, rows, key=_rel_l2)
         title = f"Partial results ({len(rows):,} tensors so far; the {len(top)} largest changes)"
         self._results[:] = [
-            section(title, table(diff_rows(top, False), page_size=15, titles=TITLES))
+            section(
+                title,
+                table(diff_rows(top, False), pagination="local", page_size=15, titles=TITLES),
+            )
         ]
 
     def _render(self) -> None:
