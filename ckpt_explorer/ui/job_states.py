@@ -16,7 +16,7 @@ from typing import Any
 import param
 
 from ..contracts import Progress
-from ..convert import plan_conversion, run_conversion
+from ..convert import ConversionCancelled, plan_conversion, run_conversion
 from ..convert.plan import TARGETS, ConversionPlan
 from ..diff import DiffResult, TensorDiff, diff_checkpoints
 from ..errors import CkptExplorerError
@@ -168,9 +168,14 @@ class CompareState(JobState):
         def done(result: DiffResult) -> None:
             s = result.summary()
             self.param.update(result=result, partial=[])
-            state = "cancelled: partial result" if s["cancelled"] else "done"
             verdict = "equal" if s["equal"] else f"{s['changed']} changed"
-            self.finish(f"{state} — {s['tensors']} tensors, {verdict}")
+            if s["cancelled"]:
+                self.finish(
+                    f"cancelled: partial result — {s['compared']:,} of {s['tensors']:,} "
+                    f"tensors compared, {verdict}"
+                )
+            else:
+                self.finish(f"done — {s['tensors']} tensors, {verdict}")
 
         self.param.update(result=None, partial=[])
         self.select("")  # a new run: the pair shown before is stale
@@ -372,11 +377,18 @@ class ConvertState(JobState):
             tick(frac, f"{frac:.0%} — {msg}" if msg else None)
 
         def work(cancel: threading.Event) -> Any:
-            result = run_conversion(plan, progress=progress, cancel=cancel)
+            try:
+                result = run_conversion(plan, progress=progress, cancel=cancel)
+            except ConversionCancelled:
+                return None  # the engine removed what it had written
             diff = cast_difference(plan) if result.verified else None
             return result, diff
 
         def done(out: Any) -> None:
+            if out is None:
+                self.add_log("cancelled: nothing written")
+                self.finish(f"cancelled — nothing was written; {self.destination} does not exist")
+                return
             result, diff = out
             self.param.update(cast_max_diff=diff, result=result)
             ok = result.verified

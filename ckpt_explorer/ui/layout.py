@@ -79,8 +79,9 @@ def sidebar(state: AppState) -> list[Any]:
         with pn.io.hold():  # one batch of model updates for every view
             b.open(path)
 
+    state.candidates()  # the root listed once for every picker of the page
     picker = PathPicker(
-        state.candidates(),
+        state,
         "Checkpoint",
         on_pick=open_held,
         warn=state.unsafe_note,
@@ -104,15 +105,34 @@ def sidebar(state: AppState) -> list[Any]:
 
 
 def body(state: AppState) -> pn.Tabs:
-    """The views as tabs, kept in step with ``state.active`` both ways."""
+    """The views as tabs, kept in step with ``state.active`` both ways. A view is built the
+    first time its tab is shown, so a page starts with the one in front (a view then reads
+    the state as it is, and follows it from there)."""
+    slots = [pn.Column(sizing_mode="stretch_width", name=name) for name, _ in VIEWS]
+
+    def build(index: int) -> None:
+        if not len(slots[index]):
+            slots[index][:] = [view_class(VIEWS[index][1])(app=state)]
+
     tabs = pn.Tabs(
-        *((name, view_class(spec)(app=state)) for name, spec in VIEWS),
+        *((name, slot) for (name, _), slot in zip(VIEWS, slots, strict=True)),
         dynamic=False,
         sizing_mode="stretch_width",
         margin=(0, 4),
     )
-    tabs.param.watch(lambda e: setattr(state, "active", TABS[e.new]), "active")
-    state.param.watch(lambda e: setattr(tabs, "active", TABS.index(e.new)), "active")
+    build(TABS.index(state.active))
+    tabs.active = TABS.index(state.active)
+
+    def shown(e: Any) -> None:
+        build(e.new)
+        state.active = TABS[e.new]
+
+    def follow(e: Any) -> None:
+        build(TABS.index(e.new))
+        tabs.active = TABS.index(e.new)
+
+    tabs.param.watch(shown, "active")
+    state.param.watch(follow, "active")
     return tabs
 
 
@@ -127,6 +147,30 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
         sizing_mode="stretch_width",
         min_height=600,
     )
+
+
+def warm_detail() -> None:
+    """What a first tensor detail would load: torch (a tensor's values are torch tensors),
+    numba's kernels (each import and first call takes a second or two) and plotly's figure
+    classes; run in the background."""
+    import torch  # noqa: F401  (imported here so the first click does not wait for it)
+
+    from ..diff import kernel
+    from .components.common import warm_figures
+
+    kernel.warm_up()
+    warm_figures()
+
+
+def page_up() -> None:
+    """A page is up: ``serve``'s background work goes on, or (``panel serve app.py``) what a
+    first tensor detail needs loads now rather than at the click."""
+    import threading
+
+    from .view_cache import page_loaded
+
+    if not page_loaded():
+        threading.Thread(target=warm_detail, name="ckpt-explorer-warm", daemon=True).start()
 
 
 def create_app(
@@ -150,4 +194,6 @@ def create_app(
     template.state = state  # type: ignore[attr-defined]  # for tests and notebooks
     if not notebook:
         bind_url(state)  # the address holds the view: a link reopens it
+        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            pn.state.onload(page_up)
     return template

@@ -34,6 +34,22 @@ def check_paths(
     ]
 
 
+def _first(view: Any) -> None:
+    from .state import warm
+
+    warm(view)
+
+
+def _then(view: Any) -> None:
+    from .components.overview import security_findings
+    from .layout import warm_detail
+    from .state import warm_weight_map
+
+    warm_weight_map(view)
+    security_findings(view)
+    warm_detail()
+
+
 def serve(
     paths: Sequence[str | Path] = (),
     root: str | Path | None = None,
@@ -53,12 +69,18 @@ def serve(
     Raises:
         CkptExplorerError: a path is refused, or the server could not listen (port in use).
     """
+    from .view_cache import prefetch
+
+    remote = RemoteAccess(allow_remote, cache, storage_options)
+    checked = check_paths(paths, root, remote)
+    # the checkpoint listed and the Overview's tables built while panel imports; the weight
+    # map's, the security verdicts and the statistics kernels once the first page is up
+    prefetch(checked, _first, _then)
+
     import panel as pn
 
     from .layout import create_app
 
-    remote = RemoteAccess(allow_remote, cache, storage_options)
-    checked = check_paths(paths, root, remote)
     root_dir = str(RootGuard(root).root) if root is not None else None
     if port and not port_is_free(address, port):
         raise CkptExplorerError(

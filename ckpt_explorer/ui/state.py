@@ -8,6 +8,8 @@ background threads and writes its results back here.
 from __future__ import annotations
 
 import threading
+import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +18,79 @@ import param
 from ..errors import CkptExplorerError
 from ..view import CheckpointView
 from . import tables
+from .distribution_state import DistributionState
 from .fit_state import FitState
 from .job_states import CompareState, ConvertState, JobState, ResumeState, ValidateState
-from .jobs import Job
+from .jobs import Job, Throttle
+from .module_index import ModuleIndex
 from .paths import RootGuard
 from .remote_paths import RemoteAccess
-from .tensor_stats import TensorDetail, tensor_detail
+from .tensor_stats import Cancelled, TensorDetail, tensor_detail, tensor_stats
 from .timeline_state import TimelineState
+from .view_cache import memo
 from .views import TABS
+from .weight_filter import WeightFilter
+
+DETAILS_KEPT = 24  # tensor details kept per checkpoint (a click back shows one at once)
+_details_lock = threading.Lock()
+
+
+def frame_of(view: CheckpointView, which: str) -> Any:
+    """The table ``which`` of ``view`` (see :meth:`BrowseState.frame`), built once."""
+
+    def build() -> Any:
+        opt = tables.optimizer_of(view)
+        builders = {
+            "weights": lambda: tables.weight_map(view),
+            "dtypes": lambda: tables.dtype_breakdown(view),
+            "files": lambda: tables.files_frame(view),
+            "parts": lambda: tables.parts_frame(view),
+            "values": lambda: tables.values_frame(view),
+            "groups": lambda: tables.param_groups_frame(opt[1]) if opt else None,
+            "opt_params": lambda: tables.optimizer_params_frame(opt[1], opt[0]) if opt else None,
+        }
+        return builders[which]()
+
+    return memo(view, f"frame:{which}", build)
+
+
+def module_index_of(view: CheckpointView) -> ModuleIndex:
+    return memo(view, "module_index", lambda: ModuleIndex(frame_of(view, "weights")))
+
+
+def weight_filter_of(view: CheckpointView) -> WeightFilter:
+    def build() -> WeightFilter:
+        index = module_index_of(view)
+        return WeightFilter(frame_of(view, "weights"), index.rows)
+
+    return memo(view, "weight_filter", build)
+
+
+def details_of(view: CheckpointView) -> OrderedDict[str, TensorDetail]:
+    """Tensor details of ``view`` computed so far (exact ones only), most recent last."""
+    return memo(view, "details", OrderedDict)
+
+
+def remember_detail(view: CheckpointView, detail: TensorDetail) -> None:
+    kept = details_of(view)
+    with _details_lock:
+        kept[detail.name] = detail
+        kept.move_to_end(detail.name)
+        while len(kept) > DETAILS_KEPT:
+            kept.popitem(last=False)
+
+
+def warm(view: CheckpointView) -> None:
+    """Build the tables the Overview of ``view`` shows (a server does it before anyone asks)."""
+    for which in ("dtypes", "files", "parts", "values"):
+        frame_of(view, which)
+
+
+def warm_weight_map(view: CheckpointView) -> None:
+    """Build what the Weight map of ``view`` shows: the table, its filter, the tree's root."""
+    frame_of(view, "weights")
+    weight_filter_of(view)
+    module_index_of(view).children("")
 
 
 class BrowseState(param.Parameterized):
@@ -40,13 +107,16 @@ class BrowseState(param.Parameterized):
     detail = param.Parameter(default=None, doc="TensorDetail of `selected`")
     detail_loading = param.Boolean(default=False)
     detail_error = param.String(default="")
+    detail_progress = param.Number(
+        default=1.0, bounds=(0, 1), doc="share of a large tensor read for its exact statistics"
+    )
     opt_stats = param.DataFrame(default=None, allow_None=True, doc="per-parameter state stats")
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
         self.guard = guard
         self.opt_stats_job = JobState()  # progress of the optimizer statistics job
-        self._frames: dict[str, Any] = {}
+        self._detail_job: Job | None = None
         self._detail_gen = 0
         self._open_gen = 0
         self._lock = threading.Lock()
@@ -57,8 +127,8 @@ class BrowseState(param.Parameterized):
 
         An allowed URL opens in the background (``opening`` says so; ``wait`` blocks): True
         once started, or with ``wait``, once open."""
-        from ..api import open_checkpoint
         from ..remote.urls import is_url
+        from .view_cache import open_view
 
         if is_url(str(text).strip()):
             return self._open_url(str(text).strip(), wait)
@@ -66,7 +136,7 @@ class BrowseState(param.Parameterized):
             self._open_gen += 1
         try:
             real = self.guard.resolve(text)
-            view = open_checkpoint(real)
+            view = open_view(real)
         except CkptExplorerError as e:
             self.param.update(error=e.one_line(), opening="")
             return False
@@ -110,8 +180,7 @@ class BrowseState(param.Parameterized):
         return True
 
     def _show(self, path: str, view: CheckpointView) -> None:
-        self._frames = {}
-        self._detail_gen += 1
+        self._stop_detail()
         self.param.update(
             path=path,
             view=view,
@@ -124,16 +193,29 @@ class BrowseState(param.Parameterized):
             detail=None,
             detail_loading=False,
             detail_error="",
+            detail_progress=1.0,
             opt_stats=None,
         )
 
+    def _stop_detail(self) -> None:
+        """The detail shown or loading is stale: its job stops and its results are dropped."""
+        with self._lock:
+            self._detail_gen += 1
+            job, self._detail_job = self._detail_job, None
+        if job is not None:
+            job.cancel()
+
     @param.depends("name_filter", "file_filter", "name_prefix", watch=True)
     def _filters_changed(self) -> None:
-        """A new filter: the detail of a tensor chosen before is no longer in view."""
+        """A new filter: the detail of a tensor chosen before is no longer in view (unless
+        the filter is that tensor's own name, as :meth:`focus` sets it)."""
+        if self.selected and self.name_prefix and self.name_filter == self.selected:
+            return
         if self.selected or self.detail is not None or self.detail_loading:
-            with self._lock:
-                self._detail_gen += 1
-            self.param.update(selected="", detail=None, detail_loading=False, detail_error="")
+            self._stop_detail()
+            self.param.update(
+                selected="", detail=None, detail_loading=False, detail_error="", detail_progress=1.0
+            )
 
     def filter_module(self, prefix: str) -> None:
         """Show the tensors under ``prefix`` only (a module-tree box): exact prefix match."""
@@ -149,53 +231,92 @@ class BrowseState(param.Parameterized):
         self.param.update(**upd)
 
     def frame(self, which: str) -> Any:
-        """A table of the open view, built once: ``weights``, ``dtypes``, ``files``, ``parts``,
-        ``values``, ``tree``, ``groups``, ``opt_params`` (None where it does not apply)."""
+        """A table of the open view, built once per view (shared by the pages showing it):
+        ``weights``, ``dtypes``, ``files``, ``parts``, ``values``, ``groups``, ``opt_params``
+        (None where it does not apply)."""
         view: CheckpointView | None = self.view
         if view is None:
             return None
-        if which not in self._frames:
-            opt = tables.optimizer_of(view)
-            builders = {
-                "weights": lambda: tables.weight_map(view),
-                "dtypes": lambda: tables.dtype_breakdown(view),
-                "files": lambda: tables.files_frame(view),
-                "parts": lambda: tables.parts_frame(view),
-                "values": lambda: tables.values_frame(view),
-                "tree": lambda: tables.module_tree(view),
-                "groups": lambda: tables.param_groups_frame(opt[1]) if opt else None,
-                "opt_params": lambda: (
-                    tables.optimizer_params_frame(opt[1], opt[0]) if opt else None
-                ),
-            }
-            self._frames[which] = builders[which]()
-        return self._frames[which]
+        return frame_of(view, which)
+
+    def weight_filter(self) -> WeightFilter | None:
+        """The open view's weight-map filter (precomputed columns, kept queries)."""
+        view: CheckpointView | None = self.view
+        return None if view is None else weight_filter_of(view)
+
+    def module_index(self) -> ModuleIndex | None:
+        """The open view's module tree, opened level by level."""
+        view: CheckpointView | None = self.view
+        return None if view is None else module_index_of(view)
 
     # ---- tensor detail ------------------------------------------------------------------
     def select(self, name: str, wait: bool = False) -> None:
-        """Show ``name`` in the detail panel; its values load in the background."""
+        """Show ``name`` in the detail panel; its values load in the background. A large
+        tensor shows figures of a sample first, then exact statistics as they are read
+        (``detail_progress``); a detail seen before comes back at once."""
         view: CheckpointView | None = self.view
         if view is None or not name or name not in view:
             return
+        self._stop_detail()
         with self._lock:
-            self._detail_gen += 1
             gen = self._detail_gen
-        self.param.update(selected=name, detail=None, detail_loading=True, detail_error="")
+        with _details_lock:
+            seen = details_of(view).get(name)
+        if seen is not None:
+            self.param.update(
+                selected=name,
+                detail=seen,
+                detail_loading=False,
+                detail_error="",
+                detail_progress=1.0,
+            )
+            return
+        self.param.update(
+            selected=name, detail=None, detail_loading=True, detail_error="", detail_progress=0.0
+        )
 
-        def work(_cancel: threading.Event) -> TensorDetail:
-            return tensor_detail(name, view.load(name))
+        def current() -> bool:
+            return gen == self._detail_gen
 
-        def done(d: TensorDetail) -> None:
-            if gen == self._detail_gen:
-                self.param.update(detail=d, detail_loading=False)
+        def work(cancel: threading.Event) -> TensorDetail | None:
+            t = view.load(name)
+            first = tensor_detail(name, t, quick=True)
+            if first.exact:
+                return first
+            if current():
+                self.param.update(detail=first, detail_loading=False)
+
+            def read(done: int, total: int) -> None:
+                if current():
+                    self.report_detail(done / total if total else 1.0)
+
+            tick = Throttle(read, 0.2)
+            try:
+                stats = tensor_stats(t, progress=tick, cancel=cancel)
+            except Cancelled:
+                return None
+            return first.with_exact(stats)
+
+        def done(d: TensorDetail | None) -> None:
+            if d is None:
+                return
+            remember_detail(view, d)
+            if current():
+                self.param.update(detail=d, detail_loading=False, detail_progress=1.0)
 
         def failed(msg: str) -> None:
-            if gen == self._detail_gen:
-                self.param.update(detail_error=msg, detail_loading=False)
+            if current():
+                self.param.update(detail_error=msg, detail_loading=False, detail_progress=1.0)
 
-        job = Job(work, done, failed, name="ckpt-explorer-detail").start()
+        job = Job(work, done, failed, name="ckpt-explorer-detail")
+        with self._lock:
+            self._detail_job = job
+        job.start()
         if wait:
             job.join()
+
+    def report_detail(self, fraction: float) -> None:
+        self.detail_progress = min(max(fraction, 0.0), 1.0)
 
     def focus(self, tensor: str | None = None, file: str | None = None) -> bool:
         """Point the weight map at a tensor (and open its detail) or a file; False if unknown."""
@@ -269,6 +390,7 @@ class AppState(param.Parameterized):
     active: str = param.Selector(  # type: ignore[assignment]
         default="Overview", objects=list(TABS), doc="the view in front"
     )
+    paths = param.List(default=[], item_type=str, doc="paths the pickers offer")
 
     def __init__(self, root: str | Path, remote: RemoteAccess | None = None, **params: Any) -> None:
         super().__init__(**params)
@@ -280,15 +402,69 @@ class AppState(param.Parameterized):
         self.convert = ConvertState(self.guard)
         self.fit = FitState()
         self.timeline = TimelineState(self.guard)
-        self._candidates: list[str] | None = None
+        self.steps = DistributionState(self.timeline)  # one tensor over the timeline's steps
+        self._listed = 0.0
         self._unsafe: dict[str, str] = {}
+        self._paths_lock = threading.Lock()
+        for obj, names in (
+            (self.browse, ["path"]),
+            (self.compare, ["a", "b"]),
+            (self.resume, ["a", "b"]),
+            (self.convert, ["source"]),
+            (self.timeline, ["run_dir"]),
+        ):
+            obj.param.watch(self._remember_events, names)
+        self.convert.param.watch(self._offer_written, "result")
 
     def candidates(self, refresh: bool = False) -> list[str]:
         """Paths offered by the pickers (listed once per page; ``refresh`` lists again)."""
-        if self._candidates is None or refresh:
-            self._candidates = self.guard.candidates()
+        if not self._listed or refresh:
+            self.refresh_paths(0)
+        return list(self.paths)
+
+    def _offer_written(self, event: Any) -> None:
+        """A conversion's output is offered among the paths as soon as it is written."""
+        if event.new is not None:
+            self.refresh_paths(0)
+
+    def refresh_paths(self, at_most_every: float = 2.0) -> None:
+        """List the root again (not more often than ``at_most_every`` seconds), keeping the
+        paths remembered since: a folder written after the page opened is then offered."""
+        now = time.monotonic()
+        with self._paths_lock:
+            if self._listed and now - self._listed < at_most_every:
+                return
+            self._listed = now
+        listed = self.guard.candidates()
+        known = set(listed)
+        kept = [p for p in self.paths if p not in known and self._exists(p)]
+        fresh = listed + kept
+        if fresh != self.paths:
+            self.paths = fresh
             self._unsafe.clear()
-        return self._candidates
+
+    def _remember_events(self, *events: Any) -> None:
+        for e in events:
+            self.remember(e.new)
+
+    def remember(self, text: str) -> None:
+        """Offer ``text`` in every picker when it names an existing path under the root
+        (a path opened or typed once is a suggestion from then on)."""
+        rel = str(text or "").strip().rstrip("/")
+        if not rel or rel in self.paths or not self._exists(rel):
+            return
+        self.paths = [*self.paths, rel]
+
+    def _exists(self, rel: str) -> bool:
+        from ..remote.urls import is_url
+
+        if is_url(rel):
+            return False
+        try:
+            self.guard.resolve(rel)
+        except CkptExplorerError:
+            return False
+        return True
 
     def unsafe_note(self, rel: str) -> str:
         """A warning when the path ``rel`` is, or holds, a file with a pickle that would run

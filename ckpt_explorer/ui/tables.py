@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 WEIGHT_COLUMNS = ["name", "parameter", "dtype", "shape", "numel", "bytes", "file", "key"]
-_SPLIT = re.compile(r"[./]| → ")
 ARROW = " → "
 
 
@@ -100,19 +98,29 @@ def weight_map(view: CheckpointView) -> pd.DataFrame:
 
     t = natural_if_string_ordered(list(view.tensors), lambda r: r.name)
     folded = folded_names(view)
+    names = [r.name for r in t]
+    shapes: dict[tuple[int, ...], str] = {}  # a few hundred distinct shapes among 100k tensors
+    shape_col = []
+    for r in t:
+        text = shapes.get(r.shape)
+        if text is None:
+            text = shapes[r.shape] = shape_text(r.shape)
+        shape_col.append(text)
+    if folded:
+        parameter = [f"{folded[n][0]}{ARROW}{folded[n][1]}" if n in folded else "" for n in names]
+        keys = [tensor_key(n, folded) for n in names]
+    else:
+        parameter, keys = [""] * len(names), names
     return pd.DataFrame(
         {
-            "name": [r.name for r in t],
-            "parameter": [
-                f"{folded[r.name][0]}{ARROW}{folded[r.name][1]}" if r.name in folded else ""
-                for r in t
-            ],
+            "name": names,
+            "parameter": parameter,
             "dtype": [r.dtype for r in t],
-            "shape": [shape_text(r.shape) for r in t],
+            "shape": shape_col,
             "numel": [r.numel for r in t],
             "bytes": [r.nbytes for r in t],
             "file": [r.file for r in t],
-            "key": [tensor_key(r.name, folded) for r in t],
+            "key": keys,
         },
         columns=WEIGHT_COLUMNS,
     )
@@ -197,50 +205,6 @@ def _scalar_or_plain(v: Any) -> Any:
     if v is None or isinstance(v, bool | int | float | str):
         return v
     return to_plain(v)
-
-
-def module_tree(view: CheckpointView, max_depth: int = 4, max_nodes: int = 800) -> pd.DataFrame:
-    """Tensors grouped by name prefix, in natural order: ``id, parent, label, bytes, tensors,
-    filter`` for a treemap.
-
-    Keys (:func:`tensor_key`: optimizer states folded under their parameter) are split at
-    ``.``, ``/`` and `` → ``; a node's id is the key's prefix up to that point and its
-    ``filter`` that prefix with the separator after it (``model.layers.2.``), so a click on
-    layer 2 finds layer 2 only, never 20–29. The depth is reduced until the tree has at most
-    ``max_nodes`` nodes, so 100k tensors stay a readable chart.
-    """
-    import pandas as pd
-
-    folded = folded_names(view)
-    keyed = natural_sorted(
-        ((tensor_key(r.name, folded), r.nbytes) for r in view.tensors), lambda kv: kv[0]
-    )
-    depth = max_depth
-    while True:
-        nodes: dict[str, list[Any]] = {}
-        for key, nbytes in keyed:
-            seps = list(_SPLIT.finditer(key))
-            parts = _SPLIT.split(key)
-            n = min(depth, len(parts))
-            parent = ""
-            for i in range(n):
-                end = seps[i].start() if i < len(seps) else len(key)
-                node_id, label = key[:end], parts[i]
-                filt = key[: seps[i].end()] if i < len(seps) else key
-                if i == n - 1 and len(parts) > depth and depth > 1:
-                    node_id, label = node_id + "…", label + "…"
-                node = nodes.get(node_id)
-                if node is None:
-                    node = nodes[node_id] = [node_id, parent, label, 0, 0, filt]
-                node[3] += nbytes
-                node[4] += 1
-                parent = node_id
-        if len(nodes) <= max_nodes or depth <= 1:
-            break
-        depth -= 1
-    return pd.DataFrame(
-        list(nodes.values()), columns=["id", "parent", "label", "bytes", "tensors", "filter"]
-    )
 
 
 def param_labels(opt_view: CheckpointView, known_only: bool = True) -> dict[int, str]:

@@ -1,8 +1,15 @@
-"""What the tensor detail shows: statistics, a histogram and a 2-D slice, sampled when large."""
+"""What the tensor detail shows: statistics, a histogram and a 2-D slice, sampled when large.
+
+A large tensor is first shown from a sample of contiguous blocks spread over it (a few MiB
+read, whatever its size), said as such on the page; its exact statistics over every element
+follow from a chunked pass (:func:`tensor_stats` with progress and cancel) that replaces them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -10,6 +17,8 @@ if TYPE_CHECKING:
 
 CHUNK = 1 << 22  # elements per statistics chunk
 HIST_SAMPLE = 1 << 20  # elements a histogram is drawn from at most
+SAMPLE_BLOCK = 4096  # contiguous elements per sampled block (one or a few pages each)
+QUICK_ABOVE = 1 << 24  # elements above which the first figures come from the sample
 HEATMAP_SIDE = 128  # largest heatmap side (rows and columns are strided down to it)
 
 
@@ -33,6 +42,11 @@ class TensorDetail:
     sampled: int = 0
     heatmap: list[list[float]] | None = None
     slice_label: str = ""
+    exact: bool = True  # stats over every element (False: over the ``sampled`` elements)
+
+    def with_exact(self, stats: dict[str, float | int]) -> TensorDetail:
+        """This detail with ``stats`` computed over every element."""
+        return replace(self, stats=stats, exact=True)
 
 
 def _as_float(t: torch.Tensor) -> torch.Tensor:
@@ -45,20 +59,33 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.float64)
 
 
-def tensor_stats(t: torch.Tensor) -> dict[str, float | int]:
+Progress = Callable[[int, int], Any]  # (elements done, elements in all)
+
+
+def tensor_stats(
+    t: torch.Tensor,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> dict[str, float | int]:
     """Statistics over every element, in float64 chunks (bounded memory); one fused pass per
-    chunk with the diff's kernel (:mod:`ckpt_explorer.diff.kernel`) when numba is installed."""
+    chunk with the diff's kernel (:mod:`ckpt_explorer.diff.kernel`) when numba is installed.
+    ``progress(done, total)`` after each chunk; a set ``cancel`` stops the pass (raises
+    :class:`Cancelled`)."""
     from ..diff import kernel
 
     flat = t.reshape(-1)
     n = flat.numel()
     if kernel.have_numba():
-        parts = [
-            kernel.value_partials(_kernel_input(flat[i : i + CHUNK])) for i in range(0, n, CHUNK)
-        ]
+        parts = []
+        for i in range(0, n, CHUNK):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled
+            parts.append(kernel.value_partials(_kernel_input(flat[i : i + CHUNK])))
+            if progress is not None:
+                progress(min(i + CHUNK, n), n)
         acc = kernel.merge_values(parts)
     else:
-        acc = _torch_sums(flat)
+        acc = _torch_sums(flat, progress, cancel)
     k = acc["finite"]
     mean = acc["sum"] / k if k else float("nan")
     var = max(acc["sq"] / k - mean * mean, 0.0) if k else float("nan")
@@ -81,13 +108,24 @@ def _kernel_input(x: torch.Tensor) -> torch.Tensor:
     return x if x.is_floating_point() else _as_float(x)
 
 
-def _torch_sums(flat: torch.Tensor) -> dict[str, Any]:
+class Cancelled(Exception):
+    """A statistics pass stopped by its ``cancel`` event."""
+
+
+def _torch_sums(
+    flat: torch.Tensor, progress: Progress | None = None, cancel: threading.Event | None = None
+) -> dict[str, Any]:
     """The sums of :func:`tensor_stats` with torch ops (numba not installed)."""
     import torch
 
     acc: dict[str, Any] = {"sum": 0.0, "sq": 0.0, "abs": 0.0, "finite": 0, "nan": 0, "inf": 0}
     acc.update(zeros=0, min=float("inf"), max=float("-inf"))
-    for start in range(0, flat.numel(), CHUNK):
+    n = flat.numel()
+    for start in range(0, n, CHUNK):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled
+        if progress is not None and start:
+            progress(start, n)
         x = _as_float(flat[start : start + CHUNK])
         nan = torch.isnan(x)
         inf = torch.isinf(x)
@@ -106,17 +144,29 @@ def _torch_sums(flat: torch.Tensor) -> dict[str, Any]:
 
 
 def sample(t: torch.Tensor, limit: int = HIST_SAMPLE) -> torch.Tensor:
-    """Up to ``limit`` evenly strided elements of ``t`` as float64."""
-    flat = t.reshape(-1)
-    step = max(1, -(-flat.numel() // limit))
-    return _as_float(flat[::step])
-
-
-def histogram(t: torch.Tensor, bins: int = 60) -> tuple[list[float], list[int], int]:
-    """(edges, counts, elements used) over the finite values of a sample of ``t``."""
+    """Up to ``limit`` elements of ``t`` as float64: all of them when it is small, else
+    blocks of :data:`SAMPLE_BLOCK` contiguous elements spread evenly from its first to its
+    last element (a strided sample would touch every page of a large mmapped tensor)."""
     import torch
 
-    x = sample(t)
+    flat = t.reshape(-1)
+    n = flat.numel()
+    if n <= limit:
+        return _as_float(flat)
+    blocks = max(1, limit // SAMPLE_BLOCK)
+    span = n - SAMPLE_BLOCK
+    starts = [span * i // max(blocks - 1, 1) for i in range(blocks)]
+    return torch.cat([_as_float(flat[s : s + SAMPLE_BLOCK]) for s in starts])
+
+
+def histogram(
+    t: torch.Tensor, bins: int = 60, x: torch.Tensor | None = None
+) -> tuple[list[float], list[int], int]:
+    """(edges, counts, elements used) over the finite values of a sample of ``t`` (or of
+    ``x``, a sample taken already)."""
+    import torch
+
+    x = sample(t) if x is None else x
     used = x.numel()
     x = x[torch.isfinite(x)]
     if not x.numel():
@@ -154,10 +204,19 @@ def _every(step: int, what: str) -> str:
     return f"every {what}" if step == 1 else f"every {ordinal(step)} {what}"
 
 
-def tensor_detail(name: str, t: torch.Tensor) -> TensorDetail:
-    """Everything the detail panel shows for ``t``."""
-    stats = tensor_stats(t)
-    edges, counts, used = histogram(t) if t.numel() else ([], [], 0)
+def tensor_detail(name: str, t: torch.Tensor, quick: bool = False) -> TensorDetail:
+    """Everything the detail panel shows for ``t``; with ``quick``, a tensor of more than
+    :data:`QUICK_ABOVE` elements gets statistics of its sample (``exact`` False) and the exact
+    ones are left to a later :func:`tensor_stats` pass."""
+    n = t.numel()
+    x = sample(t) if n else None
+    rough = quick and n > QUICK_ABOVE
+    if rough:
+        assert x is not None
+        stats = {**tensor_stats(x), "numel": n}
+    else:
+        stats = tensor_stats(t)
+    edges, counts, used = histogram(t, x=x) if n else ([], [], 0)
     heat, label = slice_2d(t)
     return TensorDetail(
         name,
@@ -169,4 +228,5 @@ def tensor_detail(name: str, t: torch.Tensor) -> TensorDetail:
         used,
         heat,
         label,
+        exact=not rough,
     )

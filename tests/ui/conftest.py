@@ -59,6 +59,30 @@ def write_sharded_safetensors(folder: Path, perturb: bool) -> None:
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
 
 
+MANY = 30_000  # tensors of many_a / many_b: a diff long enough to watch and cancel
+BIG_TENSOR = 24 * 2**20  # elements of big_tensor's one tensor: its detail starts from a sample
+
+
+def write_many_tensors(path: Path, shift: float) -> None:
+    """One safetensors file of :data:`MANY` tiny tensors (per-tensor work makes a diff long)."""
+    import torch
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True)
+    base = torch.arange(16, dtype=torch.float32)
+    save_file({f"blocks.{i}.w": base + shift * (i % 3) for i in range(MANY)}, str(path))
+
+
+def write_big_tensor(path: Path) -> None:
+    """One float32 tensor of :data:`BIG_TENSOR` elements with known values (0, 1, ... mod 997)."""
+    import torch
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True)
+    t = (torch.arange(BIG_TENSOR, dtype=torch.int64) % 997).to(torch.float32).reshape(-1, 4096)
+    save_file({"huge.weight": t, "small.bias": torch.zeros(8)}, str(path))
+
+
 PLANTED = {"eps": 1e-08, "lr": 5e-07, "weight_decay": 0.0, "max_norm": 1.5e12, "odd": math.nan}
 
 
@@ -85,8 +109,9 @@ def write_planted_optimizer(path: Path) -> None:
 def ui_root(tmp_path_factory: pytest.TempPathFactory, real_checkpoints: Any) -> Path:
     """A root folder: the demo (resumed_from / after_resume and a short run/step-N, made by
     torch with a real training loop), an HF sharded GPT-2 (transformers save_pretrained), an
-    optimizer with planted values (planted/optim.pt) and a 10,000-tensor sharded
-    safetensors pair (big_a, big_b)."""
+    optimizer with planted values (planted/optim.pt), a 10,000-tensor sharded safetensors
+    pair (big_a, big_b), a 30,000-tensor pair (many_a, many_b) and a file holding one
+    tensor of 24M elements (big_tensor)."""
     from ckpt_explorer.demo import make_demo
 
     root = tmp_path_factory.mktemp("ui_root")
@@ -96,6 +121,9 @@ def ui_root(tmp_path_factory: pytest.TempPathFactory, real_checkpoints: Any) -> 
     write_planted_optimizer(root / "planted" / "optim.pt")
     write_sharded_safetensors(root / "big_a", perturb=False)
     write_sharded_safetensors(root / "big_b", perturb=True)
+    write_many_tensors(root / "many_a" / "model.safetensors", 0.0)
+    write_many_tensors(root / "many_b" / "model.safetensors", 0.5)
+    write_big_tensor(root / "big_tensor" / "model.safetensors")
     (root / "outside_link").symlink_to("/etc")
     return root
 

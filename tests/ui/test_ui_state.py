@@ -54,8 +54,9 @@ def test_open_builds_the_tables(ui_root: Path) -> None:
         "lr_scheduler",
         "running_states.json",
     }
-    tree = b.frame("tree")
-    assert tree.loc[tree["parent"] == "", "bytes"].sum() == b.view.tensor_bytes
+    top = b.module_index().children("")
+    assert sum(n.nbytes for n in top) == b.view.tensor_bytes
+    assert sum(n.tensors for n in top) == len(weights)
     groups, params = b.frame("groups"), b.frame("opt_params")
     assert len(groups) == 1 and groups["lr"].iloc[0] > 0
     assert params["name"].iloc[0] == "embed_tokens.weight"
@@ -178,16 +179,28 @@ def test_optimizer_tables_and_treemap_name_parameters(ui_root: Path) -> None:
     names = b.view.parts["optimizer"].optimizer.names
     assert len(params) == 28 and set(params["named"]) == {"aligned"}
     assert list(params["name"]) == [names[i].name for i in params["id"]]
-    tree = b.frame("tree").set_index("id")
+    index = b.module_index()
     # optimizer states folded under their parameter's name, states as leaves
-    node = tree.loc["optimizer/embed_tokens.weight"]
-    assert node["tensors"] == 3 and node["filter"] == "optimizer/embed_tokens.weight → "
-    leaf = tree.loc["optimizer/embed_tokens.weight → exp_avg"]
-    assert leaf["label"] == "exp_avg" and leaf["parent"] == "optimizer/embed_tokens.weight"
+    node = {n.filter: n for n in index.children("optimizer/embed_tokens.")}
+    param = node["optimizer/embed_tokens.weight → "]
+    assert param.tensors == 3 and param.label == "weight" and param.has_children
+    leaves = index.children(param.filter)
+    assert [n.label for n in leaves] == ["exp_avg", "exp_avg_sq", "step"]
+    assert leaves[0].tensor == "optimizer/state.0.exp_avg" and not leaves[0].has_children
     weights = b.frame("weights")
-    for node_id, row in tree.iterrows():  # every box filters the weight map to its own tensors
-        shown = filter_weights(weights, row["filter"], prefix=True)
-        assert len(shown) == row["tensors"], node_id
+    seen = 0
+    todo = [""]
+    while todo:  # every node filters the weight map to its own tensors
+        for n in index.children(todo.pop()):
+            shown = filter_weights(weights, n.filter, prefix=True)
+            assert len(shown) == n.tensors, n.filter
+            assert int(shown["bytes"].sum()) == n.nbytes, n.filter
+            seen += 1
+            if n.has_children:
+                todo.append(n.filter)
+            else:
+                assert list(shown["name"]) == [n.tensor]
+    assert seen > len(weights)  # every tensor once as a leaf, plus the modules above them
     # a filter on a layer finds its optimizer states too
     layer0 = filter_weights(weights, "layers.0.")
     assert any(n.startswith("optimizer/state.") for n in layer0["name"])

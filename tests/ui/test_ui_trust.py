@@ -78,19 +78,22 @@ def test_numbers_and_words() -> None:
 
 
 def test_module_filter_is_an_exact_prefix(ui_root: Path) -> None:
-    """Layer 2 of the treemap is layer 2 only (100 tensors), never layers 20–29."""
+    """Layer 2 of the module tree is layer 2 only (100 tensors), never layers 20–29."""
     b = AppState(ui_root).browse
     assert b.open("big_a")
-    tree = b.frame("tree").set_index("id")
+    index = b.module_index()
     weights = b.frame("weights")
-    f = tree.loc["model.layers.2…", "filter"]  # 10,000 tensors: the tree stops at layers
-    assert f == "model.layers.2."
+    layers = index.children("model.layers.")
+    f = layers[2].filter
+    assert f == "model.layers.2." and layers[2].tensors == 100
     b.filter_module(f)
     shown = filter_weights(weights, b.name_filter, prefix=b.name_prefix)
     assert len(shown) == 100 and shown["name"].str.startswith("model.layers.2.").all()
     assert len(filter_weights(weights, "model.layers.2")) == 1100  # the typed substring
-    layers = [i for i in tree.index if i.startswith("model.layers.")]
-    assert layers[:12] == [f"model.layers.{i}…" for i in range(12)]  # natural order
+    assert [n.label for n in layers[:12]] == [str(i) for i in range(12)]  # natural order
+    fast = b.weight_filter()
+    for query in (("model.layers.2.", "", True), ("LAYERS.2", "", False), ("", "00003", False)):
+        assert list(fast.rows(*query)) == list(filter_weights(weights, *query).index), query
     files = b.frame("files")["file"]
     assert list(files) == natural_sorted(files)
 

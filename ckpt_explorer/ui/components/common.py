@@ -13,6 +13,7 @@ from panel.io.model import JSCode
 from ..numbers import JS_NUMBER, display_frame, number_columns
 from ..numbers import fmt_bytes as fmt_bytes  # re-exported: the views format through these
 from ..numbers import fmt_count as fmt_count
+from .sorted_table import Table, text_columns
 
 ACCENT = "#4f46e5"
 GOOD, BAD = "#10b981", "#ef4444"
@@ -113,33 +114,73 @@ TABLE_CSS = """
 .tabulator-row .tabulator-cell {padding: 5px 8px; font-size: 13px;}
 .tabulator-row.tabulator-selected .tabulator-cell {color: #111827 !important;
   background-color: #c7d2fe !important;}
+.tabulator-cell.wrap {white-space: normal !important; overflow-wrap: anywhere;
+  text-overflow: clip !important;}
 """
 NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
+# text columns that hold names and paths: never cut, they wrap at "." and "/" instead
+NAME_COLUMNS = (
+    "name",
+    "parameter",
+    "file",
+    "path",
+    "tensor",
+    "checkpoint",
+    "key",
+    "first tensors",
+    "name_b",
+    "source",
+)
+NAME_WIDTH = 460  # px a name column starts at most (wider names wrap)
+# names break after "." and "/" (a <wbr>, no character: copied names stay exact)
+JS_BREAKABLE = """function(cell) {
+  const v = cell.getValue();
+  if (v === null || v === undefined) return '';
+  const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
+  return String(v).replace(/[&<>"']/g, (c) => map[c]).replace(/([./_-])/g, '$1<wbr>');
+}"""
 
 
-def table(df: Any, **kw: Any) -> pn.widgets.Tabulator:
-    """A read-only Tabulator with the dashboard's defaults; numbers shown by the one display
-    rule (:func:`~ckpt_explorer.ui.numbers.display_frame`)."""
+def table(df: Any, **kw: Any) -> Table:
+    """A read-only table with the dashboard's defaults: numbers by the one display rule
+    (:func:`~ckpt_explorer.ui.numbers.display_frame`), text sorted in natural order, names
+    and paths wrapped instead of cut (with the whole value as a tooltip)."""
     numeric: list[str] = []
+    texts: list[str] = []
     if df is not None:
         df = display_frame(df)
         numeric = number_columns(df)
+        texts = text_columns(df)
+    names = [c for c in texts if c in NAME_COLUMNS or c in kw.get("wrap", ())]
+    kw.pop("wrap", None)
+    columns = [
+        {
+            "field": c,
+            **({"sorter": "alphanum"} if kw.get("pagination") != "remote" else {}),
+            **({"cssClass": "wrap", "maxInitialWidth": NAME_WIDTH} if c in names else {}),
+        }
+        for c in texts
+    ]
     defaults: dict[str, Any] = {
         "show_index": False,
         "disabled": True,
         "theme": "modern",
         "layout": "fit_data_stretch",
         "sizing_mode": "stretch_width",
-        "configuration": {"columnDefaults": {"headerTooltip": True, "tooltip": True}},
+        "configuration": {
+            "columnDefaults": {"headerTooltip": True, "tooltip": True},
+            "columns": columns,
+        },
         "stylesheets": [TABLE_CSS],
     }
     defaults["formatters"] = {
         **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
+        **dict.fromkeys(names, JSCode(JS_BREAKABLE)),
         **dict.fromkeys(NUMBER_COLUMNS, BYTES_FORMAT),
         **kw.pop("formatters", {}),
     }
     defaults.update(kw)
-    return pn.widgets.Tabulator(df, **defaults)
+    return Table(df, **defaults)
 
 
 def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
@@ -155,6 +196,15 @@ def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
         modebar={"orientation": "v"},  # at the side: never over a title or axis labels
     )
     return fig
+
+
+def warm_figures() -> None:
+    """Build one styled figure of each kind the views draw first (plotly loads a trace type's
+    checks and the template when first used): done in the background, not at a click."""
+    import plotly.graph_objects as go
+
+    for trace in (go.Bar(x=[0], y=[0]), go.Heatmap(z=[[0.0]]), go.Scatter(x=[0], y=[0])):
+        plot(style_figure(go.Figure(trace), title="warm"))
 
 
 def plot(fig: Any, **kw: Any) -> pn.pane.Plotly:
@@ -219,6 +269,31 @@ def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
         doc.add_next_tick_callback(scheduled)
 
     return run
+
+
+def served() -> bool:
+    """Whether this runs for a served page (a browser session), not a notebook or a test."""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
+
+
+def later(work: Callable[[], Any], then: Callable[[Any], None], name: str) -> None:
+    """``then(work())``: for a served page, ``work`` in a daemon thread started once the
+    page is up in the browser and ``then`` back in the page's session (the page is neither
+    held nor slowed by it); elsewhere both at once."""
+    if not served():
+        then(work())
+        return
+    back = in_session(then)
+
+    def run() -> None:
+        try:
+            result = work()
+        except Exception:  # nothing to add to the page; the view that needs it says why
+            return
+        back(result)
+
+    pn.state.onload(lambda: threading.Thread(target=run, name=name, daemon=True).start())
 
 
 def watch(obj: Any, fn: Callable[..., Any], names: str | list[str]) -> None:

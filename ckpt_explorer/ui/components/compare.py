@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +65,15 @@ STATUS_COLOURS = {
 }
 
 
+PARTIAL_SHOWN = 100  # rows of a running diff shown
+PARTIAL_EVERY = 1.0  # seconds between two redraws of them
+
+
+def _rel_l2(row: Any) -> float:
+    v = row.get("rel_l2") if isinstance(row, dict) else getattr(row, "rel_l2", None)
+    return float(v) if isinstance(v, int | float) and v == v else -1.0
+
+
 def natural_order(names: Any) -> list[int]:
     """Positions of ``names`` in natural order."""
     keys = [natural_key(str(n)) for n in names]
@@ -100,9 +111,8 @@ class CompareView(pn.viewable.Viewer):
         super().__init__(**params)
         self.app = app
         c = self.app.compare
-        opts = self.app.candidates()
-        self._a = PathPicker(opts, "A (reference)", warn=self.app.unsafe_note)
-        self._b = PathPicker(opts, "B (compared)", warn=self.app.unsafe_note)
+        self._a = PathPicker(self.app, "A (reference)", warn=self.app.unsafe_note)
+        self._b = PathPicker(self.app, "B (compared)", warn=self.app.unsafe_note)
         sync(c, "a", self._a, "value")
         sync(c, "b", self._b, "value")
         self._atol = pn.widgets.FloatInput.from_param(c.param.atol, name="atol", width=110)
@@ -118,6 +128,7 @@ class CompareView(pn.viewable.Viewer):
         self._changed_only = pn.widgets.Switch(value=True, width=40, align="center")
         self._results = pn.Column(sizing_mode="stretch_width")
         self._ab = ABView(c)
+        self._partial_at = 0.0
         watch(c, self._on_progress, ["running", "progress", "message", "error"])
         watch(c, lambda *_: self._render(), ["result", "partial"])
         self._changed_only.param.watch(lambda *_: self._render(), "value")
@@ -147,23 +158,30 @@ class CompareView(pn.viewable.Viewer):
         if c.error:
             self._results[:] = [error_pane(c.error)]
 
+    def _render_partial(self, rows: list[Any]) -> None:
+        """The rows so far, while the diff runs: the :data:`PARTIAL_SHOWN` largest changes,
+        redrawn at most every :data:`PARTIAL_EVERY` seconds (a redraw of every row of a
+        30k-tensor diff would keep the page too busy to take a click on Cancel)."""
+        now = time.monotonic()
+        if now - self._partial_at < PARTIAL_EVERY and len(self._results):
+            return
+        self._partial_at = now
+        top = heapq.nlargest(PARTIAL_SHOWN, rows, key=_rel_l2)
+        title = f"Partial results ({len(rows):,} tensors so far; the {len(top)} largest changes)"
+        self._results[:] = [
+            section(
+                title,
+                table(diff_rows(top, False), pagination="local", page_size=15, titles=TITLES),
+            )
+        ]
+
     def _render(self) -> None:
         c = self.app.compare
         r = c.result
         if r is None:
             self._ab_section.visible = False
             if c.partial:
-                self._results[:] = [
-                    section(
-                        f"Partial results ({len(c.partial)} tensors so far)",
-                        table(
-                            diff_rows(c.partial, False),
-                            pagination="remote",
-                            page_size=15,
-                            titles=TITLES,
-                        ),
-                    )
-                ]
+                self._render_partial(c.partial)
             elif not c.error:
                 self._results[:] = [placeholder("Choose A and B, then Compare.")]
             return

@@ -84,9 +84,7 @@ class ConvertView(pn.viewable.Viewer):
         super().__init__(**params)
         self.app = app
         c = self.app.convert
-        self._source = PathPicker(
-            self.app.candidates(), "Source checkpoint", warn=self.app.unsafe_note
-        )
+        self._source = PathPicker(self.app, "Source checkpoint", warn=self.app.unsafe_note)
         sync(c, "source", self._source, "value")
         watch(self.app.browse, lambda e: setattr(c, "source", c.source or e.new), "path")
         targets = c.targets()

@@ -9,6 +9,7 @@ from typing import Any
 import panel as pn
 
 from ...loadable import has_table, loader_table
+from ..view_cache import memo
 from .common import html_pane, section
 
 _MARK = {"loads": ("✓", "#15803d"), "fails": ("✗", "#b91c1c"), "silent": ("∅", "#b45309")}
@@ -42,7 +43,7 @@ def loader_rows(view: Any) -> list[dict[str, Any]]:
 
 def loaders_block(view: Any) -> list[pn.viewable.Viewable]:
     """The card as a list of zero or one section (none when no loader applies)."""
-    rows = loader_rows(view)
+    rows = memo(view, "loader_rows", lambda: loader_rows(view))
     if not rows:
         return []
     items = []

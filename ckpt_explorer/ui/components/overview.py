@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 import panel as pn
 
+from ...fit.writer import writer_clues
 from ...fit.written_by import view_clues
 from ...security import view_security_findings
 from ..state import AppState
 from ..tables import model_parameter_count
+from ..view_cache import memo
 from .common import (
     PALETTE,
     cards,
@@ -19,6 +22,7 @@ from .common import (
     fmt_bytes,
     fmt_count,
     html_pane,
+    later,
     placeholder,
     plot,
     section,
@@ -40,18 +44,35 @@ def parameters_card(view: Any) -> tuple[str, str, str]:
     return ("Parameters", fmt_count(n), f"{n:,} elements{where}"[:60])
 
 
-def written_by_card(clues: list[Any]) -> tuple[str, str, str]:
-    """(title, value, subtitle): the layout that wrote the checkpoint, where its files show it
-    (``fit.written_by``); "not shown" otherwise, never a guess."""
-    if not clues:
-        return ("Written by", "not shown", "no shard names, rank files or padding say so")
-    value = ", ".join(f"{c.fact} {c.value}" for c in clues)
-    return ("Written by", value[:40], clues[0].evidence[:60])
+def written_by_card(clues: Sequence[Any], writer: Sequence[Any] = ()) -> tuple[str, str, str]:
+    """(title, value, subtitle): the layout that wrote the checkpoint where its files show it
+    (``fit.written_by``), else what they say of the program that wrote them
+    (``fit.writer``: a transformers version, HF shard names, header metadata); when they
+    say neither, that plainly, never a guess."""
+    if clues:
+        value = ", ".join(f"{c.fact} {c.value}" for c in clues)
+        return ("Written by", value[:40], clues[0].evidence[:60])
+    if writer:
+        who = next((c for c in writer if c.fact == "writer"), writer[0])
+        rest = [c for c in writer if c is not who and c.fact == "shards"]
+        sub = who.evidence + (f"; {rest[0].value}" if rest else "")
+        return ("Written by", who.value[:40], sub[:80])
+    return (
+        "Written by",
+        "not recorded",
+        "the files name no writer: no config version, rank or stage names, padding",
+    )
 
 
-def security_banner(view: Any) -> list[pn.pane.Alert]:
+def security_findings(view: Any) -> list[Any]:
+    """The checkpoint's ``security.*`` findings (judged once per view)."""
+    return memo(view, "security_findings", lambda: list(view_security_findings(view)))
+
+
+def security_banner(view: Any, found: list[Any] | None = None) -> list[pn.pane.Alert]:
     """A red banner listing each ``security.*`` error of the checkpoint (none when clean)."""
-    errors = [f for f in view_security_findings(view) if f.severity == "error"]
+    found = security_findings(view) if found is None else found
+    errors = [f for f in found if f.severity == "error"]
     if not errors:
         return []
     rules = {f.rule for f in errors}
@@ -98,7 +119,8 @@ class Overview(pn.viewable.Viewer):
             self._body[:] = [placeholder("Open a checkpoint with the picker on the left.")]
             return
         det = view.detection
-        clues = view_clues(view)
+        clues = memo(view, "layout_clues", lambda: view_clues(view))
+        writer = memo(view, "writer_clues", lambda: writer_clues(view))
         kpis = cards(
             [
                 ("Format", view.family, det.detail or view.kind),
@@ -110,7 +132,7 @@ class Overview(pn.viewable.Viewer):
                     if view.parts
                     else []
                 ),
-                written_by_card(clues),
+                written_by_card(clues, writer),
             ]
         )
         evidence = html_pane(
@@ -127,12 +149,12 @@ class Overview(pn.viewable.Viewer):
             section("Data types (by bytes)", self._dtype_chart(dtypes), height=340),
             sizing_mode="stretch_width",
         )
-        blocks: list[Any] = [*security_banner(view), kpis, *loaders_block(view), row1]
-        if clues:
+        blocks: list[Any] = [kpis, *loaders_block(view), row1]
+        if clues or writer:
             blocks.append(
                 section(
-                    "Parallel layout that wrote it (from its files)",
-                    table(pd.DataFrame([c.to_json() for c in clues])),
+                    "Who wrote it (what its files say)",
+                    table(pd.DataFrame([c.to_json() for c in [*clues, *writer]])),
                 )
             )
         parts = b.frame("parts")
@@ -160,6 +182,13 @@ class Overview(pn.viewable.Viewer):
                 )
             )
         self._body[:] = blocks
+
+        def banner(found: list[Any]) -> None:  # on top, once every file is judged
+            if self.app.browse.view is view:
+                for b in reversed(security_banner(view, found)):
+                    self._body.insert(0, b)
+
+        later(lambda: security_findings(view), banner, "ckpt-explorer-security")
 
     @staticmethod
     def _dtype_chart(df: Any) -> pn.viewable.Viewable:

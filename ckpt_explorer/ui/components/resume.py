@@ -46,9 +46,10 @@ class ResumeView(pn.viewable.Viewer):
         super().__init__(**params)
         self.app = app
         r = self.app.resume
-        opts = self.app.candidates()
-        self._a = PathPicker(opts, "Resumed from", warn=self.app.unsafe_note)
-        self._b = PathPicker(opts, "After resume (or a reference run)", warn=self.app.unsafe_note)
+        self._a = PathPicker(self.app, "Resumed from", warn=self.app.unsafe_note)
+        self._b = PathPicker(
+            self.app, "After resume (or a reference run)", warn=self.app.unsafe_note
+        )
         sync(r, "a", self._a, "value")
         sync(r, "b", self._b, "value")
         self._run = pn.widgets.Button(name="Diagnose", button_type="primary", width=120)

@@ -34,6 +34,7 @@ from .common import (
     watch,
 )
 from .picker import PathPicker
+from .tensor_steps import TITLE, TensorStepsView
 
 MARK_COLOURS = {"error": BAD, "warning": "#f59e0b", "info": "#0ea5e9"}
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
@@ -226,7 +227,7 @@ class TimelineView(pn.viewable.Viewer):
         self.app = app
         st = app.timeline
         self._auto = ""  # the run folder last filled in from the open checkpoint
-        self._folder = PathPicker(app.candidates(), "Run folder (holds checkpoint-N, step-N ...)")
+        self._folder = PathPicker(app, "Run folder (holds checkpoint-N, step-N ...)")
         sync(st, "run_dir", self._folder, "value")
         self._build = pn.widgets.Button(name="Build", button_type="primary", width=110)
         self._build.on_click(lambda *_: st.build())
@@ -241,6 +242,7 @@ class TimelineView(pn.viewable.Viewer):
         self._compare = pn.widgets.Button(name="Compare this pair", width=160, align="end")
         self._compare.on_click(self._compare_clicked)
         self.heatmap: pn.pane.Plotly | None = None
+        self._steps = TensorStepsView(app.steps)
         self._results = pn.Column(sizing_mode="stretch_width")
         watch(st, self._on_progress, ["running", "progress", "message", "error"])
         watch(st, lambda *_: self._render(), "timeline")
@@ -349,6 +351,7 @@ class TimelineView(pn.viewable.Viewer):
         if s["moments"]:
             fig = lines_figure(t, "", s["moments"], "norm", log_y=True)
             blocks.append(section("Optimizer moment norms per group", plot(fig)))
+        blocks.append(section(TITLE, self._steps))
         counters = {"optimizer step": s["opt_step"], "scheduler step": s["sched_step"]}
         if any(v is not None for vals in counters.values() for v in vals):
             fig = lines_figure(t, "", counters, "count")

@@ -1,4 +1,4 @@
-"""Weight map: every tensor in a filterable table, a module tree and the shard sizes."""
+"""Weight map: every tensor in a filterable table, the module tree and the shard sizes."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from typing import Any
 import panel as pn
 from panel.io.model import JSCode
 
-from ..numbers import fmt_bytes, fmt_int, plural
+from ..numbers import fmt_int, plural
 from ..state import AppState
-from ..tables import filter_weights, short_labels
-from .common import PALETTE, placeholder, plot, section, style_figure, table, watch
+from ..tables import short_labels
+from .common import JS_BREAKABLE, PALETTE, placeholder, plot, section, style_figure, table, watch
 from .export import export_buttons
+from .module_tree import ModuleTree
 from .tensor_detail import TensorDetailView
 
 # names and files are filtered by the inputs above the table (state-driven: the module tree,
@@ -27,19 +28,14 @@ WRAP_CSS = """
   white-space: normal !important; overflow-wrap: break-word; text-overflow: clip;
 }
 """
-# names break after "." and "/" (a <wbr>, no character: copied names stay exact)
-JS_BREAKABLE = """function(cell) {
-  const v = cell.getValue();
-  if (v === null || v === undefined) return '';
-  const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
-  return String(v).replace(/[&<>"']/g, (c) => map[c]).replace(/([./])/g, '$1<wbr>');
-}"""
 BREAKABLE = dict.fromkeys(("name", "parameter", "file"), JSCode(JS_BREAKABLE))
+TREE_TITLE = "Modules (click a module to filter, a tensor to see its values; ▸ opens)"
 
 
 class WeightMap(pn.viewable.Viewer):
     """The tensor table (remote pagination: 100k rows stay on the server), the detail panel,
-    a treemap of the module tree (click a box to filter) and a chart of shard sizes."""
+    the module tree (opened level by level; a click filters the table or opens a tensor) and
+    a chart of shard sizes."""
 
     def __init__(self, app: AppState, **params: Any) -> None:
         super().__init__(**params)
@@ -77,7 +73,7 @@ class WeightMap(pn.viewable.Viewer):
         self._table.stylesheets = [*self._table.stylesheets, WRAP_CSS]
         self._table.add_filter(
             pn.bind(
-                filter_weights,
+                self._rows,
                 name=b.param.name_filter,
                 file=b.param.file_filter,
                 prefix=b.param.name_prefix,
@@ -88,7 +84,15 @@ class WeightMap(pn.viewable.Viewer):
         watch(b, lambda *_: self._filters_changed(), ["name_filter", "file_filter", "name_prefix"])
         self._export = export_buttons(self._table, "tensors")
         self._detail = TensorDetailView(browse=b)
-        self._charts = pn.Row(sizing_mode="stretch_width")
+        self._tree = ModuleTree(sizing_mode="stretch_width", css_classes=["modules"])
+        self._tree.on_module = self._tree_module
+        self._tree.on_tensor = self._tree_tensor
+        self._shards = pn.Column(sizing_mode="stretch_width")
+        self._charts = pn.Row(
+            section(TREE_TITLE, self._tree, sizing_mode="stretch_width"),
+            section("Shard sizes", self._shards, width=460),
+            sizing_mode="stretch_width",
+        )
         self._empty = placeholder("Open a checkpoint to see its tensors.")
         self._main = pn.Column(
             pn.Row(
@@ -108,7 +112,6 @@ class WeightMap(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         self._body = pn.Column(sizing_mode="stretch_width")
-        self._zoom = ""
         watch(b, lambda *_: self._load(), "view")
         self._load()
 
@@ -124,26 +127,27 @@ class WeightMap(pn.viewable.Viewer):
             self.app.browse.filter_text(file=event.new)
 
     def _filters_changed(self) -> None:
-        """Back to page 1 (where the result starts), the count, and the treemap redrawn
-        zoomed to the module filtered (or not zoomed)."""
+        """Back to page 1 (where the result starts), the count, and the module tree showing
+        the module filtered (or none)."""
         self._table.page = 1
         self._update_count()
-        if (
-            self.app.browse.view is not None
-            and len(self._charts)
-            and self._zoom_target() != (self._zoom)
-        ):  # redrawn only when the zoom changes, not on every key typed
-            self._charts[0] = section(
-                "Module tree (bytes; click a box to filter)", self._tree_chart()
-            )
-
-    def _zoom_target(self) -> str:
-        """The tree node the filter stands for ("" for none: the whole tree)."""
         b = self.app.browse
-        if not (b.name_prefix and b.name_filter):
-            return ""
-        filters = getattr(self, "_tree_filters", {})
-        return next((i for i, f in filters.items() if f == b.name_filter), "")
+        self._tree.reveal(b.name_filter if b.name_prefix else "")
+
+    def _rows(self, df: Any, name: str = "", file: str = "", prefix: bool = False) -> Any:
+        """The table's rows for the filters (precomputed columns, recent queries kept)."""
+        rows = self.app.browse.weight_filter()
+        if rows is None or df is None:
+            return df
+        return rows(df, name, file, prefix)
+
+    def _tree_module(self, prefix: str) -> None:
+        with pn.io.hold():
+            self.app.browse.filter_module(prefix)
+
+    def _tree_tensor(self, name: str) -> None:
+        with pn.io.hold():
+            self.app.browse.focus(tensor=name)
 
     def _sync_inputs(self, *_: Any) -> None:
         b = self.app.browse
@@ -155,6 +159,7 @@ class WeightMap(pn.viewable.Viewer):
     def _load(self) -> None:
         b = self.app.browse
         if b.view is None:
+            self._tree.set_index(None)
             self._body[:] = [self._empty]
             return
         weights = b.frame("weights")
@@ -167,10 +172,9 @@ class WeightMap(pn.viewable.Viewer):
         )
         self._sync_inputs()
         self._update_count()
-        self._charts[:] = [
-            section("Module tree (bytes; click a box to filter)", self._tree_chart()),
-            section("Shard sizes", self._shard_chart()),
-        ]
+        self._tree.set_index(b.module_index())
+        self._tree.reveal(b.name_filter if b.name_prefix else "")
+        self._shards[:] = [self._shard_chart()]
         self._body[:] = [self._main]
 
     def _update_count(self) -> None:
@@ -192,44 +196,6 @@ class WeightMap(pn.viewable.Viewer):
         i = event.new[0]
         if df is not None and 0 <= i < len(df):
             self.app.browse.select(str(df.iloc[i]["name"]))
-
-    def _tree_chart(self) -> pn.viewable.Viewable:
-        import plotly.graph_objects as go
-
-        b = self.app.browse
-        tree = b.frame("tree")
-        if not len(tree):
-            return placeholder("No tensors.")
-        self._tree_filters = dict(zip(tree["id"], tree["filter"], strict=True))
-        zoom = self._zoom = self._zoom_target()
-        sizes = [fmt_bytes(x) for x in tree["bytes"]]
-        fig = go.Figure(
-            go.Treemap(
-                ids=tree["id"],
-                parents=tree["parent"],
-                labels=tree["label"],
-                values=tree["bytes"],
-                branchvalues="total",
-                customdata=list(zip(tree["tensors"], sizes, strict=True)),
-                hovertemplate="%{id}<br>%{customdata[1]}, %{customdata[0]} tensors<extra></extra>",
-                maxdepth=3,
-                marker={"colorscale": "Blues"},
-                sort=False,  # natural order of names, as the tree lists them
-                level=zoom or None,
-            )
-        )
-        style_figure(fig, height=380)
-        fig.update_layout(margin={"l": 4, "r": 4, "t": 4, "b": 4})
-        pane = plot(fig)
-        pane.param.watch(self._on_tree_click, "click_data")
-        return pane
-
-    def _on_tree_click(self, event: Any) -> None:
-        points = (event.new or {}).get("points") or []
-        node = points[0].get("id") if points else None
-        filters = getattr(self, "_tree_filters", {})
-        if node in filters:
-            self.app.browse.filter_module(filters[node])
 
     def _shard_chart(self) -> pn.viewable.Viewable:
         import plotly.graph_objects as go
