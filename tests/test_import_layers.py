@@ -19,6 +19,7 @@ the package's ``__init__.py`` (the public API) and ``__main__.py`` are layers to
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -331,3 +332,28 @@ def test_every_import_follows_the_table() -> None:
     assert not wrong, "imports against the layer table (tests/test_import_layers.py):\n" + (
         "\n".join(wrong)
     )
+
+
+def _documented_table() -> dict[str, frozenset[str]]:
+    """The layer table of ARCHITECTURE.md: layer -> the layers its row lets it import."""
+    text = (ROOT.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    start = text.index("| layer | may import")
+    rows = [line for line in text[start:].splitlines() if line.startswith("| ")][1:]
+    table: dict[str, frozenset[str]] = {}
+    for line in rows:
+        if line.startswith("|---"):
+            continue
+        cells = line.strip("|").split("|")
+        allowed = frozenset(re.findall(r"`([\w_]+)`", cells[1]))
+        for name in re.findall(r"`([\w_]+)`", cells[0].split("(")[0]):
+            table[name] = allowed
+    return table
+
+
+def test_architecture_md_states_the_same_table() -> None:
+    documented = _documented_table()
+    assert documented == ALLOWED, {
+        k: (sorted(documented.get(k, ())), sorted(ALLOWED.get(k, ())))
+        for k in set(documented) | set(ALLOWED)
+        if documented.get(k) != ALLOWED.get(k)
+    }
