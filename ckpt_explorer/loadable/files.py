@@ -20,6 +20,15 @@ COLOSSAL_INDEX_GLOB = "*.index.*json"  # colossalai has_index_file: Path.glob, n
 INDEX_FILE = re.compile(r"(.*?).index((\..*)?).json")  # colossalai's own (unescaped) pattern
 
 
+def _entry_is_dir(entry: os.DirEntry[str]) -> bool:
+    """``entry`` is a folder (a link followed), as ``Path.is_dir`` says: False for a link
+    that loops or leads nowhere."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class Listing:
     """The entries directly inside a folder (names only, sorted)."""
@@ -37,7 +46,7 @@ class Listing:
         if local is not None:
             with os.scandir(local) as entries:  # is_dir from the directory entry: no stat each
                 for e in sorted(entries, key=lambda e: e.name):
-                    (dirs if e.is_dir() else files).append(e.name)
+                    (dirs if _entry_is_dir(e) else files).append(e.name)
         else:
             for p in sorted(where.iterdir()):
                 (dirs if p.is_dir() else files).append(p.name)

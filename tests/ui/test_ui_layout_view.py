@@ -7,6 +7,7 @@ fit_maker.py), and a ColossalAI pipeline checkpoint written by a real Booster.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -150,4 +151,9 @@ def test_overview_says_which_layout_wrote_the_checkpoint(
     plain = AppState(fit_root)
     assert plain.browse.open("llama_32h_8kv")
     texts = shown(Overview(app=plain))[0]
-    assert "Written by" in texts and "not shown" in texts
+    # no parallel layout in its files: what they state instead (config.json's writer)
+    version = json.loads((fit_root / "llama_32h_8kv" / "config.json").read_text())[
+        "transformers_version"
+    ]
+    assert "Written by" in texts and f"transformers {version}" in texts
+    assert "config.json transformers_version" in texts and "pp &gt;=" not in texts
