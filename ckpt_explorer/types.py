@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -306,7 +306,8 @@ class StateMap:
     values); its parts have their own maps.
 
     Attributes:
-        model: the model's tensors (adapter weights for an adapter), in the view's order.
+        model: the model's tensors (adapter weights for an adapter), in the view's order; the
+            view's table or its rows when the view's tensors are a table (records made as read).
         optimizers: the optimizers, each with its states by id.
         schedulers: the LR schedulers.
         run: run-position entries by key prefix.
@@ -316,7 +317,7 @@ class StateMap:
             training state's ``optimizer.state.0.exp_avg``) -> (the part, its own name).
     """
 
-    model: tuple[TensorRecord, ...] = ()
+    model: Sequence[TensorRecord] = ()
     optimizers: tuple[OptimizerState, ...] = ()
     schedulers: tuple[SchedulerState, ...] = ()
     run: tuple[RunState, ...] = ()

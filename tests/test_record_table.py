@@ -124,3 +124,30 @@ def test_a_table_of_records_behaves_as_their_tuple() -> None:
     assert table.aliasing_possible() and table.column("storage_key") == ["0", "0"]
     assert unique_numel(table) == 2  # the second name aliases the first storage view
     assert hash(table) == hash(records) and repr(table) == "RecordTable(2 records)"
+
+
+def test_state_map_and_validate_keep_a_models_table_unmade(tmp_path: Path) -> None:
+    from ckpt_explorer.validate.parts import collect
+
+    save_file(ARRAYS, str(tmp_path / "model.safetensors"))
+    view = open_checkpoint(tmp_path / "model.safetensors")
+    table = view.tensors
+    assert view.state_map.model is table  # every tensor is the model's: the view's own table
+    (part,) = collect(view).models
+    assert part.records is table
+    assert _untouched(table)  # deciding the parts made no record
+
+
+def test_a_models_subset_is_the_tables_rows(shard: Path) -> None:
+    from types import SimpleNamespace
+
+    from ckpt_explorer.readers.state_map import _model
+
+    table, _ = safetensors_records(shard, "m")
+    expected = _expected(shard)
+    view = SimpleNamespace(tensors=table, traits=SimpleNamespace(module_prefix=""))
+    model = _model(view, {"a.bias", "d.empty"}, False)  # type: ignore[arg-type]
+    assert _untouched(table) and len(model) == 2
+    assert list(model) == [r for r in expected if r.name in ("b.weight", "c.scalar")]
+    view.traits.module_prefix = "c."
+    assert [r.name for r in _model(view, set(), False)] == ["c.scalar"]  # type: ignore[arg-type]

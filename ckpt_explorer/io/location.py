@@ -111,8 +111,13 @@ class Location:
         return self.store.is_link(self.pure)
 
     def iterdir(self) -> Iterator[Location]:
-        for name in self.store.children(self.pure):
-            yield Location(self.store, self.pure / name)
+        store, pure = self.store, self.pure
+        if store is LOCAL:  # pathlib's own listing: its children are made without re-parsing
+            for p in (pure if isinstance(pure, Path) else Path(pure)).iterdir():
+                yield Location(store, p)
+            return
+        for name in store.children(pure):
+            yield Location(store, pure / name)
 
     def glob(self, pattern: str) -> Iterator[Location]:
         """Entries matching ``pattern`` (``*``, ``?``, ``[...]`` per part; ``**`` any depth)."""
@@ -203,9 +208,13 @@ class Location:
         return hash(self.pure) if self.store is LOCAL else hash((id(self.store), self.pure))
 
     def __lt__(self, other: Location) -> bool:
+        if self.store is LOCAL and other.store is LOCAL:  # sorting a local listing
+            return self.pure < other.pure
         return self._key() < other._key()
 
     def __gt__(self, other: Location) -> bool:
+        if self.store is LOCAL and other.store is LOCAL:
+            return self.pure > other.pure
         return self._key() > other._key()
 
     def _key(self) -> tuple[int, PurePath]:

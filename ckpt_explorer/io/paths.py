@@ -34,7 +34,8 @@ def resolve_inside(root: Location, name: str, source: Location) -> Location:
         real = joined.resolve()
     except (OSError, RuntimeError) as e:  # symlink loops
         raise UnsafeCheckpointError(source, "a resolvable file name", f"{name!r} ({e})") from e
-    if real != real_root and real_root not in real.parents:
+    inside = real.pure == real_root.pure or real_root.pure in real.pure.parents  # one store
+    if not inside:
         raise UnsafeCheckpointError(
             source,
             f"{name!r} to stay inside {root}",

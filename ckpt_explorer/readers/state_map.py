@@ -15,7 +15,7 @@ may hold dots: bitsandbytes keeps its 8-bit states under
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..types import (
@@ -89,18 +89,27 @@ def _parent_map(view: CheckpointView) -> StateMap:
     return StateMap(run=(RunState("", entries),) if entries else (), in_parts=in_parts)
 
 
-def _model(view: CheckpointView, taken: set[str], state: bool) -> tuple[TensorRecord, ...]:
+def _model(view: CheckpointView, taken: set[str], state: bool) -> Sequence[TensorRecord]:
     """The model's tensors: what no optimizer, scheduler or run entry takes; in a one-view
-    training state no RNG state either, and only the ``model.`` entry when it has one."""
-    records = [r for r in view.tensors if r.name not in taken]
+    training state no RNG state either, and only the ``model.`` entry when it has one.
+
+    Decided over the name column: every tensor kept gives the view's own table, a subset
+    the table's rows (records are not made here)."""
+    table = view.tensors
+    names = table.column("name")
+    keep: Sequence[int] = range(len(names))
+    if taken:
+        keep = [i for i in keep if names[i] not in taken]
     prefix = view.traits.module_prefix
     if prefix:
-        records = [r for r in records if r.name.startswith(prefix)]
+        keep = [i for i in keep if names[i].startswith(prefix)]
     if state:
-        records = [r for r in records if not is_rng_tensor(r)]
-        under = [r for r in records if r.name.startswith(MODEL_KEY)]
-        records = under or records
-    return tuple(records)
+        keep = [i for i in keep if not is_rng_tensor(table[i])]
+        under = [i for i in keep if names[i].startswith(MODEL_KEY)]
+        keep = under or keep
+    if len(keep) == len(names):
+        return table
+    return table.take(list(keep))
 
 
 def _may_hold_optimizer(view: CheckpointView) -> bool:

@@ -224,7 +224,7 @@ def _add(view: CheckpointView, label: str, out: Components) -> None:
     if found.model:
         folder, config = model_config(view)
         ordered = view.traits.keeps_order
-        out.models.append(ModelPart(label, view, list(found.model), folder, config, ordered))
+        out.models.append(ModelPart(label, view, found.model, folder, config, ordered))
     if found.has_rng:
         out.run_states.append(ValuesPart(label, "run_state", {}, True, str(view.path)))
     for rs in found.run:
