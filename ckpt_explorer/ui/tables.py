@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..natural import natural_if_string_ordered, natural_sorted
 from ..plain import to_plain
-from ..record_table import record_column
 from ..types import shape_numel
 from ..view import CheckpointView
 from .numbers import fmt_bytes, fmt_value
@@ -34,7 +33,7 @@ def folded_names(view: CheckpointView) -> dict[str, tuple[str, str]]:
     is known (the view's slots): ``optimizer/state.3.exp_avg`` ->
     (``model.layers.1.mlp.up_proj.weight``, ``exp_avg``)."""
     out = {}
-    for name in record_column(view.tensors, "name"):
+    for name in view.tensors.column("name"):
         slot = view.slot(name)
         param = view.slot_param(name) if slot is not None else None
         if slot is not None and param is not None:
@@ -102,13 +101,13 @@ def weight_map(view: CheckpointView) -> pd.DataFrame:
     import pandas as pd
 
     t = view.tensors
-    names = list(record_column(t, "name"))
+    names = list(t.column("name"))
     order = natural_if_string_ordered(list(range(len(names))), names.__getitem__)
     names = [names[i] for i in order]
     folded = folded_names(view)
     texts: dict[tuple[int, ...], tuple[str, int]] = {}  # a few hundred distinct shapes
     shape_col, numel = [], []
-    shapes = record_column(t, "shape")
+    shapes = t.column("shape")
     for i in order:
         shape = tuple(shapes[i])
         known = texts.get(shape)
@@ -121,7 +120,7 @@ def weight_map(view: CheckpointView) -> pd.DataFrame:
         keys = [tensor_key(n, folded) for n in names]
     else:
         parameter, keys = [""] * len(names), names
-    dtypes, nbytes, files = (record_column(t, c) for c in ("dtype", "nbytes", "file"))
+    dtypes, nbytes, files = (t.column(c) for c in ("dtype", "nbytes", "file"))
     return pd.DataFrame(
         {
             "name": names,
@@ -145,9 +144,9 @@ def dtype_breakdown(view: CheckpointView) -> pd.DataFrame:
     numel: dict[tuple[int, ...], int] = {}
     t = view.tensors
     for dtype, shape, nbytes in zip(
-        record_column(t, "dtype"),
-        record_column(t, "shape"),
-        record_column(t, "nbytes"),
+        t.column("dtype"),
+        t.column("shape"),
+        t.column("nbytes"),
         strict=True,
     ):
         shape = tuple(shape)
@@ -171,7 +170,7 @@ def files_frame(view: CheckpointView) -> pd.DataFrame:
     count: dict[str, int] = defaultdict(int)
     tensor_bytes: dict[str, int] = defaultdict(int)
     t = view.tensors
-    for file, nbytes in zip(record_column(t, "file"), record_column(t, "nbytes"), strict=True):
+    for file, nbytes in zip(t.column("file"), t.column("nbytes"), strict=True):
         count[file] += 1
         tensor_bytes[file] += nbytes
     rows = [
