@@ -35,18 +35,21 @@ def check_paths(
 
 
 def _first(view: Any) -> None:
-    from .state import warm
+    from .state import warm, warm_weight_map
 
     warm(view)
+    warm_weight_map(view)
 
 
 def _then(view: Any) -> None:
     from .components.overview import security_findings
-    from .layout import warm_detail
-    from .state import warm_weight_map
 
-    warm_weight_map(view)
     security_findings(view)
+
+
+def _last() -> None:
+    from .layout import warm_detail
+
     warm_detail()
 
 
@@ -73,9 +76,10 @@ def serve(
 
     remote = RemoteAccess(allow_remote, cache, storage_options)
     checked = check_paths(paths, root, remote)
-    # the checkpoint listed and the Overview's tables built while panel imports; the weight
-    # map's, the security verdicts and the statistics kernels once the first page is up
-    prefetch(checked, _first, _then)
+    # the checkpoint listed and the Overview's and Weight map's tables built while panel
+    # imports; the security verdicts once the first page is up; torch and the statistics
+    # kernels once a Weight map is shown (a tensor detail opens from there)
+    prefetch(checked, _first, _then, _last)
 
     import panel as pn
 

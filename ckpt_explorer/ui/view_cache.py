@@ -6,13 +6,16 @@ keeps the last few views opened, reused while none of their files changed (size 
 modification time of each file, and of the folder); :func:`memo` keeps what is built from a
 view (tables, indexes, findings) for as long as the view lives. ``serve`` opens the paths it
 was given in the background at start (:func:`prefetch`), so the first page finds them ready,
-and builds the rest once that page is up.
+builds the weight map's once that page is up, and loads what a tensor detail needs (torch,
+numba: seconds of a core that a page's first steps would wait behind) once a Weight map is
+shown.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -88,7 +91,9 @@ def memo(view: CheckpointView, what: str, build: Callable[[], T]) -> T:
 
 
 _page_up = threading.Event()
+_weights_up = threading.Event()
 _waiting: list[str] = []  # prefetches waiting for a page
+SETTLE_S = 1.0  # after a Weight map is built: its table drawn before the last work starts
 
 
 def page_loaded() -> bool:
@@ -99,17 +104,24 @@ def page_loaded() -> bool:
     return waited
 
 
+def weights_shown() -> None:
+    """A Weight map is on a page: the background work that waited for one starts."""
+    _weights_up.set()
+
+
 def prefetch(
     paths: list[str],
     first: Callable[[CheckpointView], Any] | None = None,
     then: Callable[[CheckpointView], Any] | None = None,
+    last: Callable[[], Any] | None = None,
     wait_s: float = 20.0,
 ) -> None:
     """In a background thread: open the first of ``paths`` and run ``first`` on its view
     (what the first page needs), then, once a page is up (:func:`page_loaded`, or after
-    ``wait_s``), ``then`` (what the page needs next), so the two never compete with the
-    first page for the interpreter. Errors are left for the page to show when it opens the
-    path itself."""
+    ``wait_s``), ``then`` (what the page needs next), and once a Weight map is shown
+    (:func:`weights_shown`, or ``wait_s`` later) ``last``, so none competes with the first
+    page's steps for the interpreter. Errors are left for the page to show when it opens
+    the path itself."""
     from ..remote.urls import is_url
 
     local = [p for p in paths if not is_url(str(p))]
@@ -126,6 +138,10 @@ def prefetch(
             _waiting.clear()
             if then is not None:
                 then(view)
+            if last is not None:
+                if _weights_up.wait(wait_s):
+                    time.sleep(SETTLE_S)
+                last()
         except Exception:  # the page opens it again and shows the error
             return
 

@@ -24,14 +24,13 @@ from .common import (
     html_pane,
     later,
     placeholder,
-    plot,
     section,
-    style_figure,
     table,
     watch,
 )
 from .export import export_buttons
 from .loaders import loaders_block
+from .svg_chart import CHART_CSS, donut
 
 
 def parameters_card(view: Any) -> tuple[str, str, str]:
@@ -192,26 +191,14 @@ class Overview(pn.viewable.Viewer):
 
     @staticmethod
     def _dtype_chart(df: Any) -> pn.viewable.Viewable:
-        import plotly.graph_objects as go
-
         if not len(df):
             return placeholder("No tensors.")
-        fig = go.Figure(
-            go.Pie(
-                labels=df["dtype"],
-                values=df["bytes"],
-                hole=0.55,
-                marker={"colors": PALETTE},
-                customdata=df[["tensors", "numel"]],
-                texttemplate="%{label}<br>%{percent}",
-                hovertemplate="%{label}: %{value:,} bytes<br>%{customdata[0]} tensors, "
-                "%{customdata[1]:,} elements<extra></extra>",
-                sort=False,
-            )
-        )
-        style_figure(fig, height=280)
-        fig.update_layout(showlegend=True, legend={"orientation": "v", "x": 1.0, "y": 0.5})
-        return plot(fig)
+        hovers = [
+            f"{d}: {b:,} bytes\n{t:,} tensors, {n:,} elements"
+            for d, b, t, n in zip(df["dtype"], df["bytes"], df["tensors"], df["numel"], strict=True)
+        ]
+        chart = donut(list(df["dtype"]), list(df["bytes"]), hovers, PALETTE)
+        return pn.pane.HTML(chart, stylesheets=[CHART_CSS], name="dtype-chart")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self._body

@@ -10,9 +10,11 @@ from panel.io.model import JSCode
 from ..numbers import fmt_int, plural
 from ..state import AppState
 from ..tables import short_labels
-from .common import JS_BREAKABLE, PALETTE, placeholder, plot, section, style_figure, table, watch
+from ..view_cache import weights_shown
+from .common import JS_BREAKABLE, PALETTE, placeholder, section, table, watch
 from .export import export_buttons
 from .module_tree import ModuleTree
+from .svg_chart import CHART_CSS, bars
 from .tensor_detail import TensorDetailView
 
 # names and files are filtered by the inputs above the table (state-driven: the module tree,
@@ -176,6 +178,7 @@ class WeightMap(pn.viewable.Viewer):
         self._tree.reveal(b.name_filter if b.name_prefix else "")
         self._shards[:] = [self._shard_chart()]
         self._body[:] = [self._main]
+        weights_shown()
 
     def _update_count(self) -> None:
         df = self._table.value
@@ -198,31 +201,25 @@ class WeightMap(pn.viewable.Viewer):
             self.app.browse.select(str(df.iloc[i]["name"]))
 
     def _shard_chart(self) -> pn.viewable.Viewable:
-        import plotly.graph_objects as go
-
         files = self.app.browse.frame("files")
         data = files[files["tensors"] > 0]
         if not len(data):
             return placeholder("No data files.")
-        files = list(data["file"])
-        fig = go.Figure(
-            go.Bar(
-                x=short_labels(files),
-                y=data["bytes"] / 2**20,
-                customdata=list(zip(data["tensors"], data["size"], files, strict=True)),
-                marker_color=PALETTE[1],
-                hovertemplate="%{customdata[2]}<br>%{customdata[1]}, %{customdata[0]} tensors"
-                "<extra></extra>",
-            )
+        names = list(data["file"])
+        hovers = [
+            f"{f}\n{size}, {n:,} tensors"
+            for f, size, n in zip(names, data["size"], data["tensors"], strict=True)
+        ]
+        chart = bars(  # in the files' natural order, never re-sorted
+            short_labels(names),
+            list(data["bytes"] / 2**20),
+            hovers,
+            PALETTE[1],
+            unit="MiB",
+            height=380,
+            show_labels=len(data) <= 60,
         )
-        fig.update_yaxes(title="MiB")
-        fig.update_xaxes(
-            type="category",  # in the files' natural order, never re-sorted
-            showticklabels=len(data) <= 60,
-            tickangle=-45 if len(data) > 8 else 0,
-            automargin=True,
-        )
-        return plot(style_figure(fig, height=380))
+        return pn.pane.HTML(chart, stylesheets=[CHART_CSS], name="shard-chart")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self._body

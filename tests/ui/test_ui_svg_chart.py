@@ -1,0 +1,65 @@
+"""The Overview's and Weight map's static charts, and the tables they are drawn from, read
+from the record table's columns without making its records."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ckpt_explorer.api import open_checkpoint
+from ckpt_explorer.natural import natural_sorted
+from ckpt_explorer.record_table import RecordTable
+from ckpt_explorer.ui import tables
+from ckpt_explorer.ui.components.svg_chart import bars, donut
+
+
+def test_donut_slices_cover_the_ring_by_share() -> None:
+    out = donut(["F8", "F32", "BF16"], [600, 300, 100], ["a <b>", "c", "d"], ["#111", "#222"])
+    assert out.count("<path class='mark'") == 3
+    assert "F8 · 60.0%" in out and "F32 · 30.0%" in out and "BF16 · 10.0%" in out
+    assert "<title>a &lt;b&gt;</title>" in out  # hover texts escaped
+    big, small = re.findall(r"A[\d.]+,[\d.]+ 0 (\d) 1", out)[:2]
+    assert (big, small) == ("1", "0")  # the slice over half the ring takes the long arc
+    fills = re.findall(r"fill='(#\d+)'>", out)
+    assert fills == ["#111", "#222", "#111"]  # colours cycle
+
+
+def test_donut_of_one_dtype_is_a_full_ring() -> None:
+    out = donut(["BF16"], [5], ["x"], ["#111"])
+    assert "<circle class='mark'" in out and "<path" not in out and "100.0%" in out
+
+
+def test_bars_are_as_tall_as_their_values_in_the_given_order() -> None:
+    out = bars(["1", "2", "3"], [10.0, 40.0, 20.0], ["f1", "f2", "f3"], "#0ea5e9", unit="MiB")
+    heights = [float(h) for h in re.findall(r"<rect class='mark'[^>]* height='([\d.]+)'", out)]
+    assert len(heights) == 3 and heights[1] == max(heights)
+    assert heights[0] * 4 == heights[1] and heights[2] * 2 == heights[1]
+    assert [t for t in re.findall(r"<title>(.*?)</title>", out)] == ["f1", "f2", "f3"]
+    assert ">MiB</text>" in out and ">40</text>" in out  # axis up to the largest value
+    assert out.count("fill='#374151'") == 3  # a label under each bar
+    hidden = bars(["1", "2"], [1.0, 2.0], ["a", "b"], "#000", show_labels=False)
+    assert "fill='#374151'" not in hidden and ">0.5</text>" in hidden
+
+
+def test_tables_read_columns_and_match_the_records(ui_root: Path) -> None:
+    view = open_checkpoint(ui_root / "hf_gpt2")
+    assert isinstance(view.tensors, RecordTable)
+    dtypes = tables.dtype_breakdown(view)
+    files = tables.files_frame(view)
+    assert view.tensors._records is None  # the Overview's tables made no record
+    weights = tables.weight_map(view)
+    records = list(view.tensors)
+    assert list(weights["name"]) == natural_sorted([r.name for r in records])
+    by_name = {r.name: r for r in records}
+    for row in weights.itertuples():
+        r = by_name[row.name]
+        assert (row.dtype, row.numel, row.bytes, row.file) == (r.dtype, r.numel, r.nbytes, r.file)
+        assert row.shape == tables.shape_text(r.shape)
+    for row in dtypes.itertuples():
+        mine = [r for r in records if r.dtype == row.dtype]
+        assert row.tensors == len(mine)
+        assert row.numel == sum(r.numel for r in mine)
+        assert row.bytes == sum(r.nbytes for r in mine)
+    for row in files.itertuples():
+        assert row.tensors == sum(r.file == row.file for r in records)
+        assert row.tensor_bytes == sum(r.nbytes for r in records if r.file == row.file)
