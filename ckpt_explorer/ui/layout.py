@@ -12,6 +12,7 @@ import panel as pn
 from ..remote.urls import is_url
 from .components.common import ACCENT, error_pane
 from .components.picker import PathPicker
+from .components.tabulator_guard import TabulatorGuard
 from .remote_paths import RemoteAccess
 from .state import AppState
 from .url_state import bind_url
@@ -72,7 +73,8 @@ def _relative(state: AppState, p: str | Path) -> str:
 
 
 def sidebar(state: AppState) -> list[Any]:
-    """The picker, the error line and a few facts about the open checkpoint."""
+    """The picker, the error line and a few facts about the open checkpoint (after the
+    Tabulator guard, which must come before any table)."""
     b = state.browse
 
     def open_held(path: str) -> None:
@@ -101,7 +103,7 @@ def sidebar(state: AppState) -> list[Any]:
             f"{len(view.tensors):,} tensors · {len(view.files)} files"
         )
 
-    return [picker, root, err, pn.bind(facts, b.param.path, b.param.view)]
+    return [TabulatorGuard(), picker, root, err, pn.bind(facts, b.param.path, b.param.view)]
 
 
 def body(state: AppState) -> pn.Tabs:
@@ -142,7 +144,7 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
         pn.pane.HTML(
             f"<div style='font-size:18px;font-weight:700;color:{ACCENT}'>ckpt_explorer</div>"
         ),
-        pn.Row(*sidebar(state)[:3], sizing_mode="stretch_width"),
+        pn.Row(*sidebar(state)[:4], sizing_mode="stretch_width"),
         body(state),
         sizing_mode="stretch_width",
         min_height=600,

@@ -230,6 +230,16 @@ def _same(shown: str, truth: float) -> bool:
     return float(shown) == pytest.approx(truth, rel=1e-6, abs=0.0)
 
 
+def test_open_while_a_tab_first_renders(page: Any) -> None:
+    """A checkpoint opened while the Weight map's table is still being made for the first
+    time: the table follows it (no page error: Panel's view once threw on the page count
+    and dropped the rest of the update) and the count says the new checkpoint's size."""
+    tab(page, "Weight map")
+    open_path(page, "big_a")  # at once: the tab's table is not built in the page yet
+    wait_text(page, "t.includes('10,000 of 10,000 tensors') && t.includes('page 1 of 556')")
+    page.locator(".tabulator-cell", has_text="model.layers.0.block0.w0.weight").first.wait_for()
+
+
 def test_planted_numbers_read_off_the_page(page: Any, served_app: str) -> None:
     """Issue 24: 1e-08, 5e-07, 0.0, 1.5e+12 and NaN read off the page equal the truth (no
     fixed 6 decimals turning them into 0.0); the address then holds the view, and a link
