@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 _DIGITS = re.compile(r"(\d+)")
-_RUN = re.compile(r"\d+")
 _NUMBER = "\x00"  # sorts before every character a name holds: "a" < "a1" < "a.b" as in natural_key
 
 
@@ -24,8 +23,7 @@ def natural_key(name: str) -> tuple[Any, ...]:
     return (*((int(p), p) if i % 2 else p for i, p in enumerate(parts)),)
 
 
-def _number(m: re.Match[str]) -> str:
-    digits = m.group()
+def _encode(digits: str) -> str:
     value = digits.lstrip("0")
     zeros = len(digits) - len(value)
     # by length of the value, then the value, then its digits as text: more leading zeros
@@ -34,10 +32,26 @@ def _number(m: re.Match[str]) -> str:
     return f"{_NUMBER}{chr(0x21 + len(value))}{value}{tie}"
 
 
+class _Encoded(dict[str, str]):
+    """Digit runs -> their encoding, each made once (names repeat a few hundred numbers)."""
+
+    def __missing__(self, digits: str) -> str:
+        if len(self) >= _KEPT:
+            self.clear()
+        encoded = self[digits] = _encode(digits)
+        return encoded
+
+
+_KEPT = 1 << 16
+_ENCODED = _Encoded()
+
+
 def natural_text_key(name: str) -> str:
     """A string that sorts as :func:`natural_key` does (for names without NUL characters),
     three to five times cheaper to build and compare: for sorting many names."""
-    return _RUN.sub(_number, name)
+    parts = _DIGITS.split(name)
+    parts[1::2] = map(_ENCODED.__getitem__, parts[1::2])
+    return "".join(parts)
 
 
 def natural_sorted(items: Iterable[T], key: Callable[[T], str] = str) -> list[T]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from ckpt_explorer.natural import natural_key, natural_sorted, natural_text_key
 
 
@@ -22,3 +24,15 @@ def test_shards_and_layers() -> None:
     assert natural_sorted(shards) == sorted(shards)
     layers = [f"model.layers.{i}.mlp.experts.{e}.w" for i in (10, 2, 1) for e in (255, 3, 30)]
     assert natural_sorted(layers)[:3] == [f"model.layers.1.mlp.experts.{e}.w" for e in (3, 30, 255)]
+
+
+def test_text_key_when_its_number_memo_is_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digit-run encodings are kept in a bounded memo; cleared mid-sort, keys stay equal."""
+    from ckpt_explorer import natural
+
+    monkeypatch.setattr(natural, "_KEPT", 8)
+    natural._ENCODED.clear()
+    names = [f"layers.{i}.experts.{j:03d}.w" for i in range(40) for j in (0, 7, 10, 100)]
+    random.Random(1).shuffle(names)
+    assert sorted(names, key=natural_key) == sorted(names, key=natural_text_key)
+    assert len(natural._ENCODED) <= 8
