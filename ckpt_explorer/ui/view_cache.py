@@ -5,10 +5,10 @@ second more; every browser tab of a served dashboard shows the same ones. :func:
 keeps the last few views opened, reused while none of their files changed (size and
 modification time of each file, and of the folder); :func:`memo` keeps what is built from a
 view (tables, indexes, findings) for as long as the view lives. ``serve`` opens the paths it
-was given in the background at start (:func:`prefetch`), so the first page finds them ready,
-builds the weight map's once that page is up, and loads what a tensor detail needs (torch,
-numba: seconds of a core that a page's first steps would wait behind) once a Weight map is
-shown.
+was given in the background at start (:func:`prefetch`) with the Overview's and Weight map's
+tables, so the first page finds them ready, runs the security verdicts once that page is up,
+and loads what a tensor detail needs (torch, numba: seconds of a core that a page's first
+steps would wait behind) once a Weight map is shown.
 """
 
 from __future__ import annotations

@@ -141,12 +141,15 @@ def _new_page(browser: Any, url: str) -> tuple[Any, Any, ConsoleLog]:
     return context, pg, log
 
 
-# every plotly plot of the page (through shadow roots) has finished its first draw
-PLOTS_DRAWN = """(() => { const plots = []; const walk = (n) => {
+# the Overview's charts drawn: its dtype ring (inline SVG) is on the page and every plotly
+# figure on it (none unless a view added one) has finished its first draw
+CHARTS_DRAWN = """(() => { const plots = []; let charts = 0; const walk = (n) => {
   if (n.shadowRoot) walk(n.shadowRoot);
-  for (const c of n.children || []) { if (c.classList && c.classList.contains('js-plotly-plot'))
-    plots.push(c); walk(c); }
-}; walk(document.body); return plots.length > 0 && plots.every((p) => p._fullLayout); })()"""
+  for (const c of n.children || []) {
+    if (c.classList && c.classList.contains('js-plotly-plot')) plots.push(c);
+    if (c.classList && c.classList.contains('ck-chart')) charts += 1;
+    walk(c); }
+}; walk(document.body); return charts > 0 && plots.every((p) => p._fullLayout); })()"""
 
 
 # an open dashboard bug (RELIABILITY.md, "Open issues"): ignored by name, nothing else is
@@ -154,7 +157,7 @@ KNOWN_RACE = "reading '_guiEditing'"
 
 
 def _open_good(pg: Any, rel: str) -> None:
-    """Open a good checkpoint and wait until its plots are drawn.
+    """Open a good checkpoint and wait until its charts are drawn.
 
     Known race (RELIABILITY.md): a sidebar error appearing while plotly panes make their
     first draw makes plotly.js throw ("reading '_guiEditing'") in the page; it depends on
@@ -162,7 +165,7 @@ def _open_good(pg: Any, rel: str) -> None:
     """
     open_path(pg, rel)
     wait_text(pg, "t.includes('Open: ' + arg) && !t.includes('expected')", rel)
-    pg.wait_for_function(PLOTS_DRAWN)
+    pg.wait_for_function(CHARTS_DRAWN)
 
 
 def _served(url: str) -> bool:
