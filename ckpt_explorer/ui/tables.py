@@ -5,6 +5,7 @@ would otherwise make (half a second) only to be summed here."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -141,18 +142,9 @@ def dtype_breakdown(view: CheckpointView) -> pd.DataFrame:
     import pandas as pd
 
     acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    numel: dict[tuple[int, ...], int] = {}
     t = view.tensors
-    for dtype, shape, nbytes in zip(
-        t.column("dtype"),
-        t.column("shape"),
-        t.column("nbytes"),
-        strict=True,
-    ):
-        shape = tuple(shape)
-        n = numel.get(shape)
-        if n is None:
-            n = numel[shape] = shape_numel(shape)
+    numels = map(math.prod, t.column("shape"))  # 1 for a scalar, as shape_numel
+    for dtype, n, nbytes in zip(t.column("dtype"), numels, t.column("nbytes"), strict=True):
         a = acc[dtype]
         a[0] += 1
         a[1] += n

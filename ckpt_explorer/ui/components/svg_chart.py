@@ -37,9 +37,9 @@ def donut(
     its percentage and ``hovers`` as its hover text, with a legend of ``labels``."""
     total = float(sum(values))
     r_out, r_in, c = size / 2 - 4, size * 0.55 / 2, size / 2
+    shares = [v / total if total else 0.0 for v in values]
     parts, start = [], -math.pi / 2
-    for i, (v, hover) in enumerate(zip(values, hovers, strict=True)):
-        share = v / total if total else 0.0
+    for i, (share, hover) in enumerate(zip(shares, hovers, strict=True)):
         color = colors[i % len(colors)]
         if share >= 0.9999:  # one slice: a full ring (an arc cannot close on itself)
             mid = (r_out + r_in) / 2
@@ -61,7 +61,6 @@ def donut(
             )
             parts.append(f"<path class='mark' d='{d}' fill='{color}'>{_title(hover)}</path>")
             start = end
-    shares = [v / total if total else 0.0 for v in values]
     legend = "".join(
         f"<div><span class='swatch' style='background:{colors[i % len(colors)]}'></span>"
         f"{html.escape(label)} · {share:.1%}</div>"
