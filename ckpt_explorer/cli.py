@@ -243,7 +243,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_scan(args: argparse.Namespace) -> int:
     from .security import scan_paths
 
-    report = scan_paths(args.paths, allow_unverified=args.allow_unverified)
+    report = scan_paths(
+        args.paths, allow_unverified=args.allow_unverified, allow_code=args.allow_code
+    )
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -252,7 +254,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
             shown = f"  ({v.format})" if v.format else ""
             print(f"{v.verdict.upper():10}  {v.path}{shown}")
             for f in v.findings:
-                if v.verdict in ("unsafe", "unverified") and f.severity == "error":
+                if v.verdict in ("unsafe", "code", "unverified") and f.severity == "error":
                     print(f"            {f.rule}: {f.message}")
                 elif f.rule == "security.weights_only_refused":  # worth knowing, not a verdict
                     print(f"            note: {f.message.split(': ', 1)[-1]}")
@@ -262,9 +264,14 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         for path, why in report.unreadable:
             print(f"UNREADABLE  {path}  ({why})")
         counts = ", ".join(
-            f"{report.count(k)} {k}" for k in ("unsafe", "unverified", "safe", "data")
+            f"{report.count(k)} {k}" for k in ("unsafe", "code", "unverified", "safe", "data")
         )
-        note = " (unverified files allowed by --allow-unverified)" if args.allow_unverified else ""
+        allowed = [
+            f"{what} files allowed by --allow-{what}"
+            for what, on in (("code", args.allow_code), ("unverified", args.allow_unverified))
+            if on
+        ]
+        note = f" ({'; '.join(allowed)})" if allowed else ""
         print(f"{report.files_seen} file(s): {counts} ({report.seconds:.2f} s){note}")
     return report.exit_code
 
@@ -412,8 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_validate)
     p = sub.add_parser(
         "scan",
-        help="security verdict of every file under the paths: safe, unsafe, unverified or data, "
-        "headers only (exit 1 unsafe or unverified, 2 unreadable)",
+        help="security verdict of every file under the paths: unsafe, code, unverified, safe or "
+        "data, headers only (exit 1 unsafe, code or unverified; 2 unreadable)",
     )
     p.add_argument("paths", nargs="+", help="files or folders (folders are walked recursively)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
@@ -421,6 +428,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-unverified",
         action="store_true",
         help="exit 0 when files could not be verified (only unsafe files fail); says so",
+    )
+    p.add_argument(
+        "--allow-code",
+        action="store_true",
+        help="exit 0 when files are code a consumer imports or runs on request (Python modules, "
+        "trust_remote_code files, TorchScript); says so",
     )
     p.set_defaults(func=_cmd_scan)
     p = sub.add_parser(

@@ -199,4 +199,4 @@ def test_the_dashboard_banner_shows_unverified_files(tmp_path: Path) -> None:
     banner = overview._body[0]
     assert banner.alert_type == "danger" and "Unverified" in banner.object
     assert "extra.pt" in banner.object and "read differently" in banner.object
-    assert "unsafe or unverified" in app.unsafe_note("checkpoint-3")
+    assert "unsafe, code or unverified" in app.unsafe_note("checkpoint-3")

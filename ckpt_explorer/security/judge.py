@@ -1,4 +1,4 @@
-"""One file, one verdict: ``safe``, ``unsafe``, ``unverified`` or ``data``.
+"""One file, one verdict: ``unsafe``, ``code``, ``unverified``, ``safe`` or ``data``.
 
 The file's bytes go through every view of :mod:`.views`; each pickle a loader would unpickle
 is then judged against the allow-list (:mod:`.inert`):
@@ -8,6 +8,9 @@ is then judged against the allow-list (:mod:`.inert`):
   code, imports, files or network by itself (``os.system`` named is enough); a class or
   function of the running process is patched; a module in the checkpoint's folder shadows one
   the load imports;
+* ``code``: the file is code that a consumer imports or runs when asked to, or by being
+  found (a Python module or ``.pth`` in the folder, ``auto_map`` with ``trust_remote_code``, a
+  TorchScript archive): not run by a plain load, but code all the same;
 * ``unverified``: a loader could unpickle it but the walk could not judge it completely (an
   archive two readers read differently, a construct the walk cannot follow, a global that is
   only imported, a limit reached);
@@ -37,13 +40,19 @@ from .weights_only import refusals
 
 CODE = "security.code_execution"
 UNVERIFIED = "security.unverified"
+SHIPS_CODE = "security.ships_code"  # the verdict ``code``
 REFUSED = "security.weights_only_refused"
 CONTAINER = "security.container"
-VERDICTS = ("unsafe", "unverified", "safe", "data")
+VERDICTS = ("unsafe", "code", "unverified", "safe", "data")
 _CODE_HINT = (
     "Do not load this file with torch.load(weights_only=False), pickle, numpy.load("
     "allow_pickle=True), joblib or a tool that does; get the weights from a trusted source, or "
     "as safetensors."
+)
+_SHIPS_CODE_HINT = (
+    "This is code, not data: read it before anything imports or runs it (do not start Python "
+    "in this folder, do not pass trust_remote_code=True), or remove it and scan again; "
+    "--allow-code lets it pass when you mean to ship it."
 )
 _UNVERIFIED_HINT = (
     "It could not be proven safe: load it only if you trust its source, or re-save it from a "
@@ -73,7 +82,7 @@ class FileVerdict:
     @property
     def reasons(self) -> list[str]:
         """One line per finding that decides the verdict."""
-        decisive = {"unsafe": CODE, "unverified": UNVERIFIED}.get(self.verdict)
+        decisive = {"unsafe": CODE, "code": SHIPS_CODE, "unverified": UNVERIFIED}.get(self.verdict)
         return [f.message for f in self.findings if f.rule == decisive]
 
     @property
@@ -159,6 +168,7 @@ def decide(verdict: FileVerdict, judged: Judged, unsafe: list[str], doubts: list
     for s in judged.streams:
         out += s.findings if s.findings is not None else stream_findings(s, s.where)
     out += [Finding(CODE, "error", m, _CODE_HINT) for m in unsafe]
+    out += [Finding(SHIPS_CODE, "error", m, _SHIPS_CODE_HINT) for m in judged.code]
     out += [Finding(UNVERIFIED, "error", m, _UNVERIFIED_HINT) for m in [*judged.doubts, *doubts]]
     out += [Finding(CONTAINER, "info", m, "") for m in judged.notes]
     verdict.findings = _unique([replace(f, file=label) for f in out])
@@ -171,6 +181,8 @@ def decide(verdict: FileVerdict, judged: Judged, unsafe: list[str], doubts: list
     rules = {f.rule for f in verdict.findings if f.severity == "error"}
     if CODE in rules:
         verdict.verdict = "unsafe"
+    elif SHIPS_CODE in rules:
+        verdict.verdict = "code"
     elif UNVERIFIED in rules:
         verdict.verdict = "unverified"
     elif verdict.pickles:
@@ -343,4 +355,12 @@ def _is_json_text(path: Location) -> bool:
     return True
 
 
-__all__ = ["CODE", "REFUSED", "UNVERIFIED", "VERDICTS", "FileVerdict", "judge_file"]
+__all__ = [
+    "CODE",
+    "REFUSED",
+    "SHIPS_CODE",
+    "UNVERIFIED",
+    "VERDICTS",
+    "FileVerdict",
+    "judge_file",
+]

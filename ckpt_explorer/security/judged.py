@@ -30,12 +30,14 @@ class Judged:
 
     streams: list[Stream] = field(default_factory=list)
     doubts: list[str] = field(default_factory=list)
+    code: list[str] = field(default_factory=list)  # code a consumer imports or runs on request
     formats: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def add(self, other: Judged) -> None:
         self.streams += other.streams
         self.doubts += other.doubts
+        self.code += other.code
         self.formats += other.formats
         self.notes += other.notes
 

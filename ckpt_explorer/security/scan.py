@@ -4,7 +4,7 @@ Files are judged by content (:func:`.judge.judge_file`); folders add what only t
 items of a DCP folder's ``.distcp`` files (located by its ``.metadata``, :mod:`.dcp_items`),
 Python modules that shadow what the loads import (:mod:`.shadowing`), links out of the scanned
 root (:mod:`.tree`). The gate fails closed: exit 0 only when every file is ``safe`` or
-``data``.
+``data`` (``code`` passes with ``allow_code``, ``unverified`` with ``allow_unverified``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,16 @@ from ..finding import Finding
 from ..io.location import Location, as_location
 from ..view import CheckpointView
 from .dcp_items import read_plan
-from .judge import CODE, UNVERIFIED, FileVerdict, decide, detach, file_bytes, judge_file
+from .judge import (
+    CODE,
+    SHIPS_CODE,
+    UNVERIFIED,
+    FileVerdict,
+    decide,
+    detach,
+    file_bytes,
+    judge_file,
+)
 from .severity import weigh_refusals
 from .shadowing import package_files, shadowing
 from .tree import Link, Tree, walk_paths
@@ -27,7 +36,7 @@ from .views import Judged, Scope, judge_region
 if TYPE_CHECKING:
     import pandas as pd
 
-_ORDER = {"unsafe": 0, "unverified": 1, "safe": 2, "data": 3}
+_ORDER = {"unsafe": 0, "code": 1, "unverified": 2, "safe": 3, "data": 4}
 
 
 AnyPath = Path | Location
@@ -52,6 +61,7 @@ class ScanReport:
     links: list[Link] = field(default_factory=list)
     unreadable: list[tuple[AnyPath, str]] = field(default_factory=list)
     allow_unverified: bool = False
+    allow_code: bool = False
     seconds: float = 0.0
 
     @property
@@ -63,9 +73,14 @@ class ScanReport:
 
     @property
     def exit_code(self) -> int:
-        """1 when any file is unsafe or unverified (unverified passes with
-        ``allow_unverified``), else 2 when a path cannot be read at all, else 0."""
-        if self.count("unsafe") or (self.count("unverified") and not self.allow_unverified):
+        """1 when any file is unsafe, code or unverified (code passes with ``allow_code``,
+        unverified with ``allow_unverified``), else 2 when a path cannot be read at all, else
+        0."""
+        if (
+            self.count("unsafe")
+            or (self.count("code") and not self.allow_code)
+            or (self.count("unverified") and not self.allow_unverified)
+        ):
             return 1
         return 2 if self.unreadable else 0
 
@@ -92,6 +107,7 @@ class ScanReport:
             "counts": {k: self.count(k) for k in _ORDER},
             "unsafe": self.count("unsafe"),
             "allow_unverified": self.allow_unverified,
+            "allow_code": self.allow_code,
             "exit_code": self.exit_code,
             "seconds": round(self.seconds, 3),
             "files": [
@@ -116,6 +132,7 @@ def scan_paths(
     paths: list[str | Path | Location],
     *,
     allow_unverified: bool = False,
+    allow_code: bool = False,
     root: AnyPath | None = None,
 ) -> ScanReport:
     """Judge every file under ``paths`` (folders recursively); header-only.
@@ -127,7 +144,10 @@ def scan_paths(
     start = time.perf_counter()
     tree = walk_paths([p if isinstance(p, Location) else Path(p) for p in paths])
     report = ScanReport(
-        links=tree.links, unreadable=tree.missing, allow_unverified=allow_unverified
+        links=tree.links,
+        unreadable=tree.missing,
+        allow_unverified=allow_unverified,
+        allow_code=allow_code,
     )
     by_path = _dcp_verdicts(tree, root)
     for path in tree.files:
@@ -201,7 +221,10 @@ def _add(v: FileVerdict, rule: str, messages: list[str]) -> None:
     v.findings += [Finding(rule, "error", m, hint, file=v.label) for m in messages]
     if rule == CODE:
         v.verdict = "unsafe"
-    elif v.verdict != "unsafe":
+    elif rule == SHIPS_CODE:
+        if v.verdict != "unsafe":
+            v.verdict = "code"
+    elif v.verdict not in ("unsafe", "code"):
         v.verdict = "unverified"
 
 
@@ -246,11 +269,11 @@ def view_security_findings(view: CheckpointView) -> list[Finding]:
 
 
 def unsafe_paths(root: str | Path) -> set[AnyPath]:
-    """Files under ``root`` that are unsafe or unverified, and the folders holding them."""
+    """Files under ``root`` that are unsafe, code or unverified, and the folders holding them."""
     root = Path(root)
     out: set[AnyPath] = set()
     for verdict in scan_paths([root]).verdicts:
-        if verdict.verdict in ("unsafe", "unverified"):
+        if verdict.verdict in ("unsafe", "code", "unverified"):
             out.add(verdict.path)
             out.update(p for p in verdict.path.parents if p == root or root in p.parents)
     return out

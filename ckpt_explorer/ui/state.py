@@ -487,9 +487,9 @@ class AppState(param.Parameterized):
                     f" and {len(files) - 3} more" if len(files) > 3 else ""
                 )
                 note = (
-                    f"⚠ unsafe or unverified: {shown} may run code if loaded with "
-                    "torch.load(weights_only=False), pickle, numpy or joblib (ckpt_explorer "
-                    "never runs it; scan says why)"
+                    f"⚠ unsafe, code or unverified: {shown} may run code if loaded with "
+                    "torch.load(weights_only=False), pickle, numpy or joblib, imported or run "
+                    "with trust_remote_code (ckpt_explorer never runs it; scan says why)"
                 )
             self._unsafe[rel] = note
         return self._unsafe[rel]

@@ -80,6 +80,11 @@ def security_banner(view: Any, found: list[Any] | None = None) -> list[pn.pane.A
             "Unsafe: loading this checkpoint with torch.load(weights_only=False), pickle, "
             "numpy or joblib would run code"
         )
+    elif "security.ships_code" in rules:
+        title = (
+            "Code: this checkpoint ships code that a library imports or runs when asked to "
+            "(a Python module in its folder, trust_remote_code files, TorchScript); read it first"
+        )
     elif "security.unverified" in rules:
         title = (
             "Unverified: parts of this checkpoint could not be proven safe to load (never "
