@@ -8,7 +8,76 @@ judged able to run code; :func:`what_it_does` says, in words, what the name woul
 
 from __future__ import annotations
 
-# module -> names that are inert in it (exact names, never prefixes, never dotted paths)
+# pandas (to_pickle of DataFrame / Series / Index with numeric, bool, string, naive datetime,
+# timedelta and categorical data; audited on pandas 2.x-3.1 sources). Each either stores the
+# state it is given (``NDFrame.__setstate__`` and the block managers' ``__setstate__`` set
+# attributes and rebuild blocks from arrays), or makes an object of a class the pickle names
+# (``_new_Index(cls, d)`` calls ``cls.__new__(cls, **d)``; Cython's ``__pyx_unpickle_*`` check
+# a layout checksum and call ``Type.__new__(cls)``, refused by Python for a ``cls`` that is not
+# a subclass): that class is a global of its own, judged by this list. Dtype strings go
+# through pandas' and numpy's dtype registries, which import nothing. Left out: time zones
+# (``zoneinfo.ZoneInfo`` / ``DatetimeTZDtype`` of a name: reading tz files, and importing
+# ``tzdata.zoneinfo.<name>`` packages), sparse, interval and period data, offsets (not audited).
+_PANDAS: dict[str, frozenset[str]] = {
+    "pandas": frozenset(
+        {
+            "DataFrame", "Series", "Index", "RangeIndex", "MultiIndex", "DatetimeIndex",
+            "TimedeltaIndex", "CategoricalIndex", "Categorical", "CategoricalDtype",
+            "StringDtype", "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype", "UInt8Dtype",
+            "UInt16Dtype", "UInt32Dtype", "UInt64Dtype", "Float32Dtype", "Float64Dtype",
+            "BooleanDtype", "NA",
+        }
+    ),
+    "pandas.arrays": frozenset(
+        {"StringArray", "DatetimeArray", "TimedeltaArray", "IntegerArray", "FloatingArray",
+         "BooleanArray"}
+    ),
+    "pandas.core.frame": frozenset({"DataFrame"}),
+    "pandas.core.series": frozenset({"Series"}),
+    "pandas.core.indexes.base": frozenset({"Index", "_new_Index"}),
+    "pandas.core.indexes.range": frozenset({"RangeIndex"}),
+    "pandas.core.indexes.multi": frozenset({"MultiIndex"}),
+    "pandas.core.indexes.datetimes": frozenset({"DatetimeIndex", "_new_DatetimeIndex"}),
+    "pandas.core.indexes.timedeltas": frozenset({"TimedeltaIndex"}),
+    "pandas.core.indexes.category": frozenset({"CategoricalIndex"}),
+    "pandas.core.internals.managers": frozenset({"BlockManager", "SingleBlockManager"}),
+    "pandas._libs.internals": frozenset({"_unpickle_block"}),
+    "pandas._libs.arrays": frozenset({"__pyx_unpickle_NDArrayBacked"}),
+    "pandas._libs.missing": frozenset({"NA"}),
+    "pandas._libs.tslibs.nattype": frozenset({"_nat_unpickle"}),
+    "pandas._libs.tslibs.timedeltas": frozenset({"_timedelta_unpickle"}),
+    "pandas.core.arrays.string_": frozenset({"StringArray", "StringDtype"}),
+    "pandas.core.arrays.datetimes": frozenset({"DatetimeArray"}),
+    "pandas.core.arrays.timedeltas": frozenset({"TimedeltaArray"}),
+    "pandas.core.arrays.integer": frozenset(
+        {"IntegerArray", "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype", "UInt8Dtype",
+         "UInt16Dtype", "UInt32Dtype", "UInt64Dtype"}
+    ),
+    "pandas.core.arrays.floating": frozenset({"FloatingArray", "Float32Dtype", "Float64Dtype"}),
+    "pandas.core.arrays.boolean": frozenset({"BooleanArray", "BooleanDtype"}),
+    "pandas.core.arrays.categorical": frozenset({"Categorical"}),
+    "pandas.core.dtypes.dtypes": frozenset({"CategoricalDtype"}),
+}  # fmt: skip
+
+# mmengine (0.10) checkpoints from Runner.save_checkpoint: the message hub's HistoryBuffer.
+# ``HistoryBuffer.__setstate__`` registers its four statistics methods and merges the pickled
+# ``statistics_methods`` (objects the pickle made, each judged) into the class's table, then
+# updates ``__dict__``; nothing is called. Protocol 2 pickles those methods as
+# ``getattr(HistoryBuffer, "mean")``, judged here by the dotted name it reaches.
+_MMENGINE: dict[str, frozenset[str]] = {
+    "mmengine.logging.history_buffer": frozenset(
+        {
+            "HistoryBuffer",
+            "HistoryBuffer.min",
+            "HistoryBuffer.max",
+            "HistoryBuffer.mean",
+            "HistoryBuffer.current",
+        }
+    ),
+}
+
+# module -> names that are inert in it (exact names, never prefixes; a dotted name only for a
+# method a protocol-2 pickle reaches with getattr on an allow-listed class)
 _INERT: dict[str, frozenset[str]] = {
     "torch._utils": frozenset(
         {
@@ -57,6 +126,13 @@ _INERT: dict[str, frozenset[str]] = {
     "numpy": frozenset({"ndarray", "dtype"}),
     "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
     "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    # kept for pickles of numpy < 1.0: ``ndarray.__new__(subtype, shape, dtype)``, what
+    # multiarray._reconstruct does (numpy/core/_internal.py, numpy 1.x and 2.x)
+    "numpy.core._internal": frozenset({"_reconstruct"}),
+    # numpy's pickle of a non-contiguous or subclass array buffer: ``frombuffer(buf, dtype)
+    # .reshape(shape, order=order)`` of bytes in the pickle
+    "numpy._core.numeric": frozenset({"_frombuffer"}),
+    "numpy.core.numeric": frozenset({"_frombuffer"}),
     "numpy.random._pickle": frozenset(
         {"__randomstate_ctor", "__bit_generator_ctor", "__generator_ctor"}
     ),
@@ -156,6 +232,8 @@ _INERT: dict[str, frozenset[str]] = {
     "omegaconf.nodes": frozenset(
         {"AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode", "BytesNode"}
     ),
+    **_PANDAS,
+    **_MMENGINE,
     # type annotations a config's metadata names (referenced, never called by the pickle)
     "typing": frozenset({"Any", "Dict", "List", "Tuple", "Optional", "Union"}),
 }
@@ -233,10 +311,18 @@ def what_it_does(module: str, name: str) -> str:
     """In words, what ``torch.load(weights_only=False)`` would do with this global."""
     if module == "copyreg" and name.startswith("_extension_registry"):
         return "calls whatever object the process registered under that extension code"
-    parts = f"{module}.{name}".split(".")
-    prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
-    # a dotted name reaches every object along its path: "builtins.print.__self__.exec"
-    prefixes |= {f"builtins.{p}" for p in parts[1:]} | set(parts[1:])
+    mod = module.split(".")
+    attrs = name.split(".")
+    # the module by its full path and the packages it is in ("os.path" is in "os"; a module
+    # "mmengine.logging" is not the standard library's "logging")
+    prefixes = {".".join(mod[:i]) for i in range(1, len(mod) + 1)}
+    prefixes |= {".".join([*mod, *attrs[:i]]) for i in range(1, len(attrs) + 1)}
+    # a dotted name reaches every object along its path: "builtins" "print.__self__.exec",
+    # "torch" "os.system" (a module imported by the module is one of its attributes)
+    prefixes |= {f"builtins.{p}" for p in attrs} | {
+        ".".join(attrs[:i]) for i in range(1, len(attrs) + 1)
+    }
+    parts = [*mod, *attrs]
     for names, words in _DOES:
         if prefixes & names:
             return words

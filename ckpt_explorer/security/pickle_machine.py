@@ -162,6 +162,7 @@ class _Stop(Exception):
 
 
 LOAD_FROM_BYTES = "torch.storage._load_from_bytes"  # pickle.dumps of a tensor calls it
+GETATTR = "builtins.getattr"
 _LATIN1 = frozenset({"latin1", "latin-1", "iso-8859-1", "iso8859-1", "l1"})
 _TEXT_CODECS = _LATIN1 | {"utf-8", "utf8", "ascii"}
 _BIG = 1 << 20
@@ -191,6 +192,9 @@ class _Machine:
         self.torch_zip = torch_zip  # torch's zip loader maps torch.tensor -> torch._tensor
         self.on_build: BuildHook | None = None
         self.max_ops = max_ops
+        # builtins.getattr: times each reference was pushed / called as getattr(Class, "name")
+        self.getattr_pushed: dict[GlobalRef, int] = {}
+        self.getattr_resolved: dict[GlobalRef, int] = {}
 
     # --- reading --------------------------------------------------------------------------
 
@@ -230,6 +234,8 @@ class _Machine:
         return self.marks[-1] if self.marks else 0
 
     def push(self, value: Any) -> None:
+        if type(value) is Glob and value.ref.qualified == GETATTR:
+            self.getattr_pushed[value.ref] = self.getattr_pushed.get(value.ref, 0) + 1
         self.stack.append(value)
         if len(self.stack) > MAX_STACK:
             raise _Stop("more live objects than the walk keeps")
@@ -289,6 +295,8 @@ class _Machine:
     def _evaluate(self, ref: GlobalRef, args: Any) -> Any:
         """A few calls whose result matters: protocol 2's ``_codecs.encode(s, "latin1")``, and
         ``torch.storage._load_from_bytes(b)`` (a nested ``torch.load`` of ``b``)."""
+        if ref.qualified == GETATTR:
+            return self._attribute(ref, args)
         if ref.qualified == LOAD_FROM_BYTES:
             items = args.items if isinstance(args, Tup) else None
             self.w.nested_loads.append((ref.offset, items[0] if items else None))
@@ -304,6 +312,33 @@ class _Machine:
                 except UnicodeEncodeError:
                     pass
         return Made(ref, args)
+
+    def _attribute(self, ref: GlobalRef, args: Any) -> Any:
+        """Protocol < 4 pickles a method ``Class.name`` as ``getattr(Class, "name")``: a
+        public name of a global is the global ``module.Class.name`` (judged as such)."""
+        items = args.items if isinstance(args, Tup) else None
+        if not (
+            items
+            and len(items) == 2
+            and isinstance(items[0], Glob)
+            and isinstance(items[1], str)
+            and items[1].isidentifier()
+            and not items[1].startswith("_")
+        ):
+            return Made(ref, args)
+        self.getattr_resolved[ref] = self.getattr_resolved.get(ref, 0) + 1
+        owner = items[0].ref
+        reached = GlobalRef(owner.module, f"{owner.name}.{items[1]}", ref.offset, "getattr")
+        self.w.globals.append(reached)
+        return Glob(reached)
+
+    def settle_getattr(self) -> None:
+        """A ``getattr`` only ever called as ``getattr(Class, "name")`` is judged by the
+        names it reaches, not as a global of its own."""
+        for ref, pushed in self.getattr_pushed.items():
+            if self.getattr_resolved.get(ref) == pushed:
+                self.w.globals = [g for g in self.w.globals if g != ref]
+                self.w.calls = [c for c in self.w.calls if c.target != ref]
 
     def const_bytes(self, value: bytes, at: int) -> bytes:
         if _looks_like_pickle(value):
@@ -913,4 +948,6 @@ def walk_pickle(
         data, start, len(data) if end is None else end, torch_zip=torch_zip, max_ops=max_ops
     )
     m.on_build = on_build
-    return m.run()
+    walk = m.run()
+    m.settle_getattr()
+    return walk
