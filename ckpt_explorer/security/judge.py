@@ -15,7 +15,8 @@ is then judged against the allow-list (:mod:`.inert`):
   archive two readers read differently, a construct the walk cannot follow, a global that is
   only imported, a limit reached);
 * ``safe``: every pickle was walked to where its loader stops and every global is inert;
-* ``data``: no loader unpickles anything from it (safetensors, JSON, text, numeric ``.npy``).
+* ``data``: a format :mod:`.known_formats` parsed completely, which no loader unpickles or
+  runs (safetensors, JSON, text, numeric ``.npy``); bytes it cannot place are ``unverified``.
 
 Nothing is unpickled, imported or called.
 """
@@ -23,7 +24,6 @@ Nothing is unpickled, imported or called.
 from __future__ import annotations
 
 import contextlib
-import json
 import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -34,6 +34,7 @@ from ..finding import Finding
 from ..io.location import Location, as_location
 from ..io.range_buffer import RangeBuffer
 from .inert import inert_reason, what_it_does
+from .known_formats import PROVEN, place
 from .pickle_machine import GlobalRef, PickleWalk, walk_pickle
 from .views import Judged, Scope, Stream, judge_region
 from .weights_only import refusals
@@ -139,8 +140,9 @@ def _judge_bytes(path: Path | Location, label: str, size: int, explained: bool) 
     with file_bytes(path, size) as mm:
         scope = Scope(explained=explained, torch_suffix=torch_suffix)
         judged = judge_region(mm, 0, size, label, scope, top=True)
-        if not any(s.walk.did_anything for s in judged.streams) and not judged.doubts:
-            judged.formats.append(_data_format(mm, size, judged.formats, as_location(path)))
+        found = any(s.walk.did_anything for s in judged.streams) or judged.doubts
+        if not found and not explained:  # a DCP data file: its items are judged by the folder
+            _place(judged, mm, size, label, as_location(path))
         return detach(judged)
 
 
@@ -318,34 +320,23 @@ def _refusal_hint(whats: list[str]) -> str:
     )
 
 
-def _data_format(mm: Any, size: int, formats: list[str], path: Location | None = None) -> str:
-    """What a file no loader unpickles is, in words (positively identified where possible)."""
-    if formats:
-        return formats[-1]
-    head = bytes(mm[: min(size, 4096)])
-    if head.startswith(b"GGUF"):
-        return "GGUF"
-    stripped = head.lstrip()
-    if stripped[:1] in (b"{", b"[") and size <= 64 * 2**20:
-        if path is not None and _is_json_text(path):
-            return "JSON"  # parsed once for the listing too (an index of 90k names)
-        try:
-            json.loads(bytes(mm[:size]))
-            return "JSON"
-        except (ValueError, RecursionError):
-            pass
-    if b"\0" not in head:
-        try:
-            head.decode("utf-8")
-            return "text"
-        except UnicodeDecodeError as e:
-            if e.start > len(head) - 4:
-                return "text"
-    return "binary (no loader unpickles it: a pickle load fails on its first bytes)"
+def _place(judged: Judged, mm: Any, size: int, label: str, path: Location) -> None:
+    """``data`` only for a format :mod:`.known_formats` proves; anything else is a doubt."""
+    head = bytes(mm[: min(size, 64)]).lstrip()
+    json_text = not judged.formats and head[:1] in (b"{", b"[") and _is_json_text(path)
+    placed = place(mm, size, judged.formats, label, json_text)
+    judged.formats.insert(0, placed.format)
+    judged.code += [f"{label}: {m}" for m in placed.code]
+    if placed.doubt:
+        judged.doubts.append(
+            f"{label}: bytes the gate cannot place: {placed.doubt}. No loader it models finds a "
+            f"pickle in them, but only these formats are proven data: {PROVEN}; if you know "
+            "what this file is, check it with the tool that reads it"
+        )
 
 
 def _is_json_text(path: Location) -> bool:
-    """The file is JSON as UTF-8 text (then ``json.loads`` of its bytes reads the same)."""
+    """The file is JSON as UTF-8 text (parsed once, and cached, for the listing too)."""
     from ..io.json_doc import json_document
 
     try:

@@ -1,0 +1,573 @@
+"""The formats the gate proves to be data: parsed completely, and read by no consumer that runs
+code from them.
+
+A file in which no loader finds a pickle is ``data`` only when :func:`place` recognises it
+here: a safetensors file whose header the listing's own checks accept, a numeric ``.npy``, a
+zip (``.npz``) or tar whose every member is data, a compressed stream of data, JSON, UTF-8
+text (configs, vocabularies, merges, chat templates, tiktoken ranks, YAML without Python
+tags), a sentencepiece model (protobuf ``ModelProto``), GGUF, PNG / JPEG / GIF / WebP / BMP
+images. Anything else is not placed, and the caller calls it ``unverified``.
+
+A YAML that asks for Python objects (``!!python/object``, ``/name``, ``/module``, ``/apply``)
+is code: ``yaml.unsafe_load`` and ``yaml.load(Loader=yaml.Loader)`` (mmengine's YAML
+handler) import and call what it names, ``yaml.full_load`` (Lightning's ``hparams.yaml``)
+resolves ``python/name``; only the safe loaders (OmegaConf, Hydra) refuse it.
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import gzip
+import io
+import json
+import lzma
+import re
+import struct
+import tarfile
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .zip_check import BufferFile
+
+MAX_PARSE = 256 * 2**20  # bytes of a text / JSON / YAML / protobuf parsed whole
+MAX_MEMBER = 64 * 2**20  # an archive member or decompressed stream placed whole
+MAX_YAML = 16 * 2**20
+MAX_DEPTH = 4
+_PYTHON_TAG = "tag:yaml.org,2002:python/"
+# python/ tags that make plain values under every loader that knows them
+_VALUE_TAGS = frozenset(
+    {"none", "bool", "str", "unicode", "bytes", "int", "long", "float", "complex", "list"}
+    | {"tuple", "dict"}
+)
+_CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+_NPY = b"\x93NUMPY"
+PROVEN = (
+    "safetensors, numeric .npy / .npz, JSON, YAML without Python tags, UTF-8 text, "
+    "a sentencepiece model, GGUF, PNG / JPEG / GIF / WebP / BMP"
+)
+
+
+@dataclass
+class Placed:
+    """What the bytes are (``format``), or why they are not data (``doubt``, ``code``)."""
+
+    format: str = ""
+    doubt: str = ""
+    code: list[str] = field(default_factory=list)
+
+
+def place(
+    buf: Any, size: int, formats: list[str], label: str = "", json_text: bool = False
+) -> Placed:
+    """Place ``buf[:size]``, a file in which no loader finds a pickle; ``formats`` are what
+    the views recognised in it (the first is the file's own); ``json_text``: the file is
+    already known to be JSON text (parsed once for the listing)."""
+    top = formats[0] if formats else ""
+    depth = 0
+    try:
+        if json_text and not top:
+            return Placed("JSON")
+        if top == "safetensors":
+            return _safetensors(buf, size, label)
+        if top == "npy":
+            return _npy(buf, size)
+        if top in ("npz", "zip archive"):
+            return _zip(buf, size, top, depth)
+        if top == "tar archive":
+            return _tar(buf, size, depth)
+        if top.endswith(" stream"):
+            return _compressed(buf, size, top[: -len(" stream")], depth)
+        if top:
+            return _not(f"a {top} that no check here proves to be data")
+        return _by_content(buf, size, depth)
+    except RecursionError:
+        return _not("nested too deeply to parse")
+
+
+def _not(why: str) -> Placed:
+    return Placed(doubt=why)
+
+
+def _by_content(buf: Any, size: int, depth: int) -> Placed:
+    if size == 0:
+        return Placed("empty file")
+    head = bytes(buf[: min(size, 64)])
+    for magic, check in _MAGIC_CHECKS:
+        if head.startswith(magic):
+            return check(buf, size)
+    if head.startswith(_NPY):
+        return _npy(buf, size)
+    if size > MAX_PARSE:
+        return _not(f"{size} bytes: over the {MAX_PARSE >> 20} MiB parsed as text")
+    raw = bytes(buf[:size])
+    text = _utf8(raw)
+    if text is not None:
+        stripped = text.lstrip("\ufeff \t\r\n")
+        if stripped[:1] in ("{", "[") and _is_json(text):
+            return Placed("JSON")
+        return _text(text)
+    model = _sentencepiece(raw)
+    if model:
+        return Placed(model)
+    return _not(f"not UTF-8 text{_first_bytes(head)}")
+
+
+def _first_bytes(head: bytes) -> str:
+    return f" (it starts {head[:8].hex(' ')})" if head else ""
+
+
+# --- text, JSON, YAML -----------------------------------------------------------------------
+
+
+def _utf8(raw: bytes) -> str | None:
+    """The text of UTF-8 bytes without control characters other than whitespace and ESC."""
+    if _CONTROL.search(raw):
+        return None
+    try:
+        return codecs.decode(raw, "utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _text(text: str) -> Placed:
+    if "!" not in text and "%" not in text:
+        return Placed("text")
+    tags = _yaml_tags(text)
+    if tags is None:
+        return Placed("text")
+    objects = sorted(t for t in tags if t.split(":")[0] not in _VALUE_TAGS)
+    if not objects:
+        return Placed("YAML")
+    shown = ", ".join(f"!!python/{t}" for t in objects[:4])
+    return Placed(
+        "YAML with Python tags",
+        code=[
+            f"a YAML that asks for Python objects ({shown}): yaml.unsafe_load and yaml.load("
+            "Loader=yaml.Loader) (mmengine's YAML handler) import and call them, yaml.full_load "
+            "(Lightning's hparams.yaml) resolves python/name; safe loaders (OmegaConf, Hydra) "
+            "refuse the file"
+        ],
+    )
+
+
+def _yaml_tags(text: str) -> set[str] | None:
+    """The ``python/...`` tags of a YAML text (None: not YAML, or yaml is not installed).
+
+    Composed (scanned and resolved, nothing constructed) as every PyYAML loader composes it;
+    text that does not compose but still spells a python tag is treated as having one."""
+    try:
+        import yaml
+    except ImportError:
+        return None
+    if len(text) > MAX_YAML:
+        return _spelled_tags(text)
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return _spelled_tags(text)
+    found: set[str] = set()
+    seen: set[int] = set()
+    todo = [n for n in nodes if n is not None]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node.tag, str) and node.tag.startswith(_PYTHON_TAG):
+            found.add(node.tag[len(_PYTHON_TAG) :])
+        if isinstance(node, yaml.MappingNode):
+            todo += [x for pair in node.value for x in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += node.value
+    return found
+
+
+def _spelled_tags(text: str) -> set[str] | None:
+    low = re.sub(r"%([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text).lower()
+    if "python/" in low or "%tag" in low:
+        return {"object (a tag the YAML parser could not read)"}
+    return None
+
+
+# --- numpy, safetensors ---------------------------------------------------------------------
+
+
+def _npy_dtype(f: Any) -> Any:
+    from numpy.lib import format as npformat
+
+    impl = getattr(npformat, "_read_array_header", None)
+    if impl is None:  # numpy 2 keeps it in its private module
+        import importlib
+
+        impl = importlib.import_module("numpy.lib._format_impl")._read_array_header
+    version = npformat.read_magic(f)
+    shape, _fortran, dtype = impl(f, version, max_header_size=1 << 20)
+    return shape, dtype
+
+
+def _npy(buf: Any, size: int) -> Placed:
+    try:
+        _shape, dtype = _npy_dtype(io.BufferedReader(BufferFile(buf, 0, size)))
+    except Exception:  # numpy's reader refuses it
+        return _not("an .npy header numpy does not read")
+    if dtype.hasobject:
+        return _not("an .npy object array whose pickle does not load")
+    return Placed("npy")
+
+
+def _safetensors(buf: Any, size: int, label: str) -> Placed:
+    from ..io.safetensors_header import parse_header
+
+    (n,) = struct.unpack("<Q", bytes(buf[:8]))
+    try:
+        parse_header(label, bytes(buf[8 : 8 + n]), size)
+    except Exception as e:  # any refusal of the listing's checks
+        return _not(f"a safetensors header the listing's checks refuse ({e})")
+    return Placed("safetensors")
+
+
+# --- archives and compressed streams --------------------------------------------------------
+
+
+def _member(data: bytes, depth: int) -> Placed:
+    if depth >= MAX_DEPTH:
+        return _not("archives nested too deeply")
+    return _by_content(data, len(data), depth + 1)
+
+
+def _zip(buf: Any, size: int, top: str, depth: int) -> Placed:
+    try:
+        zf = zipfile.ZipFile(io.BufferedReader(BufferFile(buf, 0, size)))
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return _not("a zip that Python's zipfile does not open")
+    numeric = True
+    with zf:
+        for info in zf.infolist():
+            try:
+                with zf.open(info) as f:
+                    if info.filename.endswith(".npy"):
+                        _shape, dtype = _npy_dtype(f)
+                        if dtype.hasobject:
+                            return _not(f"member {info.filename}: an object array")
+                        continue
+                    numeric = False
+                    if info.file_size > MAX_MEMBER:
+                        return _not(f"member {info.filename}: over {MAX_MEMBER >> 20} MiB")
+                    placed = _member(f.read(MAX_MEMBER + 1), depth)
+            except Exception as e:  # numpy or zipfile refuses the member
+                return _not(f"member {info.filename} does not read ({e})")
+            if placed.doubt or placed.code:
+                return _not(f"member {info.filename}: {placed.doubt or 'code'}")
+    return Placed("npz" if numeric and top == "npz" else "zip of data")
+
+
+def _tar(buf: Any, size: int, depth: int) -> Placed:
+    try:
+        tar = tarfile.open(fileobj=io.BufferedReader(BufferFile(buf, 0, size)), mode="r:")  # noqa: SIM115
+    except (tarfile.TarError, OSError, ValueError, EOFError):
+        return _not("a tar that tarfile does not open")
+    with tar:
+        for info in tar:
+            if not info.isfile():
+                continue
+            if info.size > MAX_MEMBER:
+                return _not(f"member {info.name}: over {MAX_MEMBER >> 20} MiB")
+            f = tar.extractfile(info)
+            placed = _member(f.read() if f is not None else b"", depth)
+            if placed.doubt or placed.code:
+                return _not(f"member {info.name}: {placed.doubt or 'code'}")
+    return Placed("tar of data")
+
+
+def _compressed(buf: Any, size: int, kind: str, depth: int) -> Placed:
+    raw = io.BufferedReader(BufferFile(buf, 0, size))
+    openers: dict[str, Any] = {
+        "gzip": lambda f: gzip.GzipFile(fileobj=f),
+        "bz2": bz2.BZ2File,
+        "xz": lzma.LZMAFile,
+        "lzma": lzma.LZMAFile,
+    }
+    try:
+        if kind in openers:
+            with openers[kind](raw) as f:
+                data = f.read(MAX_MEMBER + 1)
+        elif kind == "zlib":
+            d = zlib.decompressobj()
+            data = d.decompress(bytes(buf[:size]), MAX_MEMBER + 1)
+            if not d.eof or d.unused_data:
+                return _not("a zlib stream that does not end where the file ends")
+        else:
+            return _not(f"a {kind} stream")
+    except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as e:
+        return _not(f"a {kind} stream that does not decode completely ({e})")
+    if len(data) > MAX_MEMBER:
+        return _not(f"a {kind} stream of over {MAX_MEMBER >> 20} MiB")
+    placed = _member(data, depth)
+    if placed.doubt or placed.code:
+        return _not(f"a {kind} stream of {placed.doubt or 'code'}")
+    return Placed(f"{kind} stream of {placed.format}")
+
+
+# --- sentencepiece (protobuf) ---------------------------------------------------------------
+
+
+def _varint(raw: bytes, at: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= end or shift > 63:
+            raise ValueError("a varint runs past its message")
+        b = raw[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, at
+
+
+def _fields(raw: bytes, at: int, end: int) -> list[tuple[int, int, int, int]]:
+    """(field, wire type, start, end) of each field of a protobuf message ``raw[at:end]``;
+    ValueError unless the bytes are exactly a sequence of well-formed fields."""
+    out = []
+    while at < end:
+        key, at = _varint(raw, at, end)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise ValueError("field number 0")
+        start = at
+        if wire == 0:
+            _, at = _varint(raw, at, end)
+        elif wire == 1:
+            at += 8
+        elif wire == 5:
+            at += 4
+        elif wire == 2:
+            n, start = _varint(raw, at, end)
+            at = start + n
+        else:
+            raise ValueError(f"wire type {wire}")
+        if at > end:
+            raise ValueError("a field runs past its message")
+        out.append((number, wire, start, at))
+    return out
+
+
+def _sentencepiece(raw: bytes) -> str:
+    """ "sentencepiece model" when ``raw`` is exactly a ``ModelProto``: pieces (field 1: each
+    a piece string, score float and type enum), trainer / normalizer / denormalizer specs and
+    self-test data (fields 2-5, well-formed messages)."""
+    try:
+        pieces = 0
+        for number, wire, a, b in _fields(raw, 0, len(raw)):
+            if wire != 2 or not 1 <= number <= 5:
+                return ""
+            inner = _fields(raw, a, b)
+            if number != 1:
+                continue
+            for n, w, x, y in inner:
+                if (n, w) == (1, 2):
+                    raw[x:y].decode("utf-8")
+                elif (n, w) not in ((2, 5), (3, 0)):
+                    return ""
+            pieces += 1
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return "sentencepiece model" if pieces else ""
+
+
+# --- GGUF -----------------------------------------------------------------------------------
+
+_GGUF_SCALARS = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_MAX_COUNT = 1 << 24
+
+
+class _Reader:
+    def __init__(self, buf: Any, size: int, wide: bool) -> None:
+        self.buf, self.size, self.at, self.wide = buf, size, 0, wide
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.at + n > self.size:
+            raise ValueError("runs past the end of the file")
+        out = bytes(self.buf[self.at : self.at + n])
+        self.at += n
+        return out
+
+    def u32(self) -> int:
+        return int(struct.unpack("<I", self.take(4))[0])
+
+    def count(self) -> int:
+        n = int(struct.unpack("<Q", self.take(8))[0]) if self.wide else self.u32()
+        if n > _GGUF_MAX_COUNT:
+            raise ValueError(f"a count of {n}")
+        return n
+
+    def string(self) -> str:
+        return self.take(self.count()).decode("utf-8")
+
+    def value(self, kind: int, depth: int = 0) -> None:
+        if kind in _GGUF_SCALARS:
+            self.take(_GGUF_SCALARS[kind])
+        elif kind == 8:
+            self.string()
+        elif kind == 9 and depth < 4:
+            item, n = self.u32(), self.count()
+            if item in _GGUF_SCALARS:
+                self.take(n * _GGUF_SCALARS[item])
+            else:
+                for _ in range(n):
+                    self.value(item, depth + 1)
+        else:
+            raise ValueError(f"value type {kind}")
+
+
+def _gguf(buf: Any, size: int) -> Placed:
+    """The header of a GGUF file (v1-v3): every key-value pair and tensor record."""
+    try:
+        r = _Reader(buf, size, wide=True)
+        r.take(4)
+        version = r.u32()
+        if version not in (1, 2, 3):
+            return _not(f"GGUF version {version}")
+        r.wide = version > 1
+        tensors, kvs = r.count(), r.count()
+        for _ in range(kvs):
+            r.string()
+            r.value(r.u32())
+        for _ in range(tensors):
+            r.string()
+            dims = r.u32()
+            if dims > 8:
+                raise ValueError(f"{dims} dimensions")
+            r.take(dims * (8 if r.wide else 4))
+            r.u32()
+            (offset,) = struct.unpack("<Q", r.take(8))
+            if offset > size:
+                raise ValueError("a tensor past the end of the file")
+    except (ValueError, UnicodeDecodeError, struct.error) as e:
+        return _not(f"a GGUF header that does not parse ({e})")
+    return Placed("GGUF")
+
+
+# --- images ---------------------------------------------------------------------------------
+
+
+def _png(buf: Any, size: int) -> Placed:
+    at, first = 8, True
+    while at + 12 <= size:
+        n, kind = struct.unpack(">I4s", bytes(buf[at : at + 8]))
+        end = at + 12 + n
+        if end > size or not kind.isalpha() or (first and kind != b"IHDR"):
+            break
+        (crc,) = struct.unpack(">I", bytes(buf[end - 4 : end]))
+        if zlib.crc32(buf[at + 4 : end - 4]) != crc:
+            break
+        first, at = False, end
+        if kind == b"IEND":
+            return Placed("PNG image") if at == size else _not("a PNG with bytes after IEND")
+    return _not("a PNG whose chunks do not parse")
+
+
+def _jpeg(buf: Any, size: int) -> Placed:
+    at = 2
+    while at + 4 <= size:
+        if buf[at] != 0xFF:
+            break
+        marker = buf[at + 1]
+        if marker == 0xD9:
+            return Placed("JPEG image") if at + 2 == size else _not("a JPEG with bytes after EOI")
+        if marker == 0xFF:
+            at += 1
+            continue
+        if 0xD0 <= marker <= 0xD7 or marker == 0x01:
+            at += 2
+            continue
+        (n,) = struct.unpack(">H", bytes(buf[at + 2 : at + 4]))
+        at += 2 + n
+        if marker == 0xDA:  # entropy-coded data up to the next marker that is not a stuffing
+            while True:
+                at = _find(buf, b"\xff", at, size)
+                if at < 0 or at + 1 >= size:
+                    return _not("a JPEG scan that does not end")
+                nxt = buf[at + 1]
+                if nxt == 0 or 0xD0 <= nxt <= 0xD7:
+                    at += 2
+                    continue
+                break
+    return _not("a JPEG whose segments do not parse")
+
+
+def _find(buf: Any, sub: bytes, start: int, end: int) -> int:
+    if hasattr(buf, "find"):
+        return int(buf.find(sub, start, end))
+    at = bytes(buf[start:end]).find(sub)
+    return at + start if at >= 0 else -1
+
+
+def _gif(buf: Any, size: int) -> Placed:
+    def color_table(flags: int) -> int:
+        return 3 * (2 << (flags & 7)) if flags & 0x80 else 0
+
+    def sub_blocks(at: int) -> int:
+        while at < size and buf[at]:
+            at += 1 + buf[at]
+        return at + 1
+
+    try:
+        at = 13 + color_table(buf[10])
+        while at < size:
+            tag = buf[at]
+            if tag == 0x3B:
+                return Placed("GIF image") if at + 1 == size else _not("a GIF with trailing bytes")
+            if tag == 0x21:
+                at = sub_blocks(at + 2)
+            elif tag == 0x2C:
+                at = sub_blocks(at + 10 + color_table(buf[at + 9]) + 1)
+            else:
+                break
+    except IndexError:
+        pass
+    return _not("a GIF whose blocks do not parse")
+
+
+def _webp(buf: Any, size: int) -> Placed:
+    riff, kind = struct.unpack("<I4s", bytes(buf[4:12]))
+    if kind != b"WEBP" or riff + 8 != size:
+        return _not("a RIFF that is not one WebP image")
+    at = 12
+    while at + 8 <= size:
+        (n,) = struct.unpack("<I", bytes(buf[at + 4 : at + 8]))
+        at += 8 + n + (n & 1)
+    return Placed("WebP image") if at == size else _not("a WebP whose chunks do not parse")
+
+
+def _bmp(buf: Any, size: int) -> Placed:
+    if size < 26:
+        return _not("a BMP too short for its header")
+    total, _reserved, pixels, dib = struct.unpack("<IIII", bytes(buf[2:18]))
+    if total != size or dib not in (12, 40, 52, 56, 64, 108, 124) or not 14 + dib <= pixels <= size:
+        return _not("a BMP whose header does not match the file")
+    return Placed("BMP image")
+
+
+_MAGIC_CHECKS = (
+    (b"GGUF", _gguf),
+    (b"\x89PNG\r\n\x1a\n", _png),
+    (b"\xff\xd8\xff", _jpeg),
+    (b"GIF87a", _gif),
+    (b"GIF89a", _gif),
+    (b"RIFF", _webp),
+    (b"BM", _bmp),
+)
+
+
+__all__ = ["PROVEN", "Placed", "place"]
