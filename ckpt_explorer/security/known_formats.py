@@ -479,7 +479,7 @@ def _png(buf: Any, size: int) -> Placed:
 
 def _jpeg(buf: Any, size: int) -> Placed:
     at = 2
-    while at + 4 <= size:
+    while at + 2 <= size:
         if buf[at] != 0xFF:
             break
         marker = buf[at + 1]
@@ -491,6 +491,8 @@ def _jpeg(buf: Any, size: int) -> Placed:
         if 0xD0 <= marker <= 0xD7 or marker == 0x01:
             at += 2
             continue
+        if at + 4 > size:
+            break
         (n,) = struct.unpack(">H", bytes(buf[at + 2 : at + 4]))
         at += 2 + n
         if marker == 0xDA:  # entropy-coded data up to the next marker that is not a stuffing

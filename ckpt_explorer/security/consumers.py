@@ -1,0 +1,169 @@
+"""Every consumer the gate models: how it reaches bytes, and which part of the gate reads the
+bytes as it does.
+
+A file passes only if, for every consumer here, the part named reads it the way that consumer
+would, and finds nothing that runs code. A consumer not in this table is not modelled (see
+:data:`NOT_MODELLED`). ``tests/test_gate_consumers.py`` keeps the table and the walk together:
+each module and view named exists, and every view of ``views*.py`` serves a consumer here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Consumer:
+    name: str
+    reaches: str  # how it gets from a path to bytes it unpickles, imports or runs
+    views: tuple[str, ...]  # "module.function" of the gate that reads the bytes that way
+    modules: tuple[str, ...] = ()  # the other modules of ckpt_explorer.security it relies on
+
+
+CONSUMERS: tuple[Consumer, ...] = (
+    Consumer(
+        "torch.load (zip)",
+        "torch's own zip reader (miniz): <archive>/data.pkl through its unpickler (weights_only "
+        "or not), storages by name; constants.pkl hands the file to torch.jit.load",
+        ("views.judge_region", "views_zip.judge_zip"),
+        ("zip_check", "zip_miniz", "weights_only", "pickle_machine"),
+    ),
+    Consumer(
+        "torch.load (legacy)",
+        "a file that is not a zip: its five pickles from byte 0 (magic number, protocol, "
+        "system info, data, storage keys), followed while the values allow",
+        ("views.judge_region",),
+        ("pickle_machine", "weights_only"),
+    ),
+    Consumer(
+        "torch.load (tar)",
+        "torch's legacy tar format, tried first: members storages, tensors, pickle",
+        ("views_misc.judge_tar",),
+        ("pickle_machine",),
+    ),
+    Consumer(
+        "pickle.load",
+        "the pickle at byte 0 (a zip stops at its first byte unless a persistent_load is set)",
+        ("views.judge_region",),
+        ("pickle_machine", "inert"),
+    ),
+    Consumer(
+        "torch.storage._load_from_bytes",
+        "pickle.dumps of a tensor: bytes inside a pickle given to torch.load(weights_only=False)",
+        ("views.nested_loads",),
+        ("pickle_machine",),
+    ),
+    Consumer(
+        "joblib.load",
+        "compression detected by prefix (zlib, gzip, bz2, xz, lzma, lz4), then the pickle with "
+        "each NumpyArrayWrapper's array read from the stream (object arrays are pickles)",
+        ("views.judge_region", "views_misc.decompress"),
+        ("pickle_machine",),
+    ),
+    Consumer(
+        "pandas.read_pickle",
+        "compression inferred from the file's suffix (.gz .bz2 .xz .zip .zst .tar and the "
+        "tar.* forms; a zip or tar of one member), then pickle.load",
+        ("views_misc.decompress", "views_zip.judge_zip", "views_misc.judge_tar"),
+        ("pickle_machine",),
+    ),
+    Consumer(
+        "numpy.load",
+        ".npy (an object array's pickle when allow_pickle=True), .npz (every member that "
+        "starts like an .npy), else pickle.load with allow_pickle=True",
+        ("views_misc.judge_npy", "views_zip.judge_zip", "views.judge_region"),
+        ("pickle_machine", "known_formats"),
+    ),
+    Consumer(
+        "torch.distributed.checkpoint",
+        ".metadata (a pickle) names the items of each .distcp data file; byte items are "
+        "torch.load'ed with weights_only=False",
+        ("views.judge_region",),
+        ("dcp_items", "scan"),
+    ),
+    Consumer(
+        "DeepSpeed load_checkpoint",
+        "`latest` names the tag folder; mp_rank_*_model_states.pt and *_optim_states.pt are "
+        "torch.load'ed with weights_only=False",
+        ("views.judge_region",),
+        ("scan", "tree"),
+    ),
+    Consumer(
+        "Trainer / accelerate load_state",
+        "training_args.bin, optimizer.pt / .bin, scheduler.pt, rng_state*.pth, "
+        "random_states_*.pkl: torch.load (weights_only=False for some) or pickle",
+        ("views.judge_region",),
+        ("scan",),
+    ),
+    Consumer(
+        "from_pretrained",
+        "config.json, weights (safetensors, or pytorch_model.bin by torch.load); with "
+        "trust_remote_code, the modules auto_map names are imported from the folder",
+        ("views.judge_region", "views_misc.judge_safetensors_values"),
+        ("scan", "known_formats"),
+    ),
+    Consumer(
+        "ColossalAI optimizer load",
+        "the non_tensor_keys of a flattened optimizer safetensors are pickles, unpickled",
+        ("views_misc.judge_safetensors_values",),
+        ("pickle_machine",),
+    ),
+    Consumer(
+        "site .pth",
+        "a .pth in a site folder: each line that starts with `import` runs at startup",
+        (),
+        ("scan",),
+    ),
+    Consumer(
+        "Python's import of the working folder",
+        "python started in the folder puts it first on sys.path: any module there shadows an "
+        "installed one that the load or the libraries import",
+        (),
+        ("shadowing", "scan"),
+    ),
+    Consumer(
+        "torch.jit.load",
+        "TorchScript archives (constants.pkl, code/): their code runs when loaded",
+        ("views_zip.judge_zip",),
+        ("zip_miniz",),
+    ),
+    Consumer(
+        "YAML loaders",
+        "yaml.unsafe_load / yaml.load(Loader=yaml.Loader) (mmengine) build the Python objects "
+        "tags name; yaml.full_load (Lightning hparams.yaml) resolves python/name; OmegaConf "
+        "and Hydra use safe loaders",
+        (),
+        ("known_formats",),
+    ),
+    Consumer(
+        "data readers",
+        "safetensors, json, text, tokenizers (sentencepiece, tiktoken), GGUF, images: parsed, "
+        "never executed; data only for a format parsed completely",
+        (),
+        ("known_formats",),
+    ),
+)
+
+# functions of views*.py that are parts of the views above, not views of their own
+HELPERS: dict[str, str] = {
+    "views_zip.may_be_zip": "the test judge_region makes before judge_zip",
+    "views_misc.is_tar": "the test judge_region makes before judge_tar",
+    "views_misc.compression": "the prefix test before decompress",
+}
+
+NOT_MODELLED = (
+    "Keras / TensorFlow / ONNX / HDF5 / flax msgpack files (their bytes are unverified, not data)",
+    "loaders of other formats that a user script chooses (the gate judges files, not programs)",
+)
+
+
+def table_markdown() -> str:
+    """The table as Markdown (for RELIABILITY.md)."""
+    rows = ["| Consumer | How it reaches bytes | Modelled by |", "|---|---|---|"]
+    for c in CONSUMERS:
+        parts = [f"`{v}`" for v in c.views] + [f"`{m}`" for m in c.modules]
+        rows.append(f"| {c.name} | {c.reaches} | {', '.join(parts)} |")
+    return "\n".join(rows)
+
+
+__all__ = ["CONSUMERS", "HELPERS", "NOT_MODELLED", "Consumer", "table_markdown"]
