@@ -141,3 +141,79 @@ def test_tensors_pickled_with_pickle_are_judged_through_their_nested_bytes(
         capture_output=True,
     )
     assert (tmp_path / "MARK").exists()  # the control
+
+
+_MAKERS = sorted(
+    p.name[: -len("_maker.py")]
+    for p in (Path(__file__).parent / "fixture_makers").glob("*_maker.py")
+)
+
+
+@pytest.mark.parametrize("maker", _MAKERS)
+def test_every_fixture_file_is_safe_or_data(maker: str, real_checkpoints: Any) -> None:
+    """Every file the real writers made for the test-suite (torch, transformers, accelerate,
+    DeepSpeed, DCP, Lightning, ColossalAI, Megatron, torchtune, diffusers...) passes: each is
+    a pickle of inert objects or a format the gate proves to be data."""
+    folder, _ = real_checkpoints(maker)
+    report = scan_paths([folder])
+    bad = {str(v.path): (v.verdict, v.reasons[:1]) for v in report.verdicts}
+    bad = {k: v for k, v in bad.items() if v[0] not in ("safe", "data")}
+    assert report.verdicts and not bad, bad
+
+
+def test_transformers_folders_with_tokenizers_are_data(tmp_path: Path) -> None:
+    """save_pretrained of a model, a fast BPE tokenizer (tokenizer.json, vocab.json,
+    merges.txt, a chat template) and a sentencepiece tokenizer (its .model file)."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    spm = pytest.importorskip("sentencepiece")
+    texts = [f"the quick brown fox {i} jumps over the lazy dog" for i in range(300)]
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel()
+    bpe.train_from_iterator(
+        texts, tokenizers.trainers.BpeTrainer(vocab_size=80, special_tokens=["<unk>"])
+    )
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>")
+    fast.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=80, n_positions=16)
+    )
+    model.save_pretrained(tmp_path / "gpt2")
+    fast.save_pretrained(tmp_path / "gpt2")
+    bpe.model.save(str(tmp_path / "gpt2"))  # vocab.json and merges.txt
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts))
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(tmp_path / "sp"), vocab_size=60, minloglevel=2
+    )
+    slow = transformers.T5Tokenizer(vocab_file=str(tmp_path / "sp.model"), extra_ids=0)
+    slow.save_pretrained(tmp_path / "t5")
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path / "gpt2")("the fox")["input_ids"]
+    assert transformers.T5Tokenizer.from_pretrained(tmp_path / "t5")("the fox")["input_ids"]
+    verdicts = {
+        v.path.name: v.verdict for v in scan_paths([tmp_path / "gpt2", tmp_path / "t5"]).verdicts
+    }
+    assert {
+        "model.safetensors",
+        "tokenizer.json",
+        "merges.txt",
+        "vocab.json",
+        "spiece.model",
+    } <= set(verdicts)
+    assert set(verdicts.values()) == {"data"}, verdicts
+
+
+def test_accelerate_save_state_is_safe_or_data(tmp_path: Path) -> None:
+    accelerate = pytest.importorskip("accelerate")
+    acc = accelerate.Accelerator(cpu=True)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    sched = torch.optim.lr_scheduler.StepLR(opt, 2)
+    model, opt, sched = acc.prepare(model, opt, sched)
+    acc.backward(model(torch.randn(3, 4)).sum())
+    opt.step()
+    sched.step()
+    acc.save_state(str(tmp_path / "state"))
+    acc.load_state(str(tmp_path / "state"))
+    verdicts = _verdicts(tmp_path / "state")
+    assert verdicts and set(verdicts.values()) <= {"safe", "data"}, verdicts

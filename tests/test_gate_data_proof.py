@@ -86,7 +86,9 @@ def test_gguf_header_is_parsed(tmp_path: Path) -> None:
 def test_sentencepiece_model_is_data(tmp_path: Path) -> None:
     spm = pytest.importorskip("sentencepiece")
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(f"the quick brown fox {i} jumps over the lazy dog" for i in range(200)))
+    corpus.write_text(
+        "\n".join(f"the quick brown fox {i} jumps over the lazy dog" for i in range(200))
+    )
     spm.SentencePieceTrainer.train(
         input=str(corpus), model_prefix=str(tmp_path / "sp"), vocab_size=40, minloglevel=2
     )

@@ -215,7 +215,8 @@ def test_scan_cli_exit_codes_and_json(
     broken = tmp_path / "broken.pt"
     broken.write_bytes((root / "benign_model.pt").read_bytes()[:300])
     code, out, _ = run(str(broken))
-    assert code == 0 and "DATA" in out and "neither" in out  # no reader opens it
+    # no reader opens it, and the gate cannot place its bytes: not proven data
+    assert code == 1 and "UNVERIFIED" in out and "neither" in out
     code, out, _ = run(str(tmp_path / "missing.pt"))
     assert code == 2 and "UNREADABLE" in out
     assert not (root / "PWNED").exists()

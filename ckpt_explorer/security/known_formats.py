@@ -81,7 +81,8 @@ def place(
         if top.endswith(" stream"):
             return _compressed(buf, size, top[: -len(" stream")], depth)
         if top:
-            return _not(f"a {top} that no check here proves to be data")
+            named = top if top.startswith(("a ", "an ")) else f"a {top}"
+            return _not(f"{named}, which no check here proves to be data")
         return _by_content(buf, size, depth)
     except RecursionError:
         return _not("nested too deeply to parse")
