@@ -190,16 +190,10 @@ def test_transformers_folders_with_tokenizers_are_data(tmp_path: Path) -> None:
     slow.save_pretrained(tmp_path / "t5")
     assert transformers.AutoTokenizer.from_pretrained(tmp_path / "gpt2")("the fox")["input_ids"]
     assert transformers.T5Tokenizer.from_pretrained(tmp_path / "t5")("the fox")["input_ids"]
-    verdicts = {
-        v.path.name: v.verdict for v in scan_paths([tmp_path / "gpt2", tmp_path / "t5"]).verdicts
-    }
-    assert {
-        "model.safetensors",
-        "tokenizer.json",
-        "merges.txt",
-        "vocab.json",
-        "spiece.model",
-    } <= set(verdicts)
+    folders = [tmp_path / "gpt2", tmp_path / "t5", tmp_path / "sp.model"]
+    verdicts = {v.path.name: v.verdict for v in scan_paths(folders).verdicts}
+    wanted = {"model.safetensors", "tokenizer.json", "merges.txt", "vocab.json", "sp.model"}
+    assert wanted <= set(verdicts), verdicts
     assert set(verdicts.values()) == {"data"}, verdicts
 
 
