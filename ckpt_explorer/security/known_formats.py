@@ -34,7 +34,7 @@ from .zip_check import BufferFile
 
 MAX_PARSE = 256 * 2**20  # bytes of a text / JSON / YAML / protobuf parsed whole
 MAX_MEMBER = 64 * 2**20  # an archive member or decompressed stream placed whole
-MAX_YAML = 16 * 2**20
+MAX_YAML = 2**20  # composed as YAML; larger texts are searched for python tags
 MAX_DEPTH = 4
 _PYTHON_TAG = "tag:yaml.org,2002:python/"
 # python/ tags that make plain values under every loader that knows them
@@ -103,8 +103,11 @@ def _by_content(buf: Any, size: int, depth: int) -> Placed:
         return _npy(buf, size)
     if size > MAX_PARSE:
         return _not(f"{size} bytes: over the {MAX_PARSE >> 20} MiB parsed as text")
+    binary = _CONTROL.search(bytes(buf[: min(size, 4096)])) is not None
+    if binary and size > MAX_MEMBER:  # no text, and larger than any tokenizer model
+        return _not(f"not UTF-8 text{_first_bytes(head)}")
     raw = bytes(buf[:size])
-    text = _utf8(raw)
+    text = None if binary else _utf8(raw)
     if text is not None:
         stripped = text.lstrip("\ufeff \t\r\n")
         if stripped[:1] in ("{", "[") and _is_json(text):
@@ -194,9 +197,14 @@ def _yaml_tags(text: str) -> set[str] | None:
     return found
 
 
+_SPELLED = re.compile(r"!!python/|tag:yaml\.org,2002:python/|^%TAG", re.IGNORECASE | re.MULTILINE)
+
+
 def _spelled_tags(text: str) -> set[str] | None:
-    low = re.sub(r"%([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text).lower()
-    if "python/" in low or "%tag" in low:
+    """A python tag, or a %TAG directive (which can spell one in two halves), written in a
+    text too large or too broken to compose (``%xx`` escapes decoded as PyYAML does)."""
+    unescaped = re.sub(r"%([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
+    if _SPELLED.search(text) or _SPELLED.search(unescaped):
         return {"object (a tag the YAML parser could not read)"}
     return None
 
@@ -253,8 +261,12 @@ def _zip(buf: Any, size: int, top: str, depth: int) -> Placed:
     except (zipfile.BadZipFile, OSError, ValueError):
         return _not("a zip that Python's zipfile does not open")
     numeric = True
+    budget = MAX_PARSE
     with zf:
         for info in zf.infolist():
+            budget -= 0 if info.filename.endswith(".npy") else info.file_size
+            if budget < 0:
+                return _not(f"members of over {MAX_PARSE >> 20} MiB in all")
             try:
                 with zf.open(info) as f:
                     if info.filename.endswith(".npy"):
@@ -278,10 +290,14 @@ def _tar(buf: Any, size: int, depth: int) -> Placed:
         tar = tarfile.open(fileobj=io.BufferedReader(BufferFile(buf, 0, size)), mode="r:")  # noqa: SIM115
     except (tarfile.TarError, OSError, ValueError, EOFError):
         return _not("a tar that tarfile does not open")
+    budget = MAX_PARSE
     with tar:
         for info in tar:
             if not info.isfile():
                 continue
+            budget -= info.size
+            if budget < 0:
+                return _not(f"members of over {MAX_PARSE >> 20} MiB in all")
             if info.size > MAX_MEMBER:
                 return _not(f"member {info.name}: over {MAX_MEMBER >> 20} MiB")
             f = tar.extractfile(info)
