@@ -113,6 +113,10 @@ def test_pandas_to_pickle_outputs_are_safe(tmp_path: Path) -> None:
         "series": pd.Series([1.0, 2.0], index=pd.Index(["p", "q"], name="k"), name="v"),
         "multi": pd.DataFrame({"v": [1, 2]}, index=pd.MultiIndex.from_arrays([[1, 2], ["a", "b"]])),
         "index": pd.Index([1, 2, 3]),
+        "daily": pd.Series([1.0, 2.0, 3.0], index=pd.date_range("2024-01-01", periods=3)),
+        "hourly": pd.DataFrame(
+            {"v": [1, 2]}, index=pd.date_range("2024-01-01", periods=2, freq="h")
+        ),
     }
     for name, obj in frames.items():
         for suffix in (".pkl", ".pkl.gz", ".pkl.xz"):

@@ -17,7 +17,8 @@ from __future__ import annotations
 # a subclass): that class is a global of its own, judged by this list. Dtype strings go
 # through pandas' and numpy's dtype registries, which import nothing. Left out: time zones
 # (``zoneinfo.ZoneInfo`` / ``DatetimeTZDtype`` of a name: reading tz files, and importing
-# ``tzdata.zoneinfo.<name>`` packages), sparse, interval and period data, offsets (not audited).
+# ``tzdata.zoneinfo.<name>`` packages), sparse, interval and period data, calendar offsets
+# (not audited).
 _PANDAS: dict[str, frozenset[str]] = {
     "pandas": frozenset(
         {
@@ -46,6 +47,10 @@ _PANDAS: dict[str, frozenset[str]] = {
     "pandas._libs.missing": frozenset({"NA"}),
     "pandas._libs.tslibs.nattype": frozenset({"_nat_unpickle"}),
     "pandas._libs.tslibs.timedeltas": frozenset({"_timedelta_unpickle"}),
+    # the fixed frequencies a date_range index keeps as its freq: REDUCE(Day, (n, normalize))
+    "pandas._libs.tslibs.offsets": frozenset(
+        {"Day", "Hour", "Minute", "Second", "Milli", "Micro", "Nano"}
+    ),
     "pandas.core.arrays.string_": frozenset({"StringArray", "StringDtype"}),
     "pandas.core.arrays.datetimes": frozenset({"DatetimeArray"}),
     "pandas.core.arrays.timedeltas": frozenset({"TimedeltaArray"}),
