@@ -163,3 +163,29 @@ def test_zip_of_unplaceable_member_is_not_data(tmp_path: Path) -> None:
         z.writestr("blob", np.random.default_rng(1).integers(0, 256, 300, np.uint8).tobytes())
     assert np.load(tmp_path / "x.npz")["a"].sum() == 3
     assert _verdict(tmp_path / "x.npz")[0] == "unverified"
+
+
+def test_a_cloned_repositorys_git_store_is_data(tmp_path: Path) -> None:
+    """A model repository cloned with git: its .git objects, packs, index and commit graph."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "config.json").write_text('{"a": 1}')
+    git = ["git", "-C", str(repo), "-c", "user.email=a@b.c", "-c", "user.name=n"]
+    try:
+        subprocess.run([*git, "init", "-q"], check=True, timeout=60)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("git is not available")
+    subprocess.run([*git, "add", "."], check=True, timeout=60)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True, timeout=60)
+    subprocess.run([*git, "gc", "-q"], check=True, timeout=120)
+    (repo / "more.txt").write_text("two")
+    subprocess.run([*git, "add", "."], check=True, timeout=60)
+    subprocess.run([*git, "commit", "-qm", "two"], check=True, timeout=60)
+    from ckpt_explorer.security import scan_paths
+
+    verdicts = scan_paths([repo]).verdicts
+    formats = {v.format for v in verdicts}
+    assert {"git pack", "git pack index", "git index", "git object"} <= formats, formats
+    assert {v.verdict for v in verdicts} == {"data"}, [
+        (v.path, v.reasons) for v in verdicts if v.verdict != "data"
+    ]

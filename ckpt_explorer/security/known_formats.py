@@ -6,7 +6,8 @@ here: a safetensors file whose header the listing's own checks accept, a numeric
 zip (``.npz``) or tar whose every member is data, a compressed stream of data, JSON, UTF-8
 text (configs, vocabularies, merges, chat templates, tiktoken ranks, YAML without Python
 tags), a sentencepiece model (protobuf ``ModelProto``), GGUF, PNG / JPEG / GIF / WebP / BMP
-images. Anything else is not placed, and the caller calls it ``unverified``.
+images, and the files of a cloned repository's ``.git`` store (read by git alone). Anything
+else is not placed, and the caller calls it ``unverified``.
 
 A YAML that asks for Python objects (``!!python/object``, ``/name``, ``/module``, ``/apply``)
 is code: ``yaml.unsafe_load`` and ``yaml.load(Loader=yaml.Loader)`` (mmengine's YAML
@@ -152,7 +153,7 @@ def _text(text: str) -> Placed:
         return Placed("text")
     objects = sorted(t for t in tags if t.split(":")[0] not in _VALUE_TAGS)
     if not objects:
-        return Placed("YAML")
+        return Placed("YAML" if tags else "text")
     shown = ", ".join(f"!!python/{t}" for t in objects[:4])
     return Placed(
         "YAML with Python tags",
@@ -330,6 +331,8 @@ def _compressed(buf: Any, size: int, kind: str, depth: int) -> Placed:
         return _not(f"a {kind} stream that does not decode completely ({e})")
     if len(data) > MAX_MEMBER:
         return _not(f"a {kind} stream of over {MAX_MEMBER >> 20} MiB")
+    if kind == "zlib" and _GIT_OBJECT.match(data[:32]):
+        return Placed("git object")  # a loose object of git's store, read by git alone
     placed = _member(data, depth)
     if placed.doubt or placed.code:
         return _not(f"a {kind} stream of {placed.doubt or 'code'}")
@@ -578,7 +581,36 @@ def _bmp(buf: Any, size: int) -> Placed:
     return Placed("BMP image")
 
 
+# --- git's object store (a cloned model repository's .git) ---------------------------------
+
+_GIT_FILES = {
+    b"PACK": ("git pack", (2, 3)),
+    b"\xfftOc": ("git pack index", (2,)),
+    b"DIRC": ("git index", (2, 3, 4)),
+    b"RIDX": ("git reverse index", (1,)),
+    b"MIDX": ("git multi-pack index", None),
+    b"CGPH": ("git commit graph", None),
+    b"BITM": ("git bitmap index", None),
+}
+_GIT_OBJECT = re.compile(rb"(blob|tree|commit|tag) \d{1,20}\x00")
+
+
+def _git(buf: Any, size: int) -> Placed:
+    """A file of git's object store, read by git alone (its version field checked)."""
+    head = bytes(buf[: min(size, 8)])
+    name, versions = _GIT_FILES[head[:4]]
+    if versions is None:
+        version_ok = len(head) >= 5 and head[4] == 1
+    else:
+        version_ok = len(head) == 8 and int.from_bytes(head[4:8], "big") in versions
+    return Placed(name) if version_ok else _not(f"a {name} of an unknown version")
+
+
+_DS_STORE = b"\x00\x00\x00\x01Bud1"
+
 _MAGIC_CHECKS = (
+    *((magic, _git) for magic in _GIT_FILES),
+    (_DS_STORE, lambda buf, size: Placed("macOS folder metadata (.DS_Store)")),
     (b"GGUF", _gguf),
     (b"\x89PNG\r\n\x1a\n", _png),
     (b"\xff\xd8\xff", _jpeg),
