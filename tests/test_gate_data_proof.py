@@ -189,3 +189,12 @@ def test_a_cloned_repositorys_git_store_is_data(tmp_path: Path) -> None:
     assert {v.verdict for v in verdicts} == {"data"}, [
         (v.path, v.reasons) for v in verdicts if v.verdict != "data"
     ]
+
+
+def test_large_text_is_streamed_and_still_searched_for_python_tags(tmp_path: Path) -> None:
+    line = b"token_%07d 0.125 some text\n"
+    body = b"".join(line % i for i in range(2_600_000))  # about 70 MB
+    (tmp_path / "big.txt").write_bytes(body)
+    (tmp_path / "big.yaml").write_bytes(body + b"x: !!python/object/apply:os.system [id]\n")
+    assert _verdict(tmp_path / "big.txt") == ("data", "text")
+    assert judge_file(tmp_path / "big.yaml").verdict == "code"

@@ -33,8 +33,8 @@ from typing import Any
 
 from .zip_check import BufferFile
 
-MAX_PARSE = 256 * 2**20  # bytes of a text / JSON / YAML / protobuf parsed whole
-MAX_MEMBER = 64 * 2**20  # an archive member or decompressed stream placed whole
+MAX_PARSE = 256 * 2**20  # bytes of archive members placed, in all
+MAX_MEMBER = 64 * 2**20  # a file, member or stream parsed whole (larger text is streamed)
 MAX_YAML = 2**20  # composed as YAML; larger texts are searched for python tags
 MAX_DEPTH = 4
 _PYTHON_TAG = "tag:yaml.org,2002:python/"
@@ -102,11 +102,9 @@ def _by_content(buf: Any, size: int, depth: int) -> Placed:
             return check(buf, size)
     if head.startswith(_NPY):
         return _npy(buf, size)
-    if size > MAX_PARSE:
-        return _not(f"{size} bytes: over the {MAX_PARSE >> 20} MiB parsed as text")
     binary = _CONTROL.search(bytes(buf[: min(size, 4096)])) is not None
-    if binary and size > MAX_MEMBER:  # no text, and larger than any tokenizer model
-        return _not(f"not UTF-8 text{_first_bytes(head)}")
+    if size > MAX_MEMBER:  # larger than any tokenizer model or config parsed whole
+        return _not(f"not UTF-8 text{_first_bytes(head)}") if binary else _big_text(buf, size)
     raw = bytes(buf[:size])
     text = None if binary else _utf8(raw)
     if text is not None:
@@ -118,6 +116,26 @@ def _by_content(buf: Any, size: int, depth: int) -> Placed:
     if model:
         return Placed(model)
     return _not(f"not UTF-8 text{_first_bytes(head)}")
+
+
+def _big_text(buf: Any, size: int) -> Placed:
+    """UTF-8 text read 1 MiB at a time (its memory bounded), searched for python tags."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    tail = ""
+    step = 1 << 20
+    for at in range(0, size, step):
+        chunk = bytes(buf[at : min(size, at + step)])
+        if _CONTROL.search(chunk):
+            return _not(f"not UTF-8 text (a control byte after byte {at})")
+        try:
+            text = decoder.decode(chunk, final=at + step >= size)
+        except UnicodeDecodeError:
+            return _not(f"not UTF-8 text (invalid UTF-8 after byte {at})")
+        tags = _spelled_tags(tail + text)
+        if tags:
+            return _tagged(sorted(tags))
+        tail = text[-64:]
+    return Placed("text")
 
 
 def _first_bytes(head: bytes) -> str:
@@ -154,6 +172,10 @@ def _text(text: str) -> Placed:
     objects = sorted(t for t in tags if t.split(":")[0] not in _VALUE_TAGS)
     if not objects:
         return Placed("YAML" if tags else "text")
+    return _tagged(objects)
+
+
+def _tagged(objects: list[str]) -> Placed:
     shown = ", ".join(f"!!python/{t}" for t in objects[:4])
     return Placed(
         "YAML with Python tags",
@@ -198,14 +220,16 @@ def _yaml_tags(text: str) -> set[str] | None:
     return found
 
 
-_SPELLED = re.compile(r"!!python/|tag:yaml\.org,2002:python/|^%TAG", re.IGNORECASE | re.MULTILINE)
+_SPELLINGS = ("!!python/", "tag:yaml.org,2002:python/", "\n%tag")
 
 
 def _spelled_tags(text: str) -> set[str] | None:
     """A python tag, or a %TAG directive (which can spell one in two halves), written in a
     text too large or too broken to compose (``%xx`` escapes decoded as PyYAML does)."""
-    unescaped = re.sub(r"%([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
-    if _SPELLED.search(text) or _SPELLED.search(unescaped):
+    low = "\n" + text.lower()
+    if "%" in low:
+        low += "\n" + re.sub(r"%([0-9a-f]{2})", lambda m: chr(int(m.group(1), 16)), low)
+    if any(s in low for s in _SPELLINGS):
         return {"object (a tag the YAML parser could not read)"}
     return None
 
