@@ -253,7 +253,7 @@ def _folder_code(tree: Tree, by_path: dict[AnyPath, FileVerdict], root: AnyPath 
     imported = set().union(*(v.imports for v in by_path.values())) if by_path else set()
     folders = {p.parent for p in tree.files}
     for folder in sorted(folders, key=str):
-        for found in folder_code(folder, imported):
+        for found in folder_code(folder, imported, by_path):
             if found.shadows:
                 _shadowing(found, folder, by_path, root)
             elif found.installed:

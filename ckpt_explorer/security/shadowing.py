@@ -19,8 +19,10 @@ import contextlib
 import functools
 import re
 import sys
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..io.location import Location, as_location
 from .site_pth import PthLine, exec_line
@@ -127,11 +129,14 @@ def installed_copy(entry: Location) -> str:
     )
 
 
-def folder_code(folder: Path | Location, imported: set[str]) -> list[FolderCode]:
+def folder_code(
+    folder: Path | Location, imported: set[str], scanned: Container[Any] = ()
+) -> list[FolderCode]:
     """Every entry of ``folder`` that Python imports or runs when found, with the sentence why.
 
     Args:
         imported: top-level module names the pickles of the scan import.
+        scanned: the files of the scan: only their ``.pth`` files are read (each one whole).
     """
     out: list[FolderCode] = []
     folder = as_location(folder)
@@ -141,8 +146,8 @@ def folder_code(folder: Path | Location, imported: set[str]) -> list[FolderCode]
         return out
     where = f"{folder.name or folder}/"
     for entry in entries:
-        if entry.suffix == ".pth" and entry.is_file():
-            line = exec_line(entry)
+        if entry.suffix == ".pth":
+            line = exec_line(entry) if entry in scanned and entry.is_file() else None
             if line is not None:
                 out.append(FolderCode(entry, False, _pth_why(entry, line)))
             continue
