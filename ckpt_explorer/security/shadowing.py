@@ -146,7 +146,7 @@ def folder_code(
         return out
     where = f"{folder.name or folder}/"
     for entry in entries:
-        if entry.suffix == ".pth":
+        if entry.name.endswith(".pth"):  # site takes any such name, ".pth" itself too
             line = exec_line(entry) if entry in scanned and entry.is_file() else None
             if line is not None:
                 out.append(FolderCode(entry, False, _pth_why(entry, line)))
