@@ -83,6 +83,21 @@ def test_any_module_or_package_in_the_folder_is_code(tmp_path: Path) -> None:
     assert found["checkpoint-5/model.pt"].verdict == "safe"
 
 
+def test_a_sourceless_pyc_is_code(tmp_path: Path) -> None:
+    import py_compile
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    marker = tmp_path / "MARK"
+    src = tmp_path / "cached.py"
+    src.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    py_compile.compile(str(src), cfile=str(folder / "cached.pyc"))
+    done = _child(folder, "import cached")
+    assert marker.exists(), done.stderr  # the bytecode alone is imported
+    v = _verdicts(folder)["cached.pyc"]
+    assert v.verdict == "code" and "can import it as cached" in v.reasons[0]
+
+
 def _site(folder: Path) -> str:
     return f"import site; site.addsitedir({str(folder)!r})"
 
