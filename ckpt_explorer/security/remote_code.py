@@ -36,11 +36,8 @@ class RemoteCode:
     hub_repo: str = ""  # the other Hub repository it is fetched from ("repo--module.Class")
 
     def message(self, label: str) -> str:
-        flag = (
-            "DiffusionPipeline.from_pretrained"
-            if self.key.startswith("model_index")
-            else ("from_pretrained")
-        )
+        diffusers = self.key.startswith("model_index")
+        flag = "DiffusionPipeline.from_pretrained" if diffusers else "from_pretrained"
         if self.hub_repo:
             where = (
                 f"{self.module} of the Hub repository {self.hub_repo} (downloaded and imported; "
