@@ -116,15 +116,22 @@ def test_a_package_shadowing_an_allow_listed_module_is_unsafe(tmp_path: Path) ->
     assert "shadows" in " ".join(by_name["hparams.pkl"]["reasons"])
 
 
-def test_custom_model_code_that_shadows_nothing_passes(tmp_path: Path) -> None:
+def test_custom_model_code_that_shadows_nothing_is_code(tmp_path: Path) -> None:
+    """Not unsafe (no plain load runs it), but code: it fails the gate unless allowed."""
     folder = tmp_path / "model"
     folder.mkdir()
     torch.save({"w": torch.ones(2)}, folder / "pytorch_model.bin")
     (folder / "modeling_tiny.py").write_text("class TinyModel:\n    pass\n")
     (folder / "config.json").write_text('{"auto_map": {"AutoModel": "modeling_tiny.TinyModel"}}')
     code, doc = _scan(str(folder))
-    assert code == 0, doc
-    assert {f["verdict"] for f in doc["files"]} == {"safe", "data"}
+    assert code == 1, doc
+    by_name = {Path(f["path"]).name: f["verdict"] for f in doc["files"]}
+    assert by_name == {
+        "pytorch_model.bin": "safe",
+        "modeling_tiny.py": "code",
+        "config.json": "code",
+    }
+    assert _scan(str(folder), "--allow-code")[0] == 0
 
 
 def test_dcp_bytes_items_are_judged_wherever_they_lie(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from ckpt_explorer.security import (
     scan_paths,
     security_findings,
 )
+from ckpt_explorer.security.judge import SHIPS_CODE
 from ckpt_explorer.validate import validate_checkpoint
 
 TOOLS = ("torch", "hf", "dcp", "deepspeed", "colossalai")
@@ -143,13 +144,14 @@ def test_a_pickle_no_loader_can_read_is_said_as_such(tmp_path: Path) -> None:
     assert "the load stops at byte" in finding.message and "truncated" in finding.message
 
 
-def test_torchscript_archive_is_a_container_finding(tmp_path: Path) -> None:
+def test_torchscript_archive_is_code(tmp_path: Path) -> None:
     scripted = torch.jit.script(torch.nn.Linear(2, 2))
     path = tmp_path / "scripted.pt"
     torch.jit.save(scripted, str(path))
     findings = security_findings(path)
-    assert any(f.rule == UNVERIFIED and "TorchScript" in f.message for f in findings)
-    assert judge_file(path).verdict == "unverified"
+    assert any(f.rule == SHIPS_CODE and "TorchScript" in f.message for f in findings)
+    assert not any(f.rule == UNVERIFIED for f in findings)
+    assert judge_file(path).verdict == "code"
 
 
 def test_validate_lists_security_findings_first(seccorpus: tuple[Path, dict[str, Any]]) -> None:

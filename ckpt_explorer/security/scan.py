@@ -2,13 +2,16 @@
 
 Files are judged by content (:func:`.judge.judge_file`); folders add what only they show: the
 items of a DCP folder's ``.distcp`` files (located by its ``.metadata``, :mod:`.dcp_items`),
-Python modules that shadow what the loads import (:mod:`.shadowing`), links out of the scanned
-root (:mod:`.tree`). The gate fails closed: exit 0 only when every file is ``safe`` or
+Python modules and site ``.pth`` files (:mod:`.shadowing`: ``unsafe`` when they shadow what the
+loads import, else ``code``), configs naming ``trust_remote_code`` modules
+(:mod:`.remote_code`: ``code``), pointer files and links that loaders follow out of the scanned
+root (:mod:`.pointers`, :mod:`.tree`: ``unverified``). The gate fails closed: exit 0 only when every file is ``safe`` or
 ``data`` (``code`` passes with ``allow_code``, ``unverified`` with ``allow_unverified``).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +23,7 @@ from ..view import CheckpointView
 from .dcp_items import read_plan
 from .judge import (
     CODE,
+    CONTAINER,
     SHIPS_CODE,
     UNVERIFIED,
     FileVerdict,
@@ -28,8 +32,10 @@ from .judge import (
     file_bytes,
     judge_file,
 )
+from .pointers import pointers_out
+from .remote_code import remote_code
 from .severity import weigh_refusals
-from .shadowing import package_files, shadowing
+from .shadowing import FolderCode, folder_code, installed_copy, package_files
 from .tree import Link, Tree, walk_paths
 from .views import Judged, Scope, judge_region
 
@@ -142,7 +148,8 @@ def scan_paths(
             paths as given.
     """
     start = time.perf_counter()
-    tree = walk_paths([p if isinstance(p, Location) else Path(p) for p in paths])
+    given = [p if isinstance(p, Location) else Path(p) for p in paths]
+    tree = walk_paths(given)
     report = ScanReport(
         links=tree.links,
         unreadable=tree.missing,
@@ -170,7 +177,9 @@ def scan_paths(
                 ],
             )
             by_path[link.path] = v
-    _shadowed(tree, by_path, root)
+    _folder_code(tree, by_path, root)
+    _remote_code(tree, by_path)
+    _pointers(tree, by_path, _roots(given))
     report.verdicts = sorted(by_path.values(), key=lambda v: str(v.path))
     report.seconds = time.perf_counter() - start
     return report
@@ -228,29 +237,99 @@ def _add(v: FileVerdict, rule: str, messages: list[str]) -> None:
         v.verdict = "unverified"
 
 
-def _shadowed(tree: Tree, by_path: dict[AnyPath, FileVerdict], root: AnyPath | None) -> None:
-    """Mark modules that shadow what the loads import, and the pickles that import them."""
+def _verdict(
+    by_path: dict[AnyPath, FileVerdict], path: AnyPath, root: AnyPath | None
+) -> FileVerdict:
+    v = by_path.get(path)
+    if v is None:
+        v = by_path[path] = judge_file(path, _label(path, root))
+    return v
+
+
+def _folder_code(tree: Tree, by_path: dict[AnyPath, FileVerdict], root: AnyPath | None) -> None:
+    """Python modules, packages and site ``.pth`` files in the scanned folders: ``unsafe``
+    when they shadow what the loads import (and so are the pickles importing them), else
+    ``code``. Shadowing reaches files beside a file scanned alone; code only files scanned."""
     imported = set().union(*(v.imports for v in by_path.values())) if by_path else set()
     folders = {p.parent for p in tree.files}
     for folder in sorted(folders, key=str):
-        found = shadowing(folder, imported)
-        for entry, why in found.items():
-            name = entry.name.split(".")[0] if entry.is_file() else entry.name
-            for f in package_files(entry) or [entry]:
-                v = by_path.get(f)
-                if v is None:
-                    v = by_path[f] = judge_file(f, _label(f, root))
-                _add(v, CODE, [f"{v.label}: {why}"])
-            for v in by_path.values():
-                if v.path.parent == folder and name in v.imports:
-                    _add(
-                        v,
-                        CODE,
-                        [
-                            f"{v.label}: imports {name}, which {entry.name} in its folder "
-                            "shadows: loading it from that folder runs that code"
-                        ],
-                    )
+        for found in folder_code(folder, imported, by_path):
+            if found.shadows:
+                _shadowing(found, folder, by_path, root)
+            elif found.installed:
+                v = by_path.get(found.entry)
+                if v is not None:
+                    v.findings.append(Finding(CONTAINER, "info", f"{v.label}: {found.why}", ""))
+            else:
+                for f in package_files(found.entry, modules_only=True):
+                    v = by_path.get(f)
+                    if v is None or installed_copy(f):
+                        continue
+                    if not any(x.rule == SHIPS_CODE for x in v.findings):  # said by a parent
+                        _add(v, SHIPS_CODE, [f"{v.label}: {found.why}"])
+
+
+def _shadowing(
+    found: FolderCode, folder: AnyPath, by_path: dict[AnyPath, FileVerdict], root: AnyPath | None
+) -> None:
+    """A shadowing module's files, and the pickles of its folder that import it: unsafe."""
+    entry = found.entry
+    name = entry.name.split(".")[0] if entry.is_file() else entry.name
+    for f in package_files(entry) or [entry]:
+        v = _verdict(by_path, f, root)
+        _add(v, CODE, [f"{v.label}: {found.why}"])
+    for v in by_path.values():
+        if v.path.parent == folder and name in v.imports:
+            _add(
+                v,
+                CODE,
+                [
+                    f"{v.label}: imports {name}, which {entry.name} in its folder "
+                    "shadows: loading it from that folder runs that code"
+                ],
+            )
+
+
+def _remote_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
+    """Configs whose ``auto_map`` (or diffusers' ``model_index.json``) names code that
+    ``from_pretrained(trust_remote_code=True)`` imports: the config and the module are code."""
+    for path in tree.files:
+        if not path.name.endswith(".json") or path not in by_path:
+            continue
+        for ref in remote_code(as_location(path)):
+            v = by_path[path]
+            _add(v, SHIPS_CODE, [ref.message(v.label)])
+            module = by_path.get(path.parent / ref.module) if ref.present else None
+            if module is not None:
+                _add(
+                    module,
+                    SHIPS_CODE,
+                    [
+                        f"{module.label}: {path.name}'s {ref.key} names it: "
+                        "from_pretrained(trust_remote_code=True) imports it and runs its code"
+                    ],
+                )
+
+
+def _pointers(tree: Tree, by_path: dict[AnyPath, FileVerdict], roots: list[str]) -> None:
+    """Pointer files whose loader follows them out of the scanned folder: unverified."""
+    for path in tree.files:
+        if isinstance(path, Path) and path in by_path:
+            found = pointers_out(path, roots)
+            if found:
+                v = by_path[path]
+                _add(v, UNVERIFIED, [p.message(v.label) for p in found])
+
+
+def _roots(paths: list[Path | Location]) -> list[str]:
+    """The real paths pointers must stay inside: each folder given (a file's own folder)."""
+    out = []
+    for p in paths:
+        local = p.local_path() if isinstance(p, Location) else p
+        if local is not None:
+            real = os.path.realpath(local)
+            out.append(real if os.path.isdir(real) else os.path.dirname(real))
+    return out
 
 
 def security_findings(root: str | Path | Location) -> list[Finding]:

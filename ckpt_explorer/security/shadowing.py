@@ -1,12 +1,16 @@
-"""Python modules in a checkpoint folder that a loader started there would import instead.
+"""Python code in a checkpoint folder that a Python started there imports or runs.
 
 ``python -c``, ``python -m``, a notebook or a REPL started in a folder put that folder first on
 ``sys.path``: ``torch.load`` of a pickle naming ``omegaconf.dictconfig.DictConfig`` then
 imports ``./omegaconf/`` if the folder holds one, and its code runs, allow-list or not. A
-module file, a package (with or without ``__init__``), a compiled module or a ``.pth`` file
-with import lines is *shadowing* when its name is that of a module the load imports (named by
-a pickle in the scan), of the standard library, of an installed distribution, or of the
-libraries checkpoints are loaded with.
+module file, a package (with or without ``__init__``) or a compiled module is *shadowing*
+(verdict ``unsafe``: a plain load runs it) when its name is that of a module the load imports
+(named by a pickle in the scan), of the standard library, of an installed distribution, or of
+the libraries checkpoints are loaded with. Every other importable entry is code all the same
+(verdict ``code``): named after what a library tries to import at start-up
+(:mod:`.startup_imports`), it runs when that library is imported there; else it runs when
+anything imports it. A ``.pth`` file with a line ``site`` executes (:mod:`.site_pth`) is code
+too: it runs in every Python whose site directory holds it.
 """
 
 from __future__ import annotations
@@ -15,9 +19,14 @@ import contextlib
 import functools
 import re
 import sys
+from collections.abc import Container
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..io.location import Location, as_location
+from .site_pth import PthLine, exec_line
+from .startup_imports import STARTUP_IMPORTS
 
 _SUFFIXES = (".py", ".pyc", ".pyw", ".pyd", ".so")
 _EXT = re.compile(r"^(?P<name>[^.]+)\.(?:cpython|abi3|pypy)[^/]*\.(?:so|pyd)$")
@@ -45,7 +54,7 @@ def module_name(entry: Location) -> str | None:
     """The module name ``import`` would find ``entry`` under, or None."""
     name = entry.name
     if entry.is_dir():
-        return name if "." not in name else None
+        return name if name.isidentifier() else None
     m = _EXT.match(name)
     if m:
         return m.group("name")
@@ -69,58 +78,153 @@ def _is_package_dir(d: Location) -> bool:
     return False
 
 
-def shadowing(folder: Path | Location, imported: set[str]) -> dict[Location, str]:
-    """Importable entries of ``folder`` that shadow a module, with the sentence why.
+@dataclass(frozen=True)
+class FolderCode:
+    """An importable entry of a folder (or a ``.pth`` with a line ``site`` runs): whether it
+    shadows what a load imports (code runs on a plain load), and the sentence why."""
+
+    entry: Location
+    shadows: bool
+    why: str
+    installed: bool = False  # byte for byte a file of an installed distribution: no new code
+
+
+# scripts that a library copies beside its checkpoints, by name -> (distribution, its path)
+_COPIED_SCRIPTS = {
+    "zero_to_fp32.py": ("DeepSpeed", "deepspeed/utils/zero_to_fp32.py"),
+    "zero_to_torch.py": ("DeepSpeed", "deepspeed/utils/zero_to_torch.py"),
+}
+
+
+@functools.cache
+def _installed_digest(rel: str) -> str | None:
+    import hashlib
+    import sysconfig
+
+    for key in ("purelib", "platlib"):  # the interpreter's own site-packages, not sys.path
+        path = Path(sysconfig.get_paths()[key]) / rel
+        with contextlib.suppress(OSError):
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None
+
+
+def installed_copy(entry: Location) -> str:
+    """How ``entry`` is a byte-identical copy of a script an installed library writes beside
+    its checkpoints (DeepSpeed's ``zero_to_fp32.py``), or "": such a copy adds no code that is
+    not installed already (another version's copy is judged as code)."""
+    import hashlib
+
+    known = _COPIED_SCRIPTS.get(entry.name)
+    if known is None or not entry.is_file():
+        return ""
+    digest = _installed_digest(known[1])
+    try:
+        same = digest is not None and hashlib.sha256(entry.read_bytes()).hexdigest() == digest
+    except OSError:
+        return ""
+    return (
+        f"byte for byte the installed {known[0]}'s {known[1]}, which it copies beside its checkpoints"
+        if same
+        else ""
+    )
+
+
+def folder_code(
+    folder: Path | Location, imported: set[str], scanned: Container[Any] = ()
+) -> list[FolderCode]:
+    """Every entry of ``folder`` that Python imports or runs when found, with the sentence why.
 
     Args:
         imported: top-level module names the pickles of the scan import.
+        scanned: the files of the scan: only their ``.pth`` files are read (each one whole).
     """
-    out: dict[Location, str] = {}
+    out: list[FolderCode] = []
     folder = as_location(folder)
     try:
         entries = sorted(folder.iterdir())
     except OSError:
         return out
+    where = f"{folder.name or folder}/"
     for entry in entries:
-        if entry.name.startswith(".") or entry.name == "__pycache__":
+        if entry.name.endswith(".pth"):  # site takes any such name, ".pth" itself too
+            line = exec_line(entry) if entry in scanned and entry.is_file() else None
+            if line is not None:
+                out.append(FolderCode(entry, False, _pth_why(entry, line)))
             continue
-        if entry.is_file() and entry.suffix == ".pth" and _site_pth(entry):
-            out[entry] = (
-                f"{entry.name} is a site .pth file with import lines: Python runs them when "
-                "this folder is a site directory"
-            )
+        if entry.name.startswith(".") or entry.name == "__pycache__":
             continue
         name = module_name(entry)
         if name is None or (entry.is_dir() and not _is_package_dir(entry)):
+            continue
+        what = "package" if entry.is_dir() else "module"
+        same = installed_copy(entry)
+        if same:
+            out.append(FolderCode(entry, False, f"{entry.name} is {same}", installed=True))
             continue
         if name in imported:
             why = f"a pickle in the scan imports {name}"
         elif name in _known_modules():
             why = f"{name} is a module of Python, of an installed package or of a loader"
+        elif entry.is_file() or _has_init(entry):  # a namespace package runs nothing itself
+            out.append(FolderCode(entry, False, _code_why(entry, name, what, where)))
+            continue
         else:
             continue
-        what = "package" if entry.is_dir() else "module"
-        out[entry] = (
-            f"{entry.name} is a Python {what} named {name}: a Python started in "
-            f"{folder.name or folder}/ (python -c, a notebook) imports it instead of the real "
-            f"{name} ({why}), and its code runs"
+        out.append(
+            FolderCode(
+                entry,
+                True,
+                f"{entry.name} is a Python {what} named {name}: a Python started in {where} "
+                f"(python -c, a notebook) imports it instead of the real {name} ({why}), and its "
+                "code runs",
+            )
         )
     return out
 
 
-def _site_pth(path: Location) -> bool:
-    """A text ``.pth`` (not a torch checkpoint) with a line that ``site`` executes."""
+def _has_init(d: Location) -> bool:
     try:
-        with path.open("rb") as f:
-            head = f.read(65536)
-        text = head.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    return any(line.startswith(("import ", "import\t")) for line in text.splitlines())
+        return any(module_name(p) == "__init__" for p in d.iterdir() if p.is_file())
+    except OSError:
+        return True
 
 
-def package_files(entry: Location) -> list[Location]:
-    """The files of a shadowing entry (the package's files, or the module file)."""
+def shadowing(folder: Path | Location, imported: set[str]) -> dict[Location, str]:
+    """Importable entries of ``folder`` that shadow a module, with the sentence why."""
+    return {c.entry: c.why for c in folder_code(folder, imported) if c.shadows}
+
+
+def _code_why(entry: Location, name: str, what: str, where: str) -> str:
+    libs = [lib for lib, names in STARTUP_IMPORTS.items() if name in names]
+    if libs:
+        named = [f"`import {lib}`" for lib in libs[:3]]
+        tries = (
+            f"{', '.join(named[:-1])} and {named[-1]} try"
+            if len(named) > 1
+            else f"{named[0]} tries"
+        )
+        return (
+            f"{entry.name} is a Python {what} named {name}: {tries} `import {name}` at "
+            f"start-up, so a Python started in {where} that imports {libs[0]} runs it"
+        )
+    return (
+        f"{entry.name} is a Python {what}: a Python started in {where} (python -c, a "
+        f"notebook) can import it as {name}, and its code runs then"
+    )
+
+
+def _pth_why(entry: Location, line: PthLine) -> str:
+    return (
+        f"{entry.name} is a .pth file with a line Python's site module executes "
+        f"({line.text!r}, at byte {line.offset}; {line.when}) when this folder is a site "
+        "directory (copied into site-packages or a venv, or given to site.addsitedir)"
+    )
+
+
+def package_files(entry: Location, modules_only: bool = False) -> list[Location]:
+    """The files of an entry (the package's files, or the module file itself); with
+    ``modules_only``, a package's module files alone."""
     if entry.is_file():
         return [entry]
-    return sorted(p for p in entry.rglob("*") if p.is_file())
+    files = sorted(p for p in entry.rglob("*") if p.is_file())
+    return [p for p in files if module_name(p) is not None] if modules_only else files

@@ -4,7 +4,7 @@ A canonical archive (:mod:`.zip_check`: torch's reader and Python's ``zipfile`` 
 members) has each member judged once; any other is never safe, and every member that either
 reader exposes is judged anyway, so that a payload is still named. torch's own use of the
 archive adds what it alone does: ``<archive>/data.pkl`` through its unpickler (name map,
-``weights_only``), ``constants.pkl`` handing the file to ``torch.jit.load``; ``torch.export``
+``weights_only``), ``constants.pkl`` handing the file to ``torch.jit.load`` (its code: verdict ``code``); ``torch.export``
 archives load ``custom_obj_*`` constants with TorchScript's unpickler. Storage records
 (``<archive>/data/<key>`` beside a ``data.pkl``) are raw tensor bytes that no loader unpickles:
 only their first bytes are looked at, for numpy's ``.npz`` reading of any member that starts
@@ -87,14 +87,17 @@ def _torch_members(
     data_pkl = archive.locate(arch + b"/data.pkl") if arch else []
     if len(data_pkl) > 1:
         out.doubts.append(f"{where}: {len(data_pkl)} members torch could take for data.pkl")
-    if arch and archive.locate(arch + b"/constants.pkl"):
-        out.doubts.append(
-            f"{where}: a TorchScript archive: torch.load hands it to torch.jit.load, which runs "
-            "its TorchScript code (not judged here)"
+    torchscript = bool(arch) and bool(archive.locate(arch + b"/constants.pkl"))
+    if torchscript:
+        out.code.append(
+            f"{where}: a TorchScript archive: torch.jit.load (and torch.load(weights_only=False), "
+            "which hands it to torch.jit.load) runs the TorchScript code it holds (code/)"
         )
     if arch and arch + b"/archive_format" in names:
         out.notes.append(f"{where}: a torch.export archive (.pt2)")
         out.formats.append("torch.export archive")
+    elif torchscript:
+        out.formats.append("TorchScript archive")
     elif torch_zip:
         out.formats.append("torch.save zip")
     elif any(e.name.endswith(b".npy") for e in archive.entries):

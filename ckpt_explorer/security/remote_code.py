@@ -1,0 +1,134 @@
+"""Code that ``from_pretrained(..., trust_remote_code=True)`` imports, named by a folder's
+JSON configs.
+
+transformers: the ``auto_map`` of ``config.json``, ``tokenizer_config.json``,
+``preprocessor_config.json``, ``processor_config.json`` (any JSON config that holds one) maps
+an auto class to ``"module.Class"`` (the folder's ``module.py``) or ``"repo--module.Class"``
+(``module.py`` of another Hub repository); a tokenizer's entry may be a ``[slow, fast]`` pair,
+and an old ``tokenizer_config.json`` may hold that pair as ``auto_map`` itself
+(``get_class_from_dynamic_module`` splits the reference on ``--`` and ``.``). diffusers'
+``model_index.json``: ``_class_name`` given as ``[module, Class]`` loads the folder's
+``module.py`` as a custom pipeline, and a component ``[module, Class]`` whose
+``<component>/<module>.py`` exists loads that file; its models' configs use ``auto_map`` too.
+Nothing is imported here: the JSON is read, the names are joined as the loaders join them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..io.location import Location, as_location
+
+_MAX_CONFIG = 16 * 2**20  # configs are small; a bigger JSON is not a config
+
+
+@dataclass(frozen=True)
+class RemoteCode:
+    """One reference to code: the config naming it, the key, the module file (relative to the
+    config's folder) and whether that file is there."""
+
+    config: Location
+    key: str
+    module: str  # e.g. "modeling_tiny.py" or "unet/my_unet.py"
+    present: bool
+    hub_repo: str = ""  # the other Hub repository it is fetched from ("repo--module.Class")
+
+    def message(self, label: str) -> str:
+        diffusers = self.key.startswith("model_index")
+        flag = "DiffusionPipeline.from_pretrained" if diffusers else "from_pretrained"
+        if self.hub_repo:
+            where = (
+                f"{self.module} of the Hub repository {self.hub_repo} (downloaded and imported; "
+                "not in this folder, so not judged here)"
+            )
+        elif self.present:
+            where = f"{self.module}, in this folder"
+        else:
+            where = (
+                f"{self.module}, which is not in this folder: the loader fetches it from the Hub "
+                "repository this folder came from (not judged here)"
+            )
+        return (
+            f"{label}: {self.key} names code that {flag}(trust_remote_code=True) imports: {where}"
+        )
+
+
+def remote_code(config: Location) -> list[RemoteCode]:
+    """The code references of one JSON file (none when it is not a config that names code)."""
+    config = as_location(config)
+    try:
+        if config.stat().st_size > _MAX_CONFIG:
+            return []
+        raw = config.read_bytes()
+        if b"auto_map" not in raw and b"_class_name" not in raw:
+            return []
+        doc = json.loads(raw)
+    except (OSError, ValueError, RecursionError):
+        return []
+    if not isinstance(doc, dict):
+        return []
+    out = _auto_map(config, doc.get("auto_map"))
+    if config.name == "model_index.json":
+        out += _diffusers(config, doc)
+    return out
+
+
+def _refs(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+def _auto_map(config: Location, auto_map: Any) -> list[RemoteCode]:
+    if isinstance(auto_map, (list, tuple)):  # an old tokenizer_config.json: [slow, fast]
+        auto_map = {"AutoTokenizer": auto_map}
+    if not isinstance(auto_map, dict):
+        return []
+    out = []
+    for cls, value in auto_map.items():
+        for ref in _refs(value):
+            repo, _, local = ref.rpartition("--") if "--" in ref else ("", "", ref)
+            module = local.split(".")[0]
+            if not module:
+                continue
+            key = f"auto_map[{str(cls)!r}] = {ref!r}"
+            file = f"{module}.py"
+            out.append(
+                RemoteCode(config, key, file, not repo and _exists(config, file), hub_repo=repo)
+            )
+    return out
+
+
+def _diffusers(config: Location, doc: dict[str, Any]) -> list[RemoteCode]:
+    out = []
+    name = doc.get("_class_name")
+    if isinstance(name, (list, tuple)) and name and isinstance(name[0], str) and name[0]:
+        file = f"{name[0]}.py"
+        if _exists(config, file):  # otherwise the name is looked up among diffusers' pipelines
+            out.append(
+                RemoteCode(config, f"model_index.json _class_name = {list(name)!r}", file, True)
+            )
+    for component, value in doc.items():
+        if component.startswith("_") or not isinstance(value, (list, tuple)) or not value:
+            continue
+        module = value[0]
+        if isinstance(module, str) and module:
+            file = f"{component}/{module}.py"
+            if _exists(config, file):
+                key = f"model_index.json {component!r} = {list(value)!r}"
+                out.append(RemoteCode(config, key, file, True))
+    return out
+
+
+def _exists(config: Location, rel: str) -> bool:
+    try:
+        return (config.parent / rel).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+__all__ = ["RemoteCode", "remote_code"]
