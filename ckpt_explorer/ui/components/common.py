@@ -44,6 +44,8 @@ CARD_CSS = """
 .evidence {margin: 0; padding-left: 0; list-style: none;}
 .evidence li {padding: 3px 0; color: #374151;}
 .evidence li::before {content: "✓ "; color: #10b981; font-weight: 700;}
+.verdicts {margin: 0; padding-left: 0; list-style: none;}
+.verdicts li {padding: 3px 0; color: #374151;}
 .muted {color: #6b7280;}
 .cause {border: 1px solid #e5e7eb; border-radius: 10px; padding: 12px 16px; margin: 8px 0;
         background: #fff;}

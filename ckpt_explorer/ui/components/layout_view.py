@@ -16,6 +16,7 @@ from ...inspect_report import human_bytes
 from ..fit_state import FORM
 from ..numbers import fmt_bytes, fmt_size_typed
 from ..state import AppState
+from ..subject import code
 from .common import (
     BAD,
     GOOD,
@@ -180,12 +181,15 @@ class LayoutView(pn.viewable.Viewer):
     def refresh(self, wait: bool = False) -> None:
         """``fit`` of the open checkpoint at the form's layout (in the background)."""
         self._stale = False
-        self.app.fit.run(self.app.browse.view, wait=wait)
+        self.app.fit.run(self.app.browse.view, wait=wait, path=self.app.browse.path)
 
     # ---- drawing --------------------------------------------------------------------------
     def _render(self) -> None:
         f = self.app.fit
-        self._status.object = f"*{f.message}…*" if f.running else ""
+        if f.running:
+            self._status.object = f"*{f.message}…*"
+        else:
+            self._status.object = f"Checks of {code(f.checkpoint)}." if f.checkpoint else ""
         memory_chart = self._memory(f.report, f.gpu_mem) if f.report is not None else None
         if f.error:
             self._results[:] = [error_pane(f.error)]

@@ -7,6 +7,7 @@ from typing import Any
 import panel as pn
 
 from ..state import AppState
+from ..subject import code
 from ..tables import optimizer_of
 from .common import cards, error_pane, placeholder, section, table, watch
 from .export import export_buttons
@@ -79,7 +80,9 @@ class OptimizerView(pn.viewable.Viewer):
                 ("Names from", info.name_source or "unknown", "id → parameter"),
             ]
         )
+        where = f"{code(b.path)}" + (f" (its part `{found[0].rstrip('/')}`)" if found[0] else "")
         self._body[:] = [
+            pn.pane.Markdown(f"Optimizer of {where}.", sizing_mode="stretch_width"),
             kpis,
             section("param_groups", *_exportable(table(groups), "param_groups")),
             section(
