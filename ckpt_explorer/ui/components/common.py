@@ -149,6 +149,7 @@ def table(df: Any, **kw: Any) -> Table:
     and paths wrapped instead of cut (with the whole value as a tooltip)."""
     numeric: list[str] = []
     texts: list[str] = []
+    given = df
     if df is not None:
         df = display_frame(df)
         numeric = number_columns(df)
@@ -182,7 +183,9 @@ def table(df: Any, **kw: Any) -> Table:
         **kw.pop("formatters", {}),
     }
     defaults.update(kw)
-    return Table(df, **defaults)
+    tbl = Table(df, **defaults)
+    tbl.typed_source, tbl.typed_for = given, df  # what an export writes for the rows shown
+    return tbl
 
 
 def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:

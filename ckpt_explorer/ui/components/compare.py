@@ -30,7 +30,7 @@ from .common import (
     table,
     watch,
 )
-from .export import export_buttons
+from .export import export_buttons, export_name
 from .picker import PathPicker
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ class CompareView(pn.viewable.Viewer):
                     pn.Row(
                         pn.pane.Markdown("Changed only", align="center"),
                         self._changed_only,
-                        export_buttons(tbl, "compare"),
+                        export_buttons(tbl, export_name("compare", c.a, c.b)),
                     ),
                     tbl,
                 ),

@@ -17,7 +17,7 @@ from .common import (
     table,
     watch,
 )
-from .export import export_buttons
+from .export import export_buttons, export_name
 
 SEVERITY_ORDER = {"critical": 0, "error": 1, "warning": 2, "warn": 2, "info": 3, "ok": 4}
 
@@ -114,7 +114,11 @@ class ValidateView(pn.viewable.Viewer):
         )
         self._results[:] = [
             kpis,
-            section("Findings (worst first)", pn.Row(note, export_buttons(tbl, "findings")), tbl),
+            section(
+                "Findings (worst first)",
+                pn.Row(note, export_buttons(tbl, export_name("findings", v.checked))),
+                tbl,
+            ),
         ]
 
     def _follow(self, df: Any, selection: list[int]) -> None:
