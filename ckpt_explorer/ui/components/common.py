@@ -200,6 +200,9 @@ def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
         legend={"orientation": "h", "y": -0.2},
         modebar={"orientation": "v"},  # at the side: never over a title or axis labels
     )
+    # powers of ten as 1e-10, never SI prefixes ("100p" reads as picometres)
+    fig.update_xaxes(exponentformat="e")
+    fig.update_yaxes(exponentformat="e")
     return fig
 
 
