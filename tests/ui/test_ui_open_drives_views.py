@@ -183,3 +183,37 @@ def test_optimizer_statistics_of_a_closed_checkpoint_are_dropped(
     df = b.opt_stats
     assert df is not None and len(df) == 2
     assert df["exp_avg_sq max|x|"].tolist() == pytest.approx([EXP_AVG_SQ] * 2)
+
+
+@pytest.mark.timeout(600)
+def test_convert_in_a_browser_converts_the_checkpoint_of_the_link(
+    root: Path, browser: Any, request: pytest.FixtureRequest
+) -> None:
+    """A served page opened by a link to another checkpoint: its Convert tab says it converts
+    that one, and Plan / Run write that one (the server was started with the demo open)."""
+    from conftest import ARTIFACTS, ConsoleLog, serve_app
+    from safetensors import safe_open
+    from ui_pages import text, wait_text
+
+    demo = root / "demo"
+    with serve_app(root, [demo / "resumed_from"], "panel-serve-open.log") as url:
+        context = browser.new_context(viewport={"width": 1500, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(120_000)
+        log = ConsoleLog(page)
+        page.goto(url + "?ckpt=hf_gpt2&tab=Convert")
+        wait_text(page, "t.includes('Converts hf_gpt2 — the checkpoint open in the sidebar')")
+        page.get_by_placeholder("e.g. model-hf").fill("from-link.safetensors")
+        page.get_by_role("button", name="Plan").click()
+        page.locator("text=Byte copy").first.wait_for()
+        assert "hf_gpt2 → from-link.safetensors" in text(page)
+        page.get_by_role("button", name="Run conversion").click()
+        page.locator("text=Verified bit for bit").first.wait_for()
+        wait_text(page, "t.includes('written: ') && t.includes('written and verified')")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"ui-{request.node.name}.png"))
+        context.close()
+    assert log.errors == [], "\n".join(log.errors)
+    with safe_open(str(root / "from-link.safetensors"), "pt") as f:
+        written = set(f.keys())
+    assert written == {r.name for r in open_checkpoint(root / "hf_gpt2").tensors}

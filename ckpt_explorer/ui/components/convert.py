@@ -78,8 +78,9 @@ def verified_words(cast: str | None, max_diff: float | None, destination: str) -
     )
 
 
-def plan_title(plan: Any, result: Any, running: bool) -> str:
-    """The plan's section title: whether anything is written yet, and where it went."""
+def plan_title(plan: Any, result: Any, running: bool, where: str = "") -> str:
+    """The plan's section title: whether anything is written yet, and where it went
+    (``where``: the output as the form names it; default the result's own path)."""
     if plan is None:
         return "2 · The plan"
     if running:
@@ -87,7 +88,7 @@ def plan_title(plan: Any, result: Any, running: bool) -> str:
     if result is None:
         return "2 · The plan (nothing is written yet)"
     if result.verified:
-        return f"2 · The plan (written and verified: {result.destination})"
+        return f"2 · The plan (written and verified: {where or result.destination})"
     return "2 · The plan (written, NOT verified: nothing was installed)"
 
 
@@ -179,7 +180,7 @@ class ConvertView(pn.viewable.Viewer):
         self._run_btn.disabled = c.running or c.plan is None or c.result is not None
         self._cancel.disabled = not c.running
         self._status.object = job_status(c)
-        self._plan_card.title = plan_title(c.plan, c.result, c.running)
+        self._plan_card.title = plan_title(c.plan, c.result, c.running, c.destination)
         if c.log:
             lines = html.escape("\n".join(c.log[-12:]))
             self._log.object = (
