@@ -54,3 +54,18 @@ def test_small_values_are_labelled_as_powers_of_ten() -> None:
     fig = TensorDetailView._histogram(tensor_detail("state.0.exp_avg_sq", t))
     assert fig.layout.xaxis.exponentformat == "e"
     assert fig.layout.yaxis.exponentformat == "e"
+
+
+def test_layout_memory_label_is_a_title_with_a_share_that_is_not_zero(demo: Path) -> None:
+    from ckpt_explorer import open_checkpoint
+    from ckpt_explorer.fit import Layout, fit_checkpoint, parse_size
+    from ckpt_explorer.ui.components.layout_view import LayoutView, share_words
+
+    assert share_words(2**20, 80 * 10**9) == "0.0013 %"
+    assert share_words(0, 80 * 10**9) == "0 %" and share_words(35, 100) == "35 %"
+    layout = Layout(1, 1, 1, None, "hybrid", None, parse_size("80GB"), "bf16")
+    report = fit_checkpoint(open_checkpoint(demo / "resumed_from"), layout)
+    fig = LayoutView._memory(report, "80GB").object
+    assert not fig.layout.annotations  # nothing drawn over the bars
+    words = fig.layout.title.text
+    assert words.startswith("total ") and "of 80 GB" in words and "0.00 %" not in words
