@@ -357,9 +357,12 @@ class ConvertState(JobState):
         return list(TARGETS)
 
     def suggest_destination(self) -> str:
-        """``<source name>-<target>[.suffix]`` beside the root's top level, not yet taken."""
+        """``<source name>-<target>[.suffix]`` beside the root's top level, not yet taken; no
+        file suffix when the output is a folder (a max shard size writes shards and an index)."""
         base = Path(self.source.strip() or "checkpoint").name.split(".")[0] or "checkpoint"
         suffix = {"safetensors": ".safetensors", "bin": ".bin", "torch": ".pt"}.get(self.target, "")
+        if self.max_shard_size.strip() and self.target in ("safetensors", "bin"):
+            suffix = ""
         for i in range(1, 100):
             name = f"{base}-{self.target}{'' if i == 1 else f'-{i}'}{suffix}"
             if not (self.guard.root / name).exists():

@@ -97,3 +97,16 @@ def test_module_tree_counts_elements_not_params() -> None:
     row: dict[str, Any] = node_row(ModuleNode("opt/", "opt", 2, 64, 256, (("float32", 2),)))
     assert row["elements"] == "64" and "params" not in row
     assert ">params<" not in TREE_ESM and ">elements<" in TREE_ESM
+
+
+def test_a_sharded_output_is_not_named_like_a_file(model_file: Path) -> None:
+    app = AppState(model_file.parent)
+    assert app.browse.open(model_file.name)
+    c = app.convert
+    c.param.update(target="safetensors", max_shard_size="1KB")
+    c.destination = c.suggest_destination()
+    assert c.destination == "model-safetensors"
+    assert c.make_plan(), c.error
+    assert c.plan.output_is_dir and len(c.plan.files) > 1
+    c.max_shard_size = ""
+    assert c.suggest_destination() == "model-safetensors.safetensors"
