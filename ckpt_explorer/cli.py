@@ -157,10 +157,13 @@ def _run_and_report(
         json.dump({"plan": plan.to_json(), "result": result.to_json()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        from .readable import human_bytes
+
         state = "verified" if result.verified else "NOT verified (nothing installed)"
         print(
-            f"{result.destination}: {len(result.files)} file(s), {result.bytes} tensor bytes, "
-            f"{state}; {how} in {result.seconds:.2f} s, verified in {result.verify_seconds:.2f} s"
+            f"{result.destination}: {len(result.files)} file(s), {human_bytes(result.bytes)} "
+            f"of tensors, {state}; {how} in {result.seconds:.2f} s, verified in "
+            f"{result.verify_seconds:.2f} s"
         )
         for m in result.mismatches[: args.limit]:
             print(f"  mismatch: {m}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from .natural import natural_if_string_ordered
 from .plain import to_plain
 from .readable import human_bytes
 from .record_table import record_column
@@ -178,7 +179,10 @@ def format_inspect(view: CheckpointView, limit: int | None = 40) -> str:
     for name, part in view.parts.items():
         if part.optimizer is not None:
             lines += _optimizer_lines(f" ({name})", part.optimizer, limit)
-    shown = view.tensors if limit is None else view.tensors[:limit]
+    # the dashboard's order: the checkpoint's own, natural where the files kept names sorted
+    # as text (layers.2 before layers.10)
+    ordered = natural_if_string_ordered(list(view.tensors), lambda r: r.name)
+    shown = ordered if limit is None else ordered[:limit]
     if shown:
         lines.append("")
         lines += _table(

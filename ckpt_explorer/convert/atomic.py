@@ -1,7 +1,8 @@
 """Atomic output: write into a temporary folder beside the destination, rename at the end.
 
 The temporary folder is ``.<name>.tmp-<pid>`` in the destination's folder (same filesystem,
-so the final rename is atomic). A job killed at any moment leaves at most such a folder,
+so the final rename is atomic); folders missing above the destination are made first and
+removed again (while empty) when nothing is installed. A job killed at any moment leaves at most such a folder,
 never a partial destination; the next job removes the folders of processes that are gone.
 An existing destination is replaced only by a complete, verified output: a folder is swapped
 in one ``renameat2(RENAME_EXCHANGE)`` where the kernel offers it, a file by ``os.replace``.
@@ -137,6 +138,36 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def make_parents(destination: Path) -> list[Path]:
+    """Create the missing folders above ``destination``; returns those made here, outermost
+    first (a folder another job makes at the same moment is left to it)."""
+    missing = []
+    p = destination.parent
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made = []
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        made.append(d)
+    if made:
+        fsync_dir(made[0].parent)
+    return made
+
+
+def remove_made(made: list[Path]) -> None:
+    """Remove the folders :func:`make_parents` made, innermost first, while they are empty:
+    a conversion that installs nothing leaves no trace."""
+    for d in reversed(made):
+        try:
+            d.rmdir()
+        except OSError:
+            return
 
 
 def discard(tmp: Path) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..contracts import Cancel, Meter, Progress, ProgressFn, is_cancelled
 from ..io.torchrun import Nodes
-from .atomic import clean_stale, discard, install, make_temp
+from .atomic import clean_stale, discard, install, make_parents, make_temp, remove_made
 from .flush import BackgroundSync
 from .plan import ConversionPlan, PlannedFile
 from .verify import verify_output
@@ -155,6 +155,25 @@ def run_conversion(
         ConversionResult; when verification fails, ``verified`` is False and nothing was
         installed at the destination.
     """
+    made = make_parents(plan.destination)  # removed again unless the output is installed
+    try:
+        result = _run(plan, progress, cancel, nproc, nodes, verify)
+    except BaseException:
+        remove_made(made)
+        raise
+    if not Path(result.destination).exists():
+        remove_made(made)
+    return result
+
+
+def _run(
+    plan: ConversionPlan,
+    progress: ProgressFn | None,
+    cancel: Cancel | None,
+    nproc: int,
+    nodes: Nodes | None,
+    verify: bool,
+) -> ConversionResult:
     total = plan.total_bytes
     if nproc > 1 or nodes is not None:
         if progress is not None:

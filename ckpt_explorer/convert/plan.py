@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..io.location import Location
+from ..readable import human_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -208,9 +209,4 @@ class ConversionPlan:
         return "\n".join(lines)
 
 
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+format_bytes = human_bytes  # the project's one byte formatter (readable.py), as inspect says it

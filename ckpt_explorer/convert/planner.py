@@ -159,8 +159,13 @@ def _check_paths(src: Location, dst: Path, overwrite: bool) -> None:
             "an existing " + ("folder" if dst.is_dir() else "file"),
             "Pass --overwrite to replace it.",
         )
-    if not dst.parent.is_dir():
-        raise CkptExplorerError(dst.parent, "an existing folder for the output", "none")
+    above = dst.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent  # missing folders are made when the conversion runs
+    if not above.is_dir():
+        raise CkptExplorerError(
+            above, "a folder (or nothing yet) above the output", "a file", "Choose another output."
+        )
 
 
 def _dtype(name: str | None) -> str | None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..natural import natural_text_key
 from .rows import (
     CHANGED,
     DTYPE_MISMATCH,
@@ -145,9 +146,10 @@ class DiffResult:
 
 
 def _rel_key(r: TensorDiff) -> tuple[int, float, str]:
+    """Largest relative L2 first; ties in natural order of names (layers.2 before 10)."""
     if r.rel_l2 is None:
-        return (1, 0.0, r.name)
-    return (0, -r.rel_l2, r.name)
+        return (1, 0.0, natural_text_key(r.name))
+    return (0, -r.rel_l2, natural_text_key(r.name))
 
 
 def _aggregate(rows: Iterable[TensorDiff], key: Any, label: str) -> list[dict[str, Any]]:
@@ -234,7 +236,7 @@ def format_result(result: DiffResult, limit: int = 40) -> str:
         )
         for r in changed[:limit]:
             name = r.name + (f" -> {r.name_b}" if r.name_b else "")
-            if r.param:
+            if r.param and (r.param not in r.name or r.param_b):  # not said twice
                 name += f"  [{r.param}" + (f" | B: {r.param_b}" if r.param_b else "") + "]"
             outside = "-" if r.n_outside is None else str(r.n_outside)
             lines.append(

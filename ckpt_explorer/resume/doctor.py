@@ -108,11 +108,10 @@ def resume_doctor(
             cause = rule(x, y)
             if cause is not None:
                 causes.append(cause)
-    for rule in (_rng, _part_steps):
-        cause = rule(sa, sb)
-        if cause is not None:
-            causes.append(cause)
-    causes = _merged(causes)
+    rng = _rng(sa, sb)
+    if rng is not None:
+        causes.append(rng)
+    causes = _with_part_steps(_merged(causes), _part_findings(sa, sb))
     if compare_weights:
         causes = _merged(causes + compare_tensors(va, vb, sa, sb, progress))
     facts = {
@@ -121,7 +120,29 @@ def resume_doctor(
         "run position": (sa.position, sb.position),
         "RNG state saved": (sa.has_rng, sb.has_rng),
     }
-    return DoctorReport(str(va.path), str(vb.path), causes, facts)
+    return DoctorReport(str(va.path), str(vb.path), causes, facts, expected_b(facts))
+
+
+COUNTERS = ("optimizer step", "scheduler steps", "run position")
+
+
+def expected_b(facts: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """What B should say after resuming from A: a counter A's value plus the steps run since
+    (the run positions' difference; None when the positions are not both known), anything
+    else A's own value."""
+    pa, pb = facts.get("run position", (None, None))
+    ran = pb - pa if isinstance(pa, int | float) and isinstance(pb, int | float) else None
+    out: dict[str, Any] = {}
+    for k, (a, _b) in facts.items():
+        if k not in COUNTERS:
+            out[k] = a
+        elif ran is not None and isinstance(a, int | float) and not isinstance(a, bool):
+            # a counter moves with the run position (scaled where it counts other units)
+            rate = a / pa if k != "run position" and pa else 1.0
+            out[k] = a + ran * rate
+        else:
+            out[k] = None
+    return out
 
 
 def _merged(causes: list[Cause]) -> list[Cause]:
@@ -371,33 +392,67 @@ def _plain(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
 
 
-def _part_steps(a: Side, b: Side) -> Cause | None:
+# the findings a cause already explains when B shows them: its counter restarted at the
+# resume, so B's own parts disagree (a symptom of that cause, not a second cause)
+SYMPTOM_OF = {
+    "scheduler_not_restored": ("scheduler.optimizer_step", "bundle.scheduler_step"),
+    "optimizer_moments_reset": ("bundle.optimizer_step",),
+}
+STRONG = ("bundle.step_mismatch", "bundle.epoch_mismatch")
+
+
+def _part_findings(a: Side, b: Side) -> list[tuple[str, str, str]]:
+    """(side, rule, message) of each disagreement between a state's own parts."""
     from ..validate.bundle import check_bundle
     from ..validate.counters import weigh
 
-    ev = []
-    strong = False
+    out = []
     for side, name in ((a, "A"), (b, "B")):
         if side.view.kind != "training_state":
             continue
         for f in check_bundle(side.view.path, side.parts):
-            if f.rule in ("bundle.step_mismatch", "bundle.epoch_mismatch"):
-                ev.append(f"{name}: {f.message}")
-                strong = True
+            if f.rule in STRONG:
+                out.append((name, f.rule, f.message))
         pairs = pair_schedulers(side.parts.optimizers, side.parts.schedulers)
         claims = position_claims(side.view.path, side.parts)
         for f in weigh(side.parts, claims, pairs):
             if f.severity != "info":
-                ev.append(f"{name}: {f.message}")
-    if not ev:
-        return None
-    return Cause(
-        "step_mismatch_between_parts",
-        "the parts of a training state record different steps",
-        0.55 if strong else 0.4,
-        tuple(ev),
-        "Model, optimizer, scheduler and run state must come from the same save.",
-    )
+                out.append((name, f.rule, f.message))
+    return out
+
+
+def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> list[Cause]:
+    """``causes`` with the parts' disagreements: one a cause explains is added to that cause
+    as its symptom in B; the rest make the cause "the parts record different steps"."""
+    named = {c.cause: c for c in causes}
+    symptoms: dict[str, list[str]] = {}
+    rest: list[str] = []
+    strong = False
+    for side, rule, message in found:
+        owner = next(
+            (c for c, rules in SYMPTOM_OF.items() if side == "B" and rule in rules and c in named),
+            None,
+        )
+        if owner is not None:
+            symptoms.setdefault(owner, []).append(f"so B's own parts disagree: {message}")
+        else:
+            rest.append(f"{side}: {message}")
+            strong = strong or rule in STRONG
+    out = [
+        replace(c, evidence=c.evidence + tuple(symptoms[c.cause])) if c.cause in symptoms else c
+        for c in causes
+    ]
+    if rest:
+        out.append(
+            Cause(
+                "step_mismatch_between_parts",
+                "the parts of a training state record different steps",
+                0.55 if strong else 0.4,
+                tuple(rest),
+                "Model, optimizer, scheduler and run state must come from the same save.",
+            )
+        )
+    return out
 
 
 __all__ = ["Cause", "Components", "DoctorReport", "OptimizerPart", "resume_doctor"]

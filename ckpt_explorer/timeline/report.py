@@ -36,9 +36,9 @@ def checkpoint_line(c: CheckpointSummary, pair: PairSummary | None) -> str:
     if pair is not None and pair.layers:
         layer, ratio = max(pair.layers.items(), key=lambda kv: kv[1])
         top = f"{ratio:.3g} ({layer})"
-    src = "name!" if c.step_source == "name" else ""
+    src = " (name)" if c.step_source == "name" else ""
     return (
-        f"{_num(c.step):>8}{src:5}  {_shown(c):24}  {_num(c.opt_step):>8}  "
+        f"{_num(c.step):>8}{src:7}  {_shown(c):24}  {_num(c.opt_step):>8}  "
         f"{_num(c.sched_step):>6}  {_num(lr):>10}  {top:28}  {','.join(c.parts)}"
     )
 
@@ -73,13 +73,17 @@ def format_timeline(t: Timeline) -> str:
     span = f", steps {min(steps)}..{max(steps)}" if steps else ""
     lines = [f"run {t.run_dir}: {len(t.checkpoints)} checkpoints{span}"]
     lines.append(
-        f"{'step':>8}{'':5}  {'checkpoint':24}  {'opt step':>8}  {'sched':>6}  {'lr g0':>10}  "
+        f"{'step':>8}{'':7}  {'checkpoint':24}  {'opt step':>8}  {'sched':>6}  {'lr g0':>10}  "
         f"{'largest layer ‖Δ‖/‖W‖':28}  parts"
     )
     pairs: list[PairSummary | None] = [None, *t.pairs]
     for i, c in enumerate(t.checkpoints):
         lines.append(checkpoint_line(c, pairs[i] if i < len(pairs) else None))
     lines += files_lines(t.checkpoints)
+    if any(c.step_source == "name" and c.error is None for c in t.checkpoints):
+        lines.append(
+            "(name): the step is read from the checkpoint's name; nothing inside records it"
+        )
     if t.pending:
         lines.append(f"still being written (not read yet): {', '.join(map(_name, t.pending))}")
     lines.append("")

@@ -38,6 +38,7 @@ class FitState(JobState):
         default="bf16", objects=["bf16", "fp16", "fp32"]
     )
     report = param.Parameter(default=None, doc="FitReport of the last run")
+    checkpoint = param.String(default="", doc="the checkpoint the report is of")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -73,13 +74,14 @@ class FitState(JobState):
         gpus = self.gpus or None
         return Layout(self.tp, self.pp, self.ep, zero, self.plugin, gpus, mem, self.dtype)
 
-    def run(self, view: Any, wait: bool = False) -> None:
-        """``fit`` of ``view`` at the form's layout, in the background; a newer run wins."""
+    def run(self, view: Any, wait: bool = False, path: str = "") -> None:
+        """``fit`` of ``view`` (``path``: its name, said with the report) at the form's layout,
+        in the background; a newer run wins."""
         with self._lock:
             self._gen += 1
             gen = self._gen
         if view is None:
-            self.param.update(report=None, error="", running=False, message="")
+            self.param.update(report=None, error="", running=False, message="", checkpoint="")
             return
         try:
             layout = self.layout()
@@ -94,14 +96,14 @@ class FitState(JobState):
 
         def done(report: Any) -> None:
             if gen == self._gen:
-                self.report = report
+                self.param.update(report=report, checkpoint=path)
                 self.finish(f"tp {layout.tp} x pp {layout.pp} x ep {layout.ep}")
 
         def failed(msg: str) -> None:
             if gen == self._gen:
                 self.fail(msg)
 
-        self.begin("checking the layout")
+        self.begin(f"checking the layout of {path}" if path else "checking the layout")
         self.job = Job(work, done, failed, name="ckpt-explorer-fit").start()
         if wait:
             self.job.join()

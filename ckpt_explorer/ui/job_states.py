@@ -186,7 +186,8 @@ class CompareState(JobState):
 class ValidateState(JobState):
     """Findings of the validation rules on one checkpoint."""
 
-    target = param.String(default="", doc="the checkpoint validated, relative to the root")
+    target = param.String(default="", doc="the checkpoint the next run validates")
+    checked = param.String(default="", doc="the checkpoint the findings shown are of")
     report_obj = param.Parameter(default=None, doc="the engine's report")
     findings = param.DataFrame(default=None, allow_None=True)
 
@@ -212,7 +213,7 @@ class ValidateState(JobState):
             self.param.update(report_obj=report, findings=df)
             self.finish(f"{len(df)} finding(s)")
 
-        self.param.update(findings=None, report_obj=None)
+        self.param.update(findings=None, report_obj=None, checked=self.target)
         self.begin(f"validating {self.target}")
         self._start(work, done, wait, "ckpt-explorer-validate")
 
@@ -224,6 +225,7 @@ class ResumeState(JobState):
     b = param.String(default="", doc="a state from after the resume (or a reference run)")
     report_obj = param.Parameter(default=None)
     causes = param.List(default=[], doc="ranked causes as dicts")
+    examined = param.Tuple(default=("", ""), length=2, doc="(A, B) the causes shown are of")
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
@@ -247,7 +249,7 @@ class ResumeState(JobState):
             self.param.update(report_obj=report, causes=causes)
             self.finish(f"{len(causes)} likely cause(s)")
 
-        self.param.update(report_obj=None, causes=[])
+        self.param.update(report_obj=None, causes=[], examined=(self.a, self.b))
         self.begin(f"examining {self.a} → {self.b}")
         self._start(work, done, wait, "ckpt-explorer-resume")
 
@@ -298,6 +300,27 @@ def cast_difference(plan: ConversionPlan) -> float | None:
     return worst
 
 
+def log_lines(e: Progress, logged: dict[str, Any], files: int) -> list[str]:
+    """The conversion log's new lines for event ``e`` (``logged`` remembers what was said):
+    each file as its writing starts, the write once complete at 100 %, then verifying."""
+    out = []
+    if e.stage == "write" and e.item and e.item != logged["file"]:
+        logged["file"] = e.item
+        out.append(f"{e.fraction:6.1%}  writing {e.item}")
+    done_writing = (e.stage == "write" and e.total and e.done >= e.total) or e.stage == "verify"
+    if done_writing and not logged["written"]:
+        logged["written"] = True
+        what = f"{_bytes(e.total)} in {files} file{'s' if files != 1 else ''}"
+        out.append(f"{1:6.1%}  written: {what} (in a temporary folder until verified)")
+    if e.stage == "verify" and not logged["verify"]:
+        logged["verify"] = True
+        out.append("        verifying: every output tensor read back and compared with its source")
+    return out
+
+
+FORM = ("source", "destination", "target", "max_shard_size", "dtype", "model_only")
+
+
 class ConvertState(JobState):
     """Conversion: the form's arguments, the plan, the run and its verification."""
 
@@ -314,14 +337,32 @@ class ConvertState(JobState):
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
         self.guard = guard
+        self.param.watch(self._form_changed, list(FORM))
+
+    def _form_changed(self, *_events: Any) -> None:
+        """A plan is of the form it was made from: any change (another source, opened in
+        the sidebar or picked here) drops it, so Run can only run what the form says."""
+        if not self.running and (self.plan is not None or self.error):
+            self.param.update(
+                plan=None,
+                result=None,
+                error="",
+                cast_max_diff=None,
+                log=[],
+                message="",
+                seconds=0.0,
+            )
 
     def targets(self) -> list[str]:
         return list(TARGETS)
 
     def suggest_destination(self) -> str:
-        """``<source name>-<target>[.suffix]`` beside the root's top level, not yet taken."""
+        """``<source name>-<target>[.suffix]`` beside the root's top level, not yet taken; no
+        file suffix when the output is a folder (a max shard size writes shards and an index)."""
         base = Path(self.source.strip() or "checkpoint").name.split(".")[0] or "checkpoint"
         suffix = {"safetensors": ".safetensors", "bin": ".bin", "torch": ".pt"}.get(self.target, "")
+        if self.max_shard_size.strip() and self.target in ("safetensors", "bin"):
+            suffix = ""
         for i in range(1, 100):
             name = f"{base}-{self.target}{'' if i == 1 else f'-{i}'}{suffix}"
             if not (self.guard.root / name).exists():
@@ -367,13 +408,12 @@ class ConvertState(JobState):
         plan = self.plan
         tick = Throttle(lambda frac, msg: self.report(frac, msg), 0.1)
 
-        last = {"file": ""}
+        logged = {"file": "", "written": False, "verify": False}
 
         def progress(e: Progress) -> None:
             frac, msg = e.fraction, e.item or e.message
-            if msg and msg != last["file"]:
-                last["file"] = msg
-                self.add_log(f"{frac:6.1%}  {msg}")
+            for line in log_lines(e, logged, len(plan.files)):
+                self.add_log(line)
             tick(frac, f"{frac:.0%} — {msg}" if msg else None)
 
         def work(cancel: threading.Event) -> Any:
@@ -386,7 +426,7 @@ class ConvertState(JobState):
 
         def done(out: Any) -> None:
             if out is None:
-                self.add_log("cancelled: nothing written")
+                self.add_log("cancelled: nothing was installed")
                 self.finish(f"cancelled — nothing was written; {self.destination} does not exist")
                 return
             result, diff = out
@@ -394,7 +434,11 @@ class ConvertState(JobState):
             ok = result.verified
             cast = plan.options.get("dtype")
             said = f"its source cast to {cast}" if cast else "its source"
-            self.add_log(f"verified: every output tensor equals {said}" if ok else "done")
+            self.add_log(
+                f"verified: every output tensor equals {said}; installed at {self.destination}"
+                if ok
+                else "NOT verified: nothing was installed"
+            )
             self.finish("verified" if ok else "done (not verified)" if ok is False else "done")
 
         self.param.update(result=None, cast_max_diff=None)

@@ -51,10 +51,10 @@ def make_state(
     state = AppState(root, remote)
     rel = [_relative(state, p) for p in paths]
     if rel:
+        # opening it makes it Convert's source, Validate's target and the doctor's A
         state.browse.open(rel[0], wait=True)
-        state.validate.target = state.browse.path
-        state.convert.source = state.browse.path
-        state.compare.a = state.resume.a = rel[0]
+        state.compare.a = rel[0]
+        state.resume.a = state.resume.a or rel[0]
     if len(rel) > 1:
         state.compare.b = state.resume.b = rel[1]
     return state

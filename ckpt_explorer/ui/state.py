@@ -118,6 +118,7 @@ class BrowseState(param.Parameterized):
         self.opt_stats_job = JobState()  # progress of the optimizer statistics job
         self._detail_job: Job | None = None
         self._detail_gen = 0
+        self._stats_gen = 0  # the optimizer statistics of an earlier view are dropped
         self._open_gen = 0
         self._lock = threading.Lock()
 
@@ -181,6 +182,7 @@ class BrowseState(param.Parameterized):
 
     def _show(self, path: str, view: CheckpointView) -> None:
         self._stop_detail()
+        self._stop_stats()
         self.param.update(
             path=path,
             view=view,
@@ -196,6 +198,15 @@ class BrowseState(param.Parameterized):
             detail_progress=1.0,
             opt_stats=None,
         )
+
+    def _stop_stats(self) -> None:
+        """Another view opens: the optimizer statistics being read are of the one before."""
+        with self._lock:
+            self._stats_gen += 1
+        job = self.opt_stats_job
+        if job.running and job.job is not None:
+            job.job.cancel()
+            job.param.update(running=False, progress=0.0, message="", error="")
 
     def _stop_detail(self) -> None:
         """The detail shown or loading is stale: its job stops and its results are dropped."""
@@ -345,6 +356,8 @@ class BrowseState(param.Parameterized):
         if view is None or params is None or self.opt_stats_job.running:
             return
         jobstate = self.opt_stats_job
+        with self._lock:
+            gen = self._stats_gen
 
         def work(cancel: threading.Event) -> Any:
             import pandas as pd
@@ -370,15 +383,21 @@ class BrowseState(param.Parameterized):
                         if s["nan"] or s["inf"]:
                             out[f"{state} nan/inf"] = s["nan"] + s["inf"]
                 rows.append(out)
-                jobstate.report((i + 1) / max(total, 1), f"{i + 1} of {total} parameters")
+                if gen == self._stats_gen:
+                    jobstate.report((i + 1) / max(total, 1), f"{i + 1} of {total} parameters")
             return pd.DataFrame(rows)
 
         def done(df: Any) -> None:
-            self.opt_stats = df
-            jobstate.finish(f"{len(df)} parameters")
+            if gen == self._stats_gen:  # else: of a checkpoint no longer open
+                self.opt_stats = df
+                jobstate.finish(f"{len(df)} parameters")
 
-        jobstate.begin("reading optimizer state")
-        job = Job(work, done, jobstate.fail, name="ckpt-explorer-optstats").start()
+        def failed(msg: str) -> None:
+            if gen == self._stats_gen:
+                jobstate.fail(msg)
+
+        jobstate.begin(f"reading the optimizer state of {self.path}")
+        job = Job(work, done, failed, name="ckpt-explorer-optstats").start()
         jobstate.job = job
         if wait:
             job.join()
@@ -406,6 +425,7 @@ class AppState(param.Parameterized):
         self._listed = 0.0
         self._unsafe: dict[str, str] = {}
         self._paths_lock = threading.Lock()
+        self.browse.param.watch(self._follow_open, "path")
         for obj, names in (
             (self.browse, ["path"]),
             (self.compare, ["a", "b"]),
@@ -415,6 +435,21 @@ class AppState(param.Parameterized):
         ):
             obj.param.watch(self._remember_events, names)
         self.convert.param.watch(self._offer_written, "result")
+
+    def _follow_open(self, event: Any) -> None:
+        """A checkpoint opened (sidebar, link, notebook) becomes what the views that act on one
+        checkpoint act on: Convert's source, Validate's target and the doctor's A (unless it
+        is the doctor's B: then the pair stays). A job running keeps its own; a view shows
+        when what it acts on is not the open checkpoint."""
+        path = event.new
+        if not path:
+            return
+        if not self.convert.running:
+            self.convert.source = path
+        if not self.validate.running:
+            self.validate.target = path
+        if not self.resume.running and path != self.resume.b:
+            self.resume.a = path
 
     def candidates(self, refresh: bool = False) -> list[str]:
         """Paths offered by the pickers (listed once per page; ``refresh`` lists again)."""

@@ -29,6 +29,16 @@ def shape_text(shape: tuple[int, ...] | list[int] | None) -> str:
     return " × ".join(map(str, shape)) if shape else "scalar"
 
 
+def shape_of_text(text: str) -> list[int] | None:
+    """The shape :func:`shape_text` wrote: ``"192 × 64"`` -> ``[192, 64]``, ``"scalar"`` ->
+    ``[]``, "" -> None (unknown)."""
+    if not text:
+        return None
+    if text == "scalar":
+        return []
+    return [int(d) for d in text.split(" × ")]
+
+
 def folded_names(view: CheckpointView) -> dict[str, tuple[str, str]]:
     """Optimizer state name -> (its parameter's name, the state) for states whose parameter
     is known (the view's slots): ``optimizer/state.3.exp_avg`` ->

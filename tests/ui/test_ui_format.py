@@ -92,7 +92,25 @@ def test_doctor_facts_show_integer_steps() -> None:
     facts = {"optimizer step": (6.0, 8.0), "lr": (0.00020999999999999998, 3e-4)}
     df = facts_frame(facts)
     assert list(df["A"]) == ["6", "0.00021"] and list(df["B"]) == ["8", "0.0003"]
-    assert list(df["agree"]) == [False, False]
+    assert list(df["as expected"]) == ["NO", "NO"]  # no expectation given: B should equal A
+
+
+def test_doctor_facts_expect_b_to_be_a_plus_the_steps_run() -> None:
+    from ckpt_explorer.resume.doctor import expected_b
+
+    facts = {
+        "optimizer step": (6.0, 8.0),
+        "scheduler steps": (6, 2),
+        "run position": (6, 8),
+        "RNG state saved": (False, False),
+    }
+    df = facts_frame(facts, expected_b(facts))
+    assert list(df["B expected"]) == ["8", "8", "8", "false"]
+    assert list(df["as expected"]) == ["yes", "NO", "yes", "yes"]
+    unknown = {"optimizer step": (6, 8), "run position": (None, 8)}
+    df = facts_frame(unknown, expected_b(unknown))
+    assert list(df["A"]) == ["6", "not recorded"]
+    assert list(df["as expected"]) == ["unknown", "unknown"]
 
 
 def test_ordinal() -> None:

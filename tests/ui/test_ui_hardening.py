@@ -444,6 +444,8 @@ def test_two_sessions_compare_and_convert_concurrently(ui_root: Path, tmp_path: 
         sd[first] = sd[first] + 0.5
         save_file(sd, ui_root / name)
     u1, u2 = AppState(ui_root), AppState(ui_root)
+    # opened first: opening a checkpoint makes it Convert's source (and drops a plan)
+    assert u1.browse.open("demo/resumed_from") and u2.browse.open("hf_gpt2")
     u1.compare.param.update(a="demo/resumed_from", b="demo/after_resume")
     u2.compare.param.update(a="hf_gpt2", b=name)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -451,7 +453,6 @@ def test_two_sessions_compare_and_convert_concurrently(ui_root: Path, tmp_path: 
     u2.convert.param.update(source=name, target="bin", destination=f"u2-{tag}.bin")
     assert u1.convert.make_plan(), u1.convert.error
     assert u2.convert.make_plan(), u2.convert.error
-    assert u1.browse.open("demo/resumed_from") and u2.browse.open("hf_gpt2")
     go = threading.Barrier(4)
     jobs = [u1.compare, u2.compare, u1.convert, u2.convert]
     starters = [threading.Thread(target=lambda j=j: (go.wait(), j.run())) for j in jobs]

@@ -44,6 +44,8 @@ CARD_CSS = """
 .evidence {margin: 0; padding-left: 0; list-style: none;}
 .evidence li {padding: 3px 0; color: #374151;}
 .evidence li::before {content: "✓ "; color: #10b981; font-weight: 700;}
+.verdicts {margin: 0; padding-left: 0; list-style: none;}
+.verdicts li {padding: 3px 0; color: #374151;}
 .muted {color: #6b7280;}
 .cause {border: 1px solid #e5e7eb; border-radius: 10px; padding: 12px 16px; margin: 8px 0;
         background: #fff;}
@@ -147,6 +149,7 @@ def table(df: Any, **kw: Any) -> Table:
     and paths wrapped instead of cut (with the whole value as a tooltip)."""
     numeric: list[str] = []
     texts: list[str] = []
+    given = df
     if df is not None:
         df = display_frame(df)
         numeric = number_columns(df)
@@ -180,7 +183,9 @@ def table(df: Any, **kw: Any) -> Table:
         **kw.pop("formatters", {}),
     }
     defaults.update(kw)
-    return Table(df, **defaults)
+    tbl = Table(df, **defaults)
+    tbl.typed_source, tbl.typed_for = given, df  # what an export writes for the rows shown
+    return tbl
 
 
 def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
@@ -195,6 +200,9 @@ def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
         legend={"orientation": "h", "y": -0.2},
         modebar={"orientation": "v"},  # at the side: never over a title or axis labels
     )
+    # powers of ten as 1e-10, never SI prefixes ("100p" reads as picometres)
+    fig.update_xaxes(exponentformat="e")
+    fig.update_yaxes(exponentformat="e")
     return fig
 
 

@@ -30,7 +30,7 @@ from .common import (
     table,
     watch,
 )
-from .export import export_buttons
+from .export import export_buttons, export_name
 from .picker import PathPicker
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ class CompareView(pn.viewable.Viewer):
                     pn.Row(
                         pn.pane.Markdown("Changed only", align="center"),
                         self._changed_only,
-                        export_buttons(tbl, "compare"),
+                        export_buttons(tbl, export_name("compare", c.a, c.b)),
                     ),
                     tbl,
                 ),
@@ -304,8 +304,9 @@ class CompareView(pn.viewable.Viewer):
             common = {"x": x, "name": key, "legendgroup": key, "marker_color": colour}
             fig.add_bar(y=[g["max_rel_l2"] for g in gs], row=1, col=1, **common)
             fig.add_bar(y=[g["max_abs"] for g in gs], row=2, col=1, showlegend=False, **common)
-        fig.update_yaxes(title="rel. L2", row=1, col=1)
-        fig.update_yaxes(title="max |Δ|", type="log", row=2, col=1)
+        # magnitudes compared as bar heights: both axes start at zero
+        fig.update_yaxes(title="rel. L2", rangemode="tozero", row=1, col=1)
+        fig.update_yaxes(title="max |Δ|", rangemode="tozero", row=2, col=1)
         fig.update_xaxes(title="layer", type="category", row=2, col=1)
         style_figure(fig, height=440)
         fig.update_layout(barmode="group", legend={"orientation": "h", "y": 1.08})

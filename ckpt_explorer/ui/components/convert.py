@@ -9,6 +9,7 @@ import panel as pn
 
 from ..numbers import fmt_number, plural
 from ..state import AppState
+from ..subject import acts_on, code
 from .common import (
     cards,
     error_pane,
@@ -77,6 +78,20 @@ def verified_words(cast: str | None, max_diff: float | None, destination: str) -
     )
 
 
+def plan_title(plan: Any, result: Any, running: bool, where: str = "") -> str:
+    """The plan's section title: whether anything is written yet, and where it went
+    (``where``: the output as the form names it; default the result's own path)."""
+    if plan is None:
+        return "2 · The plan"
+    if running:
+        return "2 · The plan (being written, into a temporary folder until verified)"
+    if result is None:
+        return "2 · The plan (nothing is written yet)"
+    if result.verified:
+        return f"2 · The plan (written and verified: {where or result.destination})"
+    return "2 · The plan (written, NOT verified: nothing was installed)"
+
+
 class ConvertView(pn.viewable.Viewer):
     """Plan first, then run in the background: the page stays responsive, Cancel works."""
 
@@ -85,8 +100,10 @@ class ConvertView(pn.viewable.Viewer):
         self.app = app
         c = self.app.convert
         self._source = PathPicker(self.app, "Source checkpoint", warn=self.app.unsafe_note)
-        sync(c, "source", self._source, "value")
-        watch(self.app.browse, lambda e: setattr(c, "source", c.source or e.new), "path")
+        sync(c, "source", self._source, "value")  # the open checkpoint unless picked here
+        self._subject = pn.pane.Markdown("", sizing_mode="stretch_width")
+        watch(c, lambda *_: self._say_subject(), "source")
+        watch(self.app.browse, lambda *_: self._say_subject(), "path")
         targets = c.targets()
         self._target = pn.widgets.Select(name="Convert to", options=targets, width=150)
         sync(c, "target", self._target, "value")
@@ -123,14 +140,16 @@ class ConvertView(pn.viewable.Viewer):
         watch(c, lambda *_: self._render_result(), "result")
         form = pn.Column(
             self._source,
+            self._subject,
             pn.Row(self._target, self._dest, self._shard, self._dtype, sizing_mode="stretch_width"),
             self._model_only,
             pn.Row(self._plan_btn, self._run_btn, self._cancel),
             sizing_mode="stretch_width",
         )
+        self._plan_card = section(plan_title(None, None, False), self._plan_area)
         self._body = pn.Column(
             section("1 · What to convert", form),
-            section("2 · The plan (nothing is written yet)", self._plan_area),
+            self._plan_card,
             section(
                 "3 · Run and verify",
                 self._progress,
@@ -142,6 +161,10 @@ class ConvertView(pn.viewable.Viewer):
         )
         self._render_plan()
         self._on_progress()
+        self._say_subject()
+
+    def _say_subject(self) -> None:
+        self._subject.object = acts_on("Converts", self.app.convert.source, self.app.browse.path)
 
     def _plan(self) -> None:
         c = self.app.convert
@@ -157,6 +180,7 @@ class ConvertView(pn.viewable.Viewer):
         self._run_btn.disabled = c.running or c.plan is None or c.result is not None
         self._cancel.disabled = not c.running
         self._status.object = job_status(c)
+        self._plan_card.title = plan_title(c.plan, c.result, c.running, c.destination)
         if c.log:
             lines = html.escape("\n".join(c.log[-12:]))
             self._log.object = (
@@ -180,6 +204,9 @@ class ConvertView(pn.viewable.Viewer):
             return
         total, fast = plan.total_bytes, plan.fast_bytes
         blocks: list[Any] = [
+            pn.pane.Markdown(
+                f"{code(c.source)} → {code(c.destination)}", sizing_mode="stretch_width"
+            ),
             cards(
                 [
                     ("From", plan.source_family, plan.source_kind),

@@ -14,8 +14,9 @@ import panel as pn
 
 from ...inspect_report import human_bytes
 from ..fit_state import FORM
-from ..numbers import fmt_bytes, fmt_size_typed
+from ..numbers import fmt_bytes, fmt_number, fmt_size_typed
 from ..state import AppState
+from ..subject import code
 from .common import (
     BAD,
     GOOD,
@@ -61,6 +62,14 @@ def gpu_words(typed: str, n: int) -> str:
     except ValueError:
         pass
     return fmt_bytes(n)
+
+
+def share_words(part: int, whole: int) -> str:
+    """``part`` as a percentage of ``whole`` with the digits it needs: ``0.0012 %``, ``3.5 %``
+    (never ``0.00 %`` for a part that is not zero)."""
+    if not part:
+        return "0 %"
+    return f"{fmt_number(float(f'{100 * part / whole:.2g}'))} %"
 
 
 def _wrap(text: str, width: int = 90) -> str:
@@ -180,12 +189,15 @@ class LayoutView(pn.viewable.Viewer):
     def refresh(self, wait: bool = False) -> None:
         """``fit`` of the open checkpoint at the form's layout (in the background)."""
         self._stale = False
-        self.app.fit.run(self.app.browse.view, wait=wait)
+        self.app.fit.run(self.app.browse.view, wait=wait, path=self.app.browse.path)
 
     # ---- drawing --------------------------------------------------------------------------
     def _render(self) -> None:
         f = self.app.fit
-        self._status.object = f"*{f.message}…*" if f.running else ""
+        if f.running:
+            self._status.object = f"*{f.message}…*"
+        else:
+            self._status.object = f"Checks of {code(f.checkpoint)}." if f.checkpoint else ""
         memory_chart = self._memory(f.report, f.gpu_mem) if f.report is not None else None
         if f.error:
             self._results[:] = [error_pane(f.error)]
@@ -300,15 +312,8 @@ class LayoutView(pn.viewable.Viewer):
         unit, div = ("MiB", 2**20) if top < 2**30 else ("GiB", 2**30)
         share = ""
         if dwarfed:
-            share = f" — {m.total / m.gpu_mem:.2%} of {gpu_words(typed, m.gpu_mem)}"
-        fig.add_annotation(
-            y=label,
-            x=0,
-            xanchor="left",
-            yshift=34,
-            showarrow=False,
-            text=f"total {fmt_bytes(m.total)} per GPU{share}",
-        )
+            share = f" — {share_words(m.total, m.gpu_mem)} of {gpu_words(typed, m.gpu_mem)}"
+        title = f"total {fmt_bytes(m.total)} per GPU{share}"  # above the bars, never on them
         for i, (key, name) in enumerate(MEMORY_KINDS):
             b = int(getattr(m, key))
             fig.add_bar(
@@ -330,7 +335,7 @@ class LayoutView(pn.viewable.Viewer):
             )
             fig.add_vline(x=m.gpu_mem / div, line={"color": BAD if m.fits is False else "#6b7280"})
         fig.update_xaxes(title=f"{unit} per GPU")
-        style_figure(fig, height=330)
+        style_figure(fig, height=330, title=title)
         fig.update_layout(barmode="stack", legend={"orientation": "h", "y": -0.3})
         return plot(fig, name="fit-memory")
 

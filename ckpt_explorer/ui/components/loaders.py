@@ -57,6 +57,8 @@ def loaders_block(view: Any) -> list[pn.viewable.Viewable]:
             f"{html.escape(r['loader'])}{meant}{says}</li>"
         )
     body = html_pane(
-        "<ul class='evidence'>" + "".join(items) + "</ul>", sizing_mode="stretch_width"
+        # each line has its own mark (✓ loads, ✗ fails, ∅ silent): no bullet of its own
+        "<ul class='verdicts'>" + "".join(items) + "</ul>",
+        sizing_mode="stretch_width",
     )
     return [section("Who can load this", body)]

@@ -61,7 +61,7 @@ export function render({ model, el }) {
       `<span class="mt-caret">${caret}</span>` +
       `<span class="mt-label${n.kids ? "" : " tensor"}">${esc(n.label)}</span>` +
       (n.shape ? `<span class="mt-shape">${esc(n.shape)}</span>` : "") +
-      `</div><div class="mt-num">${esc(n.params)}</div>` +
+      `</div><div class="mt-num">${esc(n.elements)}</div>` +
       `<div class="mt-num">${esc(n.size)}</div><div class="mt-dt">${esc(n.dtypes)}</div>`;
     row.querySelector(".mt-caret").addEventListener("click", (ev) => {
       ev.stopPropagation();
@@ -76,7 +76,7 @@ export function render({ model, el }) {
     box.innerHTML = "";
     const head = document.createElement("div");
     head.className = "mt-head";
-    head.innerHTML = "<div>module</div><div class='mt-num'>params</div>" +
+    head.innerHTML = "<div>module</div><div class='mt-num'>elements</div>" +
       "<div class='mt-num'>size</div><div>dtypes</div>";
     box.appendChild(head);
     const nodes = model.nodes || {};
@@ -121,7 +121,7 @@ def node_row(node: ModuleNode) -> dict[str, Any]:
         "kids": node.has_children,
         "shape": node.shape,
         "tensor": node.tensor,
-        "params": fmt_count(node.numel),
+        "elements": fmt_count(node.numel),  # every tensor's: optimizer moments too
         "size": fmt_bytes(node.nbytes),
         "dtypes": dtypes,
         "title": title,

@@ -7,9 +7,10 @@ from typing import Any
 import panel as pn
 
 from ..state import AppState
+from ..subject import code
 from ..tables import optimizer_of
 from .common import cards, error_pane, placeholder, section, table, watch
-from .export import export_buttons
+from .export import export_buttons, export_name
 
 
 def _exportable(tbl: pn.widgets.Tabulator, name: str) -> list[Any]:
@@ -79,9 +80,13 @@ class OptimizerView(pn.viewable.Viewer):
                 ("Names from", info.name_source or "unknown", "id → parameter"),
             ]
         )
+        where = f"{code(b.path)}" + (f" (its part `{found[0].rstrip('/')}`)" if found[0] else "")
         self._body[:] = [
+            pn.pane.Markdown(f"Optimizer of {where}.", sizing_mode="stretch_width"),
             kpis,
-            section("param_groups", *_exportable(table(groups), "param_groups")),
+            section(
+                "param_groups", *_exportable(table(groups), export_name("param_groups", b.path))
+            ),
             section(
                 "Parameters with optimizer state (click a row to open its state in the weight map)",
                 self._params_table(params),
@@ -125,9 +130,8 @@ class OptimizerView(pn.viewable.Viewer):
                 )
             ]
             return
-        self._stats_area[:] = _exportable(
-            table(df, pagination="remote", page_size=15), "optimizer_state_statistics"
-        )
+        name = export_name("optimizer_state_statistics", self.app.browse.path)
+        self._stats_area[:] = _exportable(table(df, pagination="remote", page_size=15), name)
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self._body

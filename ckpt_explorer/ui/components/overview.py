@@ -28,7 +28,7 @@ from .common import (
     table,
     watch,
 )
-from .export import export_buttons
+from .export import export_buttons, export_name
 from .loaders import loaders_block
 from .svg_chart import CHART_CSS, donut
 
@@ -175,7 +175,11 @@ class Overview(pn.viewable.Viewer):
             page_size=20,
         )
         blocks.append(
-            section(f"Files ({len(files)})", export_buttons(files_table, "files"), files_table)
+            section(
+                f"Files ({len(files)})",
+                export_buttons(files_table, export_name("files", b.path)),
+                files_table,
+            )
         )
         values = b.frame("values")
         if len(values):

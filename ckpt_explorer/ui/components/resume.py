@@ -9,6 +9,7 @@ import panel as pn
 
 from ..numbers import fmt_value
 from ..state import AppState
+from ..subject import acts_on, code
 from .common import error_pane, html_pane, placeholder, section, sync, table, watch
 from .picker import PathPicker
 
@@ -28,15 +29,39 @@ def cause_html(rank: int, cause: dict[str, Any]) -> str:
     )
 
 
-def facts_frame(facts: dict[str, Any]) -> Any:
-    """``{fact: (A, B)}`` as rows, with whether they agree."""
+def facts_frame(facts: dict[str, Any], expected: dict[str, Any] | None = None) -> Any:
+    """``{fact: (A, B)}`` as rows with what B should say after resuming from A (a counter:
+    A's value plus the steps run since; anything else: A's value) and whether it does
+    ("unknown" when that cannot be told)."""
     import pandas as pd
 
+    from ...resume.report import as_expected
+
+    expected = expected or {}
     rows = []
     for k, v in facts.items():
         a, b = (v[0], v[1]) if isinstance(v, list | tuple) and len(v) == 2 else (v, "")
-        rows.append({"fact": k, "A": fmt_value(a), "B": fmt_value(b), "agree": a == b})
-    return pd.DataFrame(rows, columns=["fact", "A", "B", "agree"])
+        want = expected.get(k, a) if k in expected else a
+        ok = as_expected(k, (a, b), expected)
+        rows.append(
+            {
+                "fact": k,
+                "A": "not recorded" if a is None else fmt_value(a),
+                "B": "not recorded" if b is None else fmt_value(b),
+                "B expected": "unknown" if want is None else fmt_value(want),
+                "as expected": "unknown" if ok is None else "yes" if ok else "NO",
+            }
+        )
+    return pd.DataFrame(rows, columns=["fact", "A", "B", "B expected", "as expected"])
+
+
+def pair_words(a: str, b: str, open_path: str) -> str:
+    """What Diagnose examines: A (the open checkpoint, or picked here) and B."""
+    line = acts_on("Diagnoses the resume from", a, open_path)
+    if not a:
+        return line
+    line = line.rstrip(".")
+    return f"{line}; B is {code(b)}." if b else f"{line}; pick B, a state from after the resume."
 
 
 class ResumeView(pn.viewable.Viewer):
@@ -58,13 +83,16 @@ class ResumeView(pn.viewable.Viewer):
             active=True, bar_color="primary", width=240, visible=False, align="center"
         )
         self._status = pn.pane.Markdown("", align="center")
+        self._subject = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._results = pn.Column(sizing_mode="stretch_width")
-        watch(r, self._on_progress, ["running", "message", "error"])
+        watch(r, self._on_progress, ["running", "message", "error", "a", "b"])
+        watch(self.app.browse, self._on_progress, "path")
         watch(r, lambda *_: self._render(), "causes")
         self._body = pn.Column(
             section(
                 "Training states",
                 pn.Row(self._a, self._b, sizing_mode="stretch_width"),
+                self._subject,
                 pn.Row(self._run, self._progress, self._status),
             ),
             self._results,
@@ -78,6 +106,7 @@ class ResumeView(pn.viewable.Viewer):
         self._run.disabled = r.running
         self._progress.visible = r.running
         self._status.object = f"*{r.message}*" if r.message else ""
+        self._subject.object = pair_words(r.a, r.b, self.app.browse.path)
         if r.error:
             self._results[:] = [error_pane(r.error)]
 
@@ -94,10 +123,15 @@ class ResumeView(pn.viewable.Viewer):
                 ]
             return
         body = "".join(cause_html(i + 1, c) for i, c in enumerate(r.causes))
-        blocks: list[Any] = [section("Likely causes, most likely first", html_pane(body))]
+        a, b = r.examined
+        blocks: list[Any] = [
+            pn.pane.Markdown(f"Causes for {code(a)} → {code(b)}.", sizing_mode="stretch_width"),
+            section("Likely causes, most likely first", html_pane(body)),
+        ]
         facts = r.report_obj.facts if r.report_obj is not None else None
         if facts:
-            blocks.append(section("What each state says", table(facts_frame(facts))))
+            expected = r.report_obj.expected if r.report_obj is not None else {}
+            blocks.append(section("What each state says", table(facts_frame(facts, expected))))
         self._results[:] = blocks
 
     def __panel__(self) -> pn.viewable.Viewable:

@@ -61,6 +61,9 @@ def column_ranks(s: pd.Series) -> np.ndarray:
 class Table(pn.widgets.Tabulator):  # type: ignore[misc]
     """Tabulator whose server-side sort is natural for text (see the module docstring)."""
 
+    typed_source: Any = None  # the frame given, before display rounding (exports write it)
+    typed_for: Any = None  # the value it belongs to (a new value makes it stale)
+
     def __init__(self, value: Any = None, **params: Any) -> None:
         self._ranks: dict[str, Any] = {}
         self._ranked: Any = None

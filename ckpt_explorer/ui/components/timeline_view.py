@@ -164,6 +164,20 @@ def heatmap_figure(t: Any) -> Any:
     return fig
 
 
+def value_range(values: list[float], log_y: bool) -> list[float] | None:
+    """A y range for values that are all one value (plotly would centre an arbitrary range
+    on it, −0.5…1 for 3e-4): from zero to above it (a decade either side on a log axis);
+    None when the values spread (autorange shows them)."""
+    if not values or max(values) != min(values):
+        return None
+    v = values[0]
+    if log_y:
+        return [math.log10(v) - 1, math.log10(v) + 1]
+    if v == 0:
+        return [-1.0, 1.0]
+    return [min(0.0, 1.25 * v), max(0.0, 1.25 * v)]
+
+
 def lines_figure(
     t: Any, title: str, series: dict[str, list[Any]], y_title: str, log_y: bool = False
 ) -> Any:
@@ -172,25 +186,32 @@ def lines_figure(
 
     steps = t.series()["steps"]
     fig = go.Figure()
+    shown: list[float] = []
     for name, values in series.items():
         pts = [(s, v) for s, v in zip(steps, values, strict=False) if s is not None]
         pts = [(s, _ratio(v)) for s, v in pts]
         if log_y:
             pts = [(s, v) for s, v in pts if v is not None and v > 0 and math.isfinite(v)]
+        one = sum(v is not None for _, v in pts) == 1  # a lone point says its value
         fig.add_scatter(
             x=[s for s, _ in pts],
             y=[v for _, v in pts],
             text=[fmt_number(v) if v is not None else "none" for _, v in pts],
-            mode="lines+markers",
+            mode="markers+text" if one else "lines+markers",
+            textposition="top center",
             name=name,
             hovertemplate=f"{html.escape(name)}<br>step %{{x}}<br>%{{text}}<extra></extra>",
         )
+        shown += [v for _, v in pts if v is not None and math.isfinite(v)]
     for step, group in by_step(t.anomalies).items():
         _mark(fig, step, group)
     fig.update_xaxes(title="step", tickformat="d")  # steps are integers: no 6.5 between 6 and 7
     if steps and len({s for s in steps if s is not None}) <= 12:
         fig.update_xaxes(tickmode="array", tickvals=sorted({s for s in steps if s is not None}))
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear", exponentformat="e")
+    flat = value_range(shown, log_y)
+    if flat is not None:
+        fig.update_yaxes(range=flat)
     style_figure(fig, height=300, title=title)
     fig.update_layout(margin={"t": 60})
     return fig

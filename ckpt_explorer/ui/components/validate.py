@@ -7,6 +7,7 @@ from typing import Any
 import panel as pn
 
 from ..state import AppState
+from ..subject import acts_on, results_of
 from .common import (
     SEVERITY_COLOURS,
     cards,
@@ -16,7 +17,7 @@ from .common import (
     table,
     watch,
 )
-from .export import export_buttons
+from .export import export_buttons, export_name
 
 SEVERITY_ORDER = {"critical": 0, "error": 1, "warning": 2, "warn": 2, "info": 3, "ok": 4}
 
@@ -51,16 +52,18 @@ class ValidateView(pn.viewable.Viewer):
         v = self.app.validate
         self._run = pn.widgets.Button(name="Validate", button_type="primary", width=120)
         self._run.on_click(lambda *_: self._start())
-        self._target = pn.pane.Markdown("", align="center")
+        self._target = pn.pane.Markdown("", align="center", sizing_mode="stretch_width")
+        self._of = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._progress = pn.indicators.Progress(
             active=True, bar_color="primary", width=240, visible=False, align="center"
         )
         self._results = pn.Column(sizing_mode="stretch_width")
-        watch(v, self._on_progress, ["running", "message", "error"])
+        watch(v, self._on_progress, ["running", "message", "error", "target", "checked"])
         watch(v, lambda *_: self._render(), "findings")
         watch(self.app.browse, lambda *_: self._on_progress(), "path")
         self._body = pn.Column(
-            pn.Row(self._run, self._progress, self._target),
+            pn.Row(self._run, self._progress, self._target, sizing_mode="stretch_width"),
+            self._of,
             self._results,
             sizing_mode="stretch_width",
         )
@@ -69,18 +72,17 @@ class ValidateView(pn.viewable.Viewer):
 
     def _start(self) -> None:
         v = self.app.validate
-        v.target = self.app.browse.path
+        v.target = v.target or self.app.browse.path
         v.run()
 
     def _on_progress(self, *_: Any) -> None:
         v = self.app.validate
         b = self.app.browse
-        self._run.disabled = v.running or not b.path
+        self._run.disabled = v.running or not (v.target or b.path)
         self._progress.visible = v.running
-        target = v.target or b.path
-        self._target.object = (
-            f"**{target}** — {v.message}" if target else "*Open a checkpoint first.*"
-        )
+        line = acts_on("Validates", v.target or b.path, b.path)
+        self._target.object = line + (f" *{v.message}*" if v.message else "")
+        self._of.object = results_of("Findings", v.checked, b.path, "Validate")
         if v.error:
             self._results[:] = [error_pane(v.error)]
 
@@ -96,7 +98,7 @@ class ValidateView(pn.viewable.Viewer):
         counts = df["severity"].str.lower().value_counts() if "severity" in df else {}
         kpis = cards(
             [
-                ("Findings", str(len(df)), v.target),
+                ("Findings", str(len(df)), v.checked),
                 *((s.capitalize(), str(int(n)), "") for s, n in dict(counts).items()),
             ]
         )
@@ -112,14 +114,19 @@ class ValidateView(pn.viewable.Viewer):
         )
         self._results[:] = [
             kpis,
-            section("Findings (worst first)", pn.Row(note, export_buttons(tbl, "findings")), tbl),
+            section(
+                "Findings (worst first)",
+                pn.Row(note, export_buttons(tbl, export_name("findings", v.checked))),
+                tbl,
+            ),
         ]
 
     def _follow(self, df: Any, selection: list[int]) -> None:
         if selection:
             row = {k: v for k, v in df.iloc[selection[0]].to_dict().items() if v == v}
-            if self.app.browse.path != self.app.validate.target:
-                self.app.browse.open(self.app.validate.target)
+            checked = self.app.validate.checked
+            if checked and self.app.browse.path != checked:
+                self.app.browse.open(checked)
             self.app.open_finding(row)
 
     def __panel__(self) -> pn.viewable.Viewable:

@@ -12,7 +12,7 @@ from ..state import AppState
 from ..tables import short_labels
 from ..view_cache import weights_shown
 from .common import JS_BREAKABLE, PALETTE, placeholder, section, table, watch
-from .export import export_buttons
+from .export import export_buttons, export_name, name_exports
 from .module_tree import ModuleTree
 from .svg_chart import CHART_CSS, bars
 from .tensor_detail import TensorDetailView
@@ -172,6 +172,7 @@ class WeightMap(pn.viewable.Viewer):
             page=1,
             hidden_columns=["numel", "key"] + ([] if folded else ["parameter"]),
         )
+        name_exports(self._export, export_name("tensors", b.path))
         self._sync_inputs()
         self._update_count()
         self._tree.set_index(b.module_index())
