@@ -189,14 +189,14 @@ def _tagged(objects: list[str]) -> Placed:
 
 
 def _yaml_tags(text: str) -> set[str] | None:
-    """The ``python/...`` tags of a YAML text (None: not YAML, or yaml is not installed).
+    """The ``python/...`` tags of a YAML text (None: none spelled, not YAML).
 
     Composed (scanned and resolved, nothing constructed) as every PyYAML loader composes it;
-    text that does not compose but still spells a python tag is treated as having one."""
+    text that does not compose, or a machine without PyYAML, falls back to the spellings."""
     try:
         import yaml
     except ImportError:
-        return None
+        return _spelled_tags(text)
     if len(text) > MAX_YAML:
         return _spelled_tags(text)
     try:
