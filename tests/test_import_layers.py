@@ -57,10 +57,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     # the entry points: detect, open
     "api": frozenset({"view", "io", "remote", "readers", "formats", "loadable"}),
     # engines over views
-    "diff": frozenset({"view", "io", "remote", "plain", "readers", "api"}),
+    "diff": frozenset({"view", "io", "remote", "natural", "plain", "readers", "api"}),
     "fit": frozenset({"view", "record_table", "io", "readable", "readers", "api"}),
-    "inspect_report": frozenset({"view", "record_table", "plain", "readable", "loadable", "fit"}),
-    "convert": frozenset({"view", "io", "remote", "natural", "readers", "api", "fit"}),
+    "inspect_report": frozenset(
+        {"view", "record_table", "natural", "plain", "readable", "loadable", "fit"}
+    ),
+    "convert": frozenset({"view", "io", "remote", "natural", "readable", "readers", "api", "fit"}),
     "validate": frozenset(
         {"finding", "view", "record_table", "io", "readers", "security", "loadable", "api", "diff"}
     ),
@@ -77,7 +79,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     "cli": frozenset(
         {
-            *("view", "io", "json_stream", "remote", "formats", "api", "demo", "diff", "fit"),
+            *("view", "io", "json_stream", "readable", "remote", "formats", "api", "demo"),
+            *("diff", "fit"),
             *("inspect_report", "convert", "validate", "resume", "timeline", "security"),
             *("repair", "ui"),
         }
