@@ -130,6 +130,11 @@ def judge_streams(
     return out
 
 
+class _Ended(Exception):
+    """The stream ends here, for a reason these readers tell (every byte decoded before was
+    handed out)."""
+
+
 @dataclass
 class Decoded:
     """What a decoder yields: ``data`` (b"" when it takes nothing), ``stop`` (why it stopped
@@ -154,20 +159,22 @@ def decode(buf: Any, start: int, end: int, kind: str, scope: Any) -> Decoded:
         return Decoded(b"", doubt=f"{kind}-compressed: not judged ({package} is not installed)")
     limit = max(MAX_INFLATED - scope.inflated, 0)
     chunks, got, stop = _run(decoder, buf, start, end, limit + 1, None)
-    if stop and not stop.startswith("!") and got <= limit:
+    if stop.startswith("?") and got <= limit:  # a decoder call failed, with what it held
         again, got2, stop2 = _run(decoder, buf, start, end, limit + 1, got)
         if got2 > got:
             chunks, got, stop = again, got2, stop2
-    data = b"".join(chunks)
-    doubt = ""
+    doubt, stop = "", stop.removeprefix("?")
     if stop.startswith("!"):
         doubt, stop = f"{kind}-compressed: {stop[1:]}", ""
     if got > limit:
-        data, stop = data[:limit], ""
+        chunks[-1] = chunks[-1][: len(chunks[-1]) - (got - limit)]
+        stop = ""
         doubt = (
             f"{kind}-compressed to over {limit >> 20} MiB (the file's inflation budget): "
             "not judged completely"
         )
+    data = b"".join(chunks)
+    del chunks[:]
     scope.inflated += len(data)
     return Decoded(data, stop, doubt)
 
@@ -175,8 +182,9 @@ def decode(buf: Any, start: int, end: int, kind: str, scope: Any) -> Decoded:
 def _run(
     decoder: Decoder, buf: Any, start: int, end: int, most: int, fine_from: int | None
 ) -> tuple[list[bytes], int, str]:
-    """(chunks, their length, why it stopped: "" clean, "!..." a limit) for up to ``most``
-    bytes; from output ``fine_from`` on, one byte per decoder call for ``_FINE`` bytes."""
+    """(chunks, their length, why it stopped: "" clean, "!..." a limit, "?..." a decoder call
+    that failed, losing what it held) for up to ``most`` bytes; from output ``fine_from`` on,
+    one byte per decoder call for ``_FINE`` bytes."""
 
     def step(pos: int) -> int:
         if fine_from is not None and fine_from <= pos < fine_from + _FINE:
@@ -191,16 +199,18 @@ def _run(
             got += len(chunk)
             if got >= most:
                 break
+    except _Ended as e:  # everything decoded was handed out before this
+        return chunks, got, f"{e}"
     except MemoryError:
         return chunks, got, "!the decoder ran out of memory"
     except lzma.LZMAError as e:
         if "memory" in str(e).lower():
             return chunks, got, f"!a dictionary over {LZMA_MEMLIMIT >> 20} MiB ({e})"
-        return chunks, got, f"{e}"
+        return chunks, got, f"?{e}"
     except (OSError, EOFError, ValueError, zlib.error, struct.error) as e:
-        return chunks, got, f"{e}"
+        return chunks, got, f"?{e}"
     except Exception as e:  # a third-party decoder's own error
-        return chunks, got, f"{type(e).__name__}: {e}"
+        return chunks, got, f"?{type(e).__name__}: {e}"
     return chunks, got, ""
 
 
@@ -267,7 +277,7 @@ def _streams(
         elif dec.needs_input:  # all input in: what the decoder still holds, then the error
             data = dec.decompress(b"", step(pos))
             if not data:
-                raise EOFError("the stream ends before its end-of-stream marker")
+                raise _Ended("the stream ends before its end-of-stream marker")
         else:
             data = dec.decompress(b"", step(pos))
         first = False
@@ -315,7 +325,7 @@ def _deflate(dec: Any, feed: _Feed, step: Step, pos: int, *, eof_error: bool) ->
             data = dec.decompress(chunk, step(pos))
             if not chunk and not data:  # all input in, and nothing more held
                 if eof_error:
-                    raise EOFError("the stream ends before its end-of-stream marker")
+                    raise _Ended("the stream ends before its end-of-stream marker")
                 return
         if data:
             pos += len(data)
@@ -340,7 +350,7 @@ def _gzip(buf: Any, start: int, end: int, step: Step) -> Iterator[bytes]:
             return
         if bytes(buf[at : at + 2]) != b"\x1f\x8b":
             if member:
-                raise OSError(f"not a gzip member at byte {at - start}")
+                raise _Ended(f"not a gzip member at byte {at - start}")
             return
         feed = _Feed(buf, _gzip_header(buf, at + 2, end), end)
         dec = zlib.decompressobj(-zlib.MAX_WBITS)
@@ -351,10 +361,10 @@ def _gzip(buf: Any, start: int, end: int, step: Step) -> Iterator[bytes]:
         at = feed.at - len(dec.unused_data)
         trailer = bytes(buf[at : min(end, at + 8)])
         if len(trailer) < 8:
-            raise EOFError("a gzip member without its trailer")
+            raise _Ended("a gzip member without its trailer")
         stored_crc, stored_size = struct.unpack("<II", trailer)
         if stored_crc != crc or stored_size != size & 0xFFFFFFFF:
-            raise OSError("a gzip member whose CRC or length does not match")
+            raise _Ended("a gzip member whose CRC or length does not match")
         at, member = at + 8, member + 1
 
 
@@ -372,25 +382,25 @@ def _gzip_header(buf: Any, at: int, end: int) -> int:
     """The offset after a gzip header whose magic ended at ``at`` (``_read_gzip_header``)."""
     fixed = bytes(buf[at : at + 8])
     if len(fixed) < 8:
-        raise EOFError("a gzip header cut short")
+        raise _Ended("a gzip header cut short")
     method, flags = fixed[0], fixed[1]
     if method != 8:
-        raise OSError("a gzip member with an unknown compression method")
+        raise _Ended("a gzip member with an unknown compression method")
     at += 8
     if flags & 4:  # FEXTRA
         raw = bytes(buf[at : at + 2])
         if len(raw) < 2:
-            raise EOFError("a gzip header cut short")
+            raise _Ended("a gzip header cut short")
         at += 2 + struct.unpack("<H", raw)[0]
         if at > end:
-            raise EOFError("a gzip header cut short")
+            raise _Ended("a gzip header cut short")
     for flag in (8, 16):  # FNAME, FCOMMENT: up to a NUL or the end
         if flags & flag:
             at = _after_nul(buf, at, end)
     if flags & 2:  # FHCRC
         at += 2
         if at > end:
-            raise EOFError("a gzip header cut short")
+            raise _Ended("a gzip header cut short")
     return at
 
 
@@ -414,6 +424,6 @@ def _zstd(zstandard: Any) -> Decoder:
                 yield data
             if getattr(dobj, "eof", False):
                 return
-        raise EOFError("the stream ends before its end-of-stream marker")
+        raise _Ended("the stream ends before its end-of-stream marker")
 
     return run
