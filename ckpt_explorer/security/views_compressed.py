@@ -294,8 +294,8 @@ def _lzma(buf: Any, start: int, end: int, step: Step) -> Iterator[bytes]:
 
 def _cap_alone_dict(first: bytes) -> bytes:
     """An lzma-alone header's dictionary size lowered to ``_ALONE_DICT`` (see there)."""
-    if len(first) < 5 or first[0] == 0xFD:
-        return first
+    if len(first) < 5 or first[0] == 0xFD or first.startswith(b"LZIP"):
+        return first  # xz, or lzip (liblzma's auto decoder takes both by their magic)
     size = int.from_bytes(first[1:5], "little")
     if size <= _ALONE_DICT:
         return first
