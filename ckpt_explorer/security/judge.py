@@ -138,7 +138,7 @@ def _judge_bytes(path: Path | Location, label: str, size: int, explained: bool) 
         return Judged(formats=["empty file"])
     torch_suffix = path.suffix.lower() in TORCH_SUFFIXES
     with file_bytes(path, size) as mm:
-        scope = Scope(explained=explained, torch_suffix=torch_suffix)
+        scope = Scope(explained=explained, torch_suffix=torch_suffix, name=path.name)
         judged = judge_region(mm, 0, size, label, scope, top=True)
         found = any(s.walk.did_anything for s in judged.streams) or judged.doubts
         if not found and not explained:  # a DCP data file: its items are judged by the folder

@@ -50,6 +50,7 @@ class Scope:
     archives: int = 0
     explained: bool = False  # a DCP data file: not being one canonical archive is expected
     torch_suffix: bool = True  # torch's weights_only verdict applies to its top-level pickle
+    name: str = ""  # the file's name (pandas.read_pickle picks its decompression by it)
     ops: int = MAX_FILE_OPS  # opcodes left to walk in this file
 
     def walk(self, buf: Any, start: int = 0, end: int | None = None, **kw: Any) -> PickleWalk:

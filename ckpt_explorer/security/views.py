@@ -7,13 +7,15 @@ bytes from being judged completely (*doubts*):
 * ``pickle.load`` / ``pandas.read_pickle`` / ``numpy.load``'s fallback / ``torch.load`` of a
   file that is not a zip: a pickle at byte 0; ``torch.load`` goes on through the five pickles
   of its legacy format as long as the values allow (a magic number it cannot rule out is
-  followed), and first tries the legacy tar format (:mod:`.views_misc`);
+  followed), and first tries the legacy tar format (:mod:`.views_archive`);
 * ``joblib.load``: the same pickle, with each ``NumpyArrayWrapper``'s array read from the
   stream where joblib reads it (an object array is a pickle of its own there);
 * zips (torch's reader and Python's ``zipfile``, :mod:`.views_zip`): every member, each judged
   as bytes of its own (``data.pkl``, ``.npz`` members, ``.pt2`` weights, nested archives);
-* ``.npy`` object arrays, gzip / bz2 / xz / lzma / zlib streams (joblib, pandas), the pickled
-  values of ColossalAI's flattened optimizer safetensors.
+* tar archives (torch's legacy format, ``pandas.read_pickle``), every member judged
+  (:mod:`.views_archive`); compressed streams decoded as leniently as joblib and pandas
+  decode them, pandas' choice by the file's suffix included (:mod:`.views_compressed`);
+* ``.npy`` object arrays, the pickled values of ColossalAI's flattened optimizer safetensors.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import views_misc, views_zip
+from . import views_archive, views_compressed, views_misc, views_zip
 from .judged import Judged, Scope, Stream
 from .pickle_machine import Glob, Made, PickleWalk, Tup
 
@@ -62,27 +64,23 @@ def judge_region(
         out.doubts.append(f"{where}: containers nested more than {MAX_DEPTH} deep")
         return out
     head = bytes(buf[start : start + 16])
+    tar = views_archive.is_tar(buf, start, end)
     if views_zip.may_be_zip(buf, start, end, head):
-        out.add(views_zip.judge_zip(buf, start, end, where, scope, depth, judge_region))
+        zipped = views_zip.judge_zip(buf, start, end, where, scope, depth, judge_region)
+        out.add(views_archive.zip_in_tar(zipped, where) if tar else zipped)
     # a zip too (pickle.load stops at its "P" unless the unpickler has a persistent_load)
     torch_loads = top and (torch_member or scope.torch_suffix) and head[:4] != views_zip.LOCAL_SIG
     out.add(_pickle_chain(buf, start, end, where, torch_member, torch_loads, scope, depth))
-    if views_misc.is_tar(buf, start, end):
-        out.add(views_misc.judge_tar(buf, start, end, where, scope))
+    if tar:
+        out.add(views_archive.judge_tar(buf, start, end, where, scope, depth, judge_region))
     if head.startswith(b"\x93NUMPY"):
         out.add(views_misc.judge_npy(buf, start, end, where, scope))
-    compressed = views_misc.compression(head)
-    if compressed:
-        inner, doubt = views_misc.decompress(buf, start, end, compressed, scope)
-        if doubt:
-            out.doubts.append(f"{where}: {doubt}")
-        if inner is not None:
-            out.formats.append(f"{compressed} stream")
-            out.add(
-                judge_region(
-                    inner, 0, len(inner), f"{where} ({compressed}-decompressed)", scope, depth + 1
-                )
-            )
+    name = scope.name if top else ""  # pandas.read_pickle decompresses by the file's suffix
+    out.add(
+        views_compressed.judge_streams(
+            buf, start, end, where, head, scope, depth, judge_region, name
+        )
+    )
     out.add(views_misc.judge_safetensors_values(buf, start, end, where, head, scope))
     return out
 
