@@ -369,7 +369,6 @@ def test_pandas_each_compression_is_safe(tmp_path: Path, suffix: str) -> None:
     assert verdict.verdict == "safe", verdict.reasons
 
 
-@pytest.mark.xfail(reason="pandas' and numpy's protocol-5 globals not in the allow-list yet")
 @pytest.mark.parametrize("value", ["array", "frame"])
 def test_pandas_numpy_and_dataframe_are_safe(tmp_path: Path, value: str) -> None:
     path = tmp_path / "frame.pkl.gz"
