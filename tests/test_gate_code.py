@@ -291,3 +291,22 @@ def test_deepspeeds_own_recovery_scripts_are_not_code(tmp_path: Path, name: str)
     assert _verdicts(tmp_path)[name].verdict == "data"
     (tmp_path / name).write_bytes(real.read_bytes() + b"\nimport os\n")  # altered: code
     assert _verdicts(tmp_path)[name].verdict == "code"
+
+
+@pytest.mark.parametrize("name", ["zero_to_fp32.py", "zero_to_torch.py"])
+def test_release_table_holds_the_installed_deepspeeds_copy(name: str) -> None:
+    """The release digests (security/known_scripts.py) were taken from DeepSpeed's source
+    distributions: the installed release's own file must be among them, under its version."""
+    import hashlib
+    import importlib.metadata
+
+    import deepspeed
+
+    from ckpt_explorer.security.known_scripts import DEEPSPEED_SCRIPTS
+
+    real = Path(deepspeed.__file__).parent / "utils" / name
+    releases = DEEPSPEED_SCRIPTS[name][hashlib.sha256(real.read_bytes()).hexdigest()]
+    version = importlib.metadata.version("deepspeed")
+    first, _, last = releases.partition("-")
+    as_tuple = lambda v: tuple(int(x) for x in v.split("."))  # noqa: E731
+    assert as_tuple(first) <= as_tuple(version) <= as_tuple(last or first)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io.location import Location, as_location
+from .known_scripts import released_copy
 from .site_pth import PthLine, exec_line
 from .startup_imports import STARTUP_IMPORTS
 
@@ -109,24 +110,25 @@ def _installed_digest(rel: str) -> str | None:
 
 
 def installed_copy(entry: Location) -> str:
-    """How ``entry`` is a byte-identical copy of a script an installed library writes beside
-    its checkpoints (DeepSpeed's ``zero_to_fp32.py``), or "": such a copy adds no code that is
-    not installed already (another version's copy is judged as code)."""
+    """How ``entry`` is a byte-identical copy of a script a library writes beside its
+    checkpoints (DeepSpeed's ``zero_to_fp32.py``: the installed one's, or a release's, see
+    :mod:`.known_scripts`), or "": such a copy adds no code that its library did not publish
+    (other content under that name is judged as code)."""
     import hashlib
 
     known = _COPIED_SCRIPTS.get(entry.name)
     if known is None or not entry.is_file():
         return ""
-    digest = _installed_digest(known[1])
     try:
-        same = digest is not None and hashlib.sha256(entry.read_bytes()).hexdigest() == digest
+        digest = hashlib.sha256(entry.read_bytes()).hexdigest()
     except OSError:
         return ""
-    return (
-        f"byte for byte the installed {known[0]}'s {known[1]}, which it copies beside its checkpoints"
-        if same
-        else ""
-    )
+    if digest == _installed_digest(known[1]):
+        return f"byte for byte the installed {known[0]}'s {known[1]}, which it copies beside its checkpoints"
+    release = released_copy(entry.name, digest)
+    if release:
+        return f"byte for byte {release}'s {known[1]}, which it copies beside its checkpoints"
+    return ""
 
 
 def folder_code(
