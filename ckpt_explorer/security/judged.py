@@ -3,13 +3,19 @@ that keep the bytes from being judged completely, and the per-file budgets (see 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .pickle_machine import PickleWalk, walk_pickle
+from .pickle_machine import Budget, PickleWalk, anon_memory, walk_pickle
 
 MAX_INFLATED = 256 * 2**20  # bytes inflated or decompressed per file, in all
 MAX_FILE_OPS = 100_000_000  # opcodes walked per file, over all its pickles
+# A hostile file is answered (unverified, naming the limit) within these: the walks of one
+# file stop at the deadline, and when the process holds more anonymous memory than it did
+# when the file was opened plus MAX_FILE_MEMORY (decompressed bytes count too).
+FILE_SECONDS = 8.0
+MAX_FILE_MEMORY = 512 * 2**20
 
 
 @dataclass
@@ -22,6 +28,7 @@ class Stream:
     buf: Any
     torch_loads: bool = False
     findings: list[Any] | None = None  # judged while the bytes are still mapped
+    only_code: bool = False  # bytes that merely look like a pickle: only code found counts
 
 
 @dataclass
@@ -51,10 +58,22 @@ class Scope:
     explained: bool = False  # a DCP data file: not being one canonical archive is expected
     torch_suffix: bool = True  # torch's weights_only verdict applies to its top-level pickle
     ops: int = MAX_FILE_OPS  # opcodes left to walk in this file
+    seconds: float = FILE_SECONDS
+    memory: int = MAX_FILE_MEMORY
+    budget: Budget = field(init=False)
+
+    def __post_init__(self) -> None:
+        base = anon_memory()
+        self.budget = Budget(
+            deadline=time.monotonic() + self.seconds,
+            memory=None if base is None else base + self.memory,
+            seconds=self.seconds,
+            memory_words=f"{self.memory / 2**20:g} MiB",
+        )
 
     def walk(self, buf: Any, start: int = 0, end: int | None = None, **kw: Any) -> PickleWalk:
-        """:func:`walk_pickle` within the file's opcode budget."""
-        walk = walk_pickle(buf, start, end, max_ops=max(self.ops, 1), **kw)
+        """:func:`walk_pickle` within the file's budgets (opcodes, time, memory)."""
+        walk = walk_pickle(buf, start, end, max_ops=max(self.ops, 1), budget=self.budget, **kw)
         self.ops -= walk.ops
         return walk
 
