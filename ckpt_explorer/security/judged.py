@@ -14,7 +14,7 @@ MAX_FILE_OPS = 100_000_000  # opcodes walked per file, over all its pickles
 # A hostile file is answered (unverified, naming the limit) within these: the walks of one
 # file stop at the deadline, and when the process holds more anonymous memory than it did
 # when the file was opened plus MAX_FILE_MEMORY (decompressed bytes count too).
-FILE_SECONDS = 8.0
+FILE_SECONDS = 6.0
 MAX_FILE_MEMORY = 512 * 2**20
 
 
@@ -57,9 +57,9 @@ class Scope:
     archives: int = 0
     explained: bool = False  # a DCP data file: not being one canonical archive is expected
     torch_suffix: bool = True  # torch's weights_only verdict applies to its top-level pickle
-    ops: int = MAX_FILE_OPS  # opcodes left to walk in this file
-    seconds: float = FILE_SECONDS
-    memory: int = MAX_FILE_MEMORY
+    ops: int = field(default_factory=lambda: MAX_FILE_OPS)  # opcodes left to walk in this file
+    seconds: float = field(default_factory=lambda: FILE_SECONDS)
+    memory: int = field(default_factory=lambda: MAX_FILE_MEMORY)
     budget: Budget = field(init=False)
 
     def __post_init__(self) -> None:

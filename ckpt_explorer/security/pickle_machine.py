@@ -394,9 +394,12 @@ class _Machine:
         return Opaque(f"what {ref.qualified} loads")
 
     def _calls_argument(
-        self, opcode: str, at: int, ref: GlobalRef, items: tuple[Any, ...] | None
+        self, opcode: str, at: int, ref: GlobalRef, items: tuple[Any, ...] | None, depth: int = 0
     ) -> None:
         """``ref`` calls one of its arguments: that is judged as a call of the argument."""
+        if depth > 8:
+            self.doubt(at, f"{opcode} calls functions that call their arguments, over 8 deep")
+            return
         if items is None:
             self.doubt(at, f"{opcode} calls {ref.qualified} with arguments the walk cannot know")
             return
@@ -406,7 +409,10 @@ class _Machine:
                 self.w.calls.append(Call(via, at, callee.ref))
                 if callee.ref.qualified in BYTE_LOADERS:
                     self.load_bytes(via, at, callee.ref, call_args, pushed=True)
-            elif isinstance(callee, Made | Opaque):
+                elif callee.ref.qualified in CALLS_ARGUMENT:
+                    self._calls_argument(via, at, callee.ref, call_args, depth + 1)
+            elif isinstance(callee, Made | Opaque) and call_args != ():
+                # (a class given by name is instantiated; an object made here is not called)
                 self.w.calls.append(Call(via, at, None))
                 self.doubt(at, f"{via} calls an object made inside the pickle")
 
@@ -541,6 +547,8 @@ def _stop(m: _Machine, at: int) -> bool:
 
 def _mark(m: _Machine, at: int) -> bool:
     m.marks.append(len(m.stack))
+    if len(m.marks) > MAX_STACK:
+        raise _Limit(f"over {MAX_STACK:,} open marks (the walk's memory limit)")
     return False
 
 

@@ -104,8 +104,8 @@ def _pickle_chain(
     """
     out = Judged()
     first = scope.walk(buf, start, end, torch_zip=torch_member)
-    if not first.did_anything:
-        return out
+    if not first.did_anything and not first.limit:
+        return out  # the load fails at once (a limit reached is a doubt: judged below)
     out.streams.append(Stream(where, first, buf, torch_loads))
     out.add(nested_loads(first, buf, where, scope, depth))
     out.formats.append("torch data.pkl" if torch_member else "pickle")
