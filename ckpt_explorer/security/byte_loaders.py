@@ -44,7 +44,6 @@ BYTE_LOADERS: dict[str, int | None] = {
     "torch._dynamo.package.load_guards_state": 0,
     # numpy (lib/_npyio_impl.py, lib/_format_impl.py)
     "numpy.load": None,
-    "numpy.lib.npyio.load": None,
     "numpy.lib._npyio_impl.load": None,
     "numpy.lib.format.read_array": None,
     "numpy.lib._format_impl.read_array": None,
