@@ -9,15 +9,13 @@ zip (deflated ``archive/data.pkl``) and gzip-compressed three times; then runs, 
 alternating, a fresh ``ckpt-explorer scan FILE`` and the baselines of the same run: a trivial
 Python start-up, ``scan`` of a tiny benign pickle (the tool's own start-up), and the file's real
 consumer (``pickle.load`` of the decompressed stream, killed after 60 s). Each process's peak
-anonymous memory (``RssAnon`` of ``/proc/PID/status``, sampled every 5 ms) and ``VmHWM``
-(``wait4``'s ``ru_maxrss``) are reported beside its wall time and exit code.
+anonymous memory and ``VmHWM`` (both from ``/proc/PID/status``, sampled every 5 ms) are reported beside its wall time and exit code.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import os
 import pickle
 import statistics
 import struct
@@ -31,18 +29,37 @@ from pathlib import Path
 WALL_LIMIT_S = 120.0
 
 
+FLOODS = (
+    "memo", "sparse memo", "opcodes", "containers", "marks", "nested tuples", "shared lists"
+)  # fmt: skip
+
+
+def flood(name: str, ops: int) -> bytes:
+    """A pickle of about ``ops`` opcodes that a walk cannot finish cheaply."""
+    if name == "memo":  # MEMOIZE of one object, over and over
+        return b"\x80\x04N" + b"\x94" * ops + b"."
+    if name == "sparse memo":  # LONG_BINPUT at scattered indices
+        return (
+            b"\x80\x04N"
+            + b"".join(b"r" + struct.pack("<I", 3 * i + 7) for i in range(ops // 5))
+            + b"."
+        )
+    if name == "opcodes":  # NONE, POP, over and over: nothing kept
+        return b"\x80\x04" + b"N0" * (ops // 2) + b"N."
+    if name == "containers":  # an empty list per opcode, all kept on the stack
+        return b"\x80\x04" + b"]" * ops + b"."
+    if name == "marks":  # open marks
+        return b"\x80\x04" + b"(" * ops + b"N."
+    if name == "nested tuples":  # each tuple in the next
+        return b"\x80\x04)" + b"\x85" * ops + b"."
+    if name == "shared lists":  # lists of 256 references to one object
+        return b"\x80\x04]\x94" + (b"(" + b"h\x00" * 256 + b"l") * (ops // 258) + b"."
+    raise ValueError(name)  # fmt: skip
+
+
 def floods(ops: int) -> dict[str, bytes]:
-    """name -> a pickle of about ``ops`` opcodes that a walk cannot finish cheaply."""
-    shared = b"(" + b"h\x00" * 256 + b"l"
-    return {
-        "memo": b"\x80\x04N" + b"\x94" * ops + b".",
-        "sparse memo": b"\x80\x04N" + b"".join(b"r" + struct.pack("<I", 3 * i + 7) for i in range(ops // 5)) + b".",
-        "opcodes": b"\x80\x04" + b"N0" * (ops // 2) + b"N.",
-        "containers": b"\x80\x04" + b"]" * ops + b".",
-        "marks": b"\x80\x04" + b"(" * ops + b"N.",
-        "nested tuples": b"\x80\x04)" + b"\x85" * ops + b".",
-        "shared lists": b"\x80\x04]\x94" + shared * (ops // 258) + b".",
-    }  # fmt: skip
+    """name -> each flood of about ``ops`` opcodes."""
+    return {name: flood(name, ops) for name in FLOODS}
 
 
 def torch_zip(data: bytes) -> bytes:
@@ -70,47 +87,54 @@ def make(root: Path, ops: int) -> dict[str, Path]:
     """Write every flood in every wrapper under ``root``; name -> path."""
     root.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, data in floods(ops).items():
-        for how, (suffix, blob) in wrapped(data).items():
+    for name in FLOODS:  # one at a time: the processes measured fork from this one
+        for how, (suffix, blob) in wrapped(flood(name, ops)).items():
             path = root / f"{name.replace(' ', '_')}-{how.replace(' ', '')}{suffix}"
             path.write_bytes(blob)
             out[f"{name}, {how}"] = path
     return out
 
 
-def _rss_anon(pid: int) -> int:
+def _status(pid: int) -> tuple[int, int]:
+    """(RssAnon, VmHWM) of a process, bytes (0 when gone)."""
+    anon = hwm = 0
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
+                    anon = int(line.split()[1]) * 1024
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 0
+    return anon, hwm
 
 
 def measure(argv: list[str]) -> tuple[float, int, int, int]:
-    """(seconds, peak RssAnon bytes, VmHWM bytes, exit code) of one fresh process."""
+    """(seconds, peak RssAnon bytes, VmHWM bytes, exit code) of one fresh process; both
+    sampled from /proc every 5 ms (``wait4``'s ``ru_maxrss`` would count this process's pages
+    the child had before its exec)."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = [0]
+    peak = [0, 0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _rss_anon(proc.pid))
+            anon, hwm = _status(proc.pid)
+            peak[0], peak[1] = max(peak[0], anon), max(peak[1], hwm)
             time.sleep(0.005)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     timer = threading.Timer(WALL_LIMIT_S, proc.kill)
     timer.start()
-    _, status, usage = os.wait4(proc.pid, 0)
+    status = proc.wait()
     seconds = time.monotonic() - start
     timer.cancel()
     done.set()
     sampler.join()
-    return seconds, peak[0], usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
+    return seconds, peak[0], peak[1], status
 
 
 _CONSUMER = (

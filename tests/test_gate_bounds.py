@@ -87,3 +87,26 @@ def test_the_cli_answers_a_compressed_memo_flood_with_unverified(tmp_path: Path)
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "UNVERIFIED" in proc.stdout.upper() and "limit" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_the_compact_memo_keeps_the_unpicklers_rules() -> None:
+    """Memo entries kept in a list where dense: a negative GET still fails as in C, entries put
+    ahead of the dense run still count for MEMOIZE's numbering."""
+    import pickle
+
+    from ckpt_explorer.security.pickle_machine import walk_pickle
+
+    negative = b"\x80\x02N\x94g-1\n."
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(negative)
+    assert not walk_pickle(negative).complete
+    # PUT 1 ahead of the dense run: MEMOIZE numbers by filled slots (1), so both MEMOIZEs
+    # overwrite entry 1, and entry 0 never exists
+    ahead = b"\x80\x04K\x07p1\n0N\x94\x8c\x01s\x94h\x01h\x01\x86."
+    assert pickle.loads(ahead) == ("s", "s")
+    walk = walk_pickle(ahead)
+    assert walk.complete and walk.value.items == ("s", "s")
+    gap = ahead.replace(b"h\x01h\x01", b"h\x01h\x00")
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(gap)
+    assert not walk_pickle(gap).complete

@@ -308,7 +308,7 @@ class _Machine:
 
     def memo_put(self, idx: int, value: Any) -> None:
         dense = self.memo_dense
-        if idx < len(dense):
+        if 0 <= idx < len(dense):
             dense[idx] = value
             return
         if idx == len(dense):
@@ -322,7 +322,7 @@ class _Machine:
             raise _Limit(f"over {MAX_MEMO:,} memo entries (the walk's memory limit)")
 
     def memo_get(self, idx: int) -> Any:
-        if idx < len(self.memo_dense):
+        if 0 <= idx < len(self.memo_dense):
             return self.memo_dense[idx]
         if idx not in self.memo:
             raise _Stop(f"Memo value not found at index {idx}")
