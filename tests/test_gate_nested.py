@@ -193,6 +193,13 @@ def test_real_outputs_that_use_these_functions_stay_as_they_were(tmp_path: Path)
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
         pickle.loads(data)
+    import joblib
+
+    joblib.dump(
+        {"t": tensors, "a": np.arange(3), "o": np.array([torch.ones(1), 1], dtype=object)},
+        tmp_path / "mixed.joblib",
+    )
+    joblib.load(tmp_path / "mixed.joblib")
     torch.save(tensors, tmp_path / "params.pt")
     torch.save(tensors, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     for path in sorted(tmp_path.iterdir()):

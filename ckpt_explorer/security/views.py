@@ -111,7 +111,7 @@ def _pickle_chain(
     out.formats.append("torch data.pkl" if torch_member else "pickle")
     names = {g.qualified for g in first.globals}
     if names & _JOBLIB_WRAPPERS:
-        out.add(_joblib(buf, start, end, where, scope))
+        out.add(_joblib(buf, start, end, where, scope, depth))
     if names & _JOBLIB_OLD:
         out.doubts.append(
             f"{where}: an old joblib NDArrayWrapper, which makes joblib.load numpy.load another "
@@ -183,7 +183,7 @@ def _embedded(walk: PickleWalk, buf: Any, where: str, scope: Scope) -> list[Stre
     return out
 
 
-def _joblib(buf: Any, start: int, end: int, where: str, scope: Scope) -> Judged:
+def _joblib(buf: Any, start: int, end: int, where: str, scope: Scope, depth: int) -> Judged:
     """The stream as ``joblib.load`` reads it: each array's bytes skipped where joblib reads
     them, and an object array's own pickle walked."""
     out = Judged()
@@ -216,6 +216,8 @@ def _joblib(buf: Any, start: int, end: int, where: str, scope: Scope) -> Judged:
     walk = scope.walk(buf, start, end, on_build=on_build)
     out.streams.append(Stream(f"{where}, as joblib.load reads it", walk, buf))
     out.formats.append("joblib")
+    for s in list(out.streams):  # what their byte loaders load (after the walk: one at a time)
+        out.add(nested_loads(s.walk, buf, s.where, scope, depth))
     return out
 
 
