@@ -3,6 +3,7 @@ that keep the bytes from being judged completely, and the per-file budgets (see 
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,9 +14,23 @@ MAX_INFLATED = 256 * 2**20  # bytes inflated or decompressed per file, in all
 MAX_FILE_OPS = 100_000_000  # opcodes walked per file, over all its pickles
 # A hostile file is answered (unverified, naming the limit) within these: the walks of one
 # file stop at the deadline, and when the process holds more anonymous memory than it did
-# when the file was opened plus MAX_FILE_MEMORY (decompressed bytes count too).
-FILE_SECONDS = 6.0
-MAX_FILE_MEMORY = 512 * 2**20
+# when the file was opened plus MAX_FILE_MEMORY (decompressed bytes count too). A very large
+# benign pickle (millions of objects) can reach the time limit on a slow machine: the
+# environment variables raise both.
+SECONDS_ENV = "CKPT_EXPLORER_SCAN_SECONDS"
+MEMORY_ENV = "CKPT_EXPLORER_SCAN_MEMORY_MIB"
+
+
+def _env_number(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+FILE_SECONDS = _env_number(SECONDS_ENV, 6.0)
+MAX_FILE_MEMORY = int(_env_number(MEMORY_ENV, 512) * 2**20)
 
 
 @dataclass
@@ -68,7 +83,8 @@ class Scope:
             deadline=time.monotonic() + self.seconds,
             memory=None if base is None else base + self.memory,
             seconds=self.seconds,
-            memory_words=f"{self.memory / 2**20:g} MiB",
+            seconds_words=f"{self.seconds:g} s per file ({SECONDS_ENV} raises it)",
+            memory_words=f"{self.memory / 2**20:g} MiB per file ({MEMORY_ENV} raises it)",
         )
 
     def walk(self, buf: Any, start: int = 0, end: int | None = None, **kw: Any) -> PickleWalk:

@@ -19,6 +19,7 @@ loader could reach.
 from __future__ import annotations
 
 import _compat_pickle
+import functools
 import os
 import struct
 import time
@@ -50,7 +51,7 @@ class GlobalRef:
     opcode: str  # GLOBAL, STACK_GLOBAL, INST or EXT1/2/4
     raw: tuple[str, str] | None = None  # the names as written, when a rename applied
 
-    @property
+    @functools.cached_property
     def qualified(self) -> str:
         return f"{self.module}.{self.name}"
 
@@ -180,7 +181,8 @@ class Budget:
 
     deadline: float | None = None
     memory: int | None = None
-    seconds: float = 0.0  # the time limit in words
+    seconds: float = 0.0
+    seconds_words: str = ""  # the limits in words
     memory_words: str = ""
 
 
@@ -308,6 +310,11 @@ class _Machine:
 
     def memo_put(self, idx: int, value: Any) -> None:
         dense = self.memo_dense
+        if idx == len(dense) and not self.memo:  # the usual case: the next free slot
+            dense.append(value)
+            if idx >= MAX_MEMO:
+                raise _Limit(f"over {MAX_MEMO:,} memo entries (the walk's memory limit)")
+            return
         if 0 <= idx < len(dense):
             dense[idx] = value
             return
@@ -487,11 +494,11 @@ class _Machine:
     def _check_budget(self, at: int) -> None:
         budget = self.budget
         if budget.deadline is not None and time.monotonic() > budget.deadline:
-            raise _Limit(f"over the time limit of {budget.seconds:g} s per file")
+            raise _Limit(f"over the time limit of {budget.seconds_words}")
         if budget.memory is not None:
             used = anon_memory()
             if used is not None and used > budget.memory:
-                raise _Limit(f"over the memory limit of {budget.memory_words} per file")
+                raise _Limit(f"over the memory limit of {budget.memory_words}")
 
     def _run(self) -> PickleWalk:
         w = self.w
