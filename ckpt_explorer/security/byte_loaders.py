@@ -82,7 +82,15 @@ BYTE_LOADERS: dict[str, int | None] = {
 
 # Allow-listed functions that call an argument: qualified name -> (which argument is called,
 # what it is called with: ("tuple", i) the tuple argument i, ("one", i) argument i alone,
-# ("none",) nothing). From their sources (torch/_tensor.py, numpy/random/_pickle.py).
+# ("none",) nothing). From their sources (torch/_tensor.py, numpy/random/_pickle.py). The
+# other allow-listed functions that take a class or callable only make an instance of it or
+# keep it, never call a function with arguments of the pickle's choosing:
+# copyreg._reconstructor(cls, base, state) calls base.__new__ / base.__init__ (a function has
+# no such constructor: the load fails), copyreg.__newobj__/__newobj_ex__ call cls.__new__,
+# numpy's multiarray._reconstruct and torch._utils._rebuild_wrapper_subclass make an instance
+# of their class argument, _rebuild_parameter(_with_state) keeps backward_hooks,
+# collections.defaultdict keeps its factory, torch.jit._pickle.restore_type_tag returns its
+# argument. A byte loader passed to any of them stays unverified (it is not called on bytes).
 CALLS_ARGUMENT: dict[str, tuple[tuple[int, tuple[Any, ...]], ...]] = {
     # ret = func(*args), then ret.as_subclass(type) and its state set
     "torch._tensor._rebuild_from_type_v2": ((0, ("tuple", 2)),),
