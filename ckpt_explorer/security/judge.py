@@ -35,7 +35,7 @@ from ..io.location import Location, as_location
 from ..io.range_buffer import RangeBuffer
 from .inert import inert_reason, what_it_does
 from .known_formats import PROVEN, place
-from .pickle_machine import GlobalRef, PickleWalk, walk_pickle
+from .pickle_machine import BigBytes, GlobalRef, PickleWalk, walk_pickle
 from .views import Judged, Scope, Stream, judge_region
 from .weights_only import refusals
 
@@ -59,6 +59,7 @@ _UNVERIFIED_HINT = (
     "It could not be proven safe: load it only if you trust its source, or re-save it from a "
     "trusted copy with torch.save / safetensors and scan again."
 )
+EMBEDDED_OPS = 5_000_000  # opcodes of embedded pickles walked per stream by stream_findings
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt", ".pt2", ".tar"})
 
 
@@ -204,9 +205,17 @@ def _unique(findings: list[Finding]) -> list[Finding]:
 
 
 def stream_findings(stream: Stream, where: str) -> list[Finding]:
-    """The findings of one walked pickle: code execution, doubts, torch's own refusal."""
+    """The findings of one walked pickle: code execution, doubts, torch's own refusal.
+
+    A stream of bytes that merely look like a pickle (``only_code``) gives its code findings
+    only. Bytes a byte loader loads that no view judged (:func:`.views.nested_loads` judges them
+    where the pickle is a file's) make the file unverified; embedded pickles no view walked are
+    walked here, all of them, within :data:`EMBEDDED_OPS` opcodes.
+    """
     walk = stream.walk
     out = _code_findings(walk, where)
+    if stream.only_code:
+        return [f for f in out if f.rule == CODE]
     out += [
         Finding(UNVERIFIED, "error", f"{where}: at byte {at} {why}", _UNVERIFIED_HINT)
         for at, why in walk.doubts
@@ -221,12 +230,45 @@ def stream_findings(stream: Stream, where: str) -> list[Finding]:
                 "",
             )
         )
-    for offset, inner in walk.embedded[:8]:
-        nested = walk_pickle(inner)
-        inner_where = f"{where}, a pickle embedded as bytes at byte {offset}"
-        out += [f for f in _code_findings(nested, inner_where) if f.rule == CODE]
+    for at, loader, _data in walk.nested_loads:
+        out.append(
+            Finding(
+                UNVERIFIED,
+                "error",
+                f"{where}: the bytes {loader} loads at byte {at} are not judged here",
+                _UNVERIFIED_HINT,
+            )
+        )
+    out += _embedded_findings(stream, where)
     if stream.torch_loads and stream.buf is not None:
         out += _refusal(stream, where)
+    return out
+
+
+def _embedded_findings(stream: Stream, where: str) -> list[Finding]:
+    """Code in the embedded pickles of a stream no view walked them for (all of them)."""
+    out: list[Finding] = []
+    budget = EMBEDDED_OPS
+    todo = [(stream.walk, stream.buf, where)]
+    while todo:
+        walk, buf, label = todo.pop()
+        for offset, inner in walk.embedded:
+            inner_where = f"{label}, a pickle embedded as bytes at byte {offset}"
+            if isinstance(inner, BigBytes):
+                if buf is None:
+                    out.append(Finding(UNVERIFIED, "error", f"{inner_where}: not walked", ""))
+                    continue
+                nested = walk_pickle(buf, inner.offset, inner.offset + inner.length, max_ops=budget)
+                inner_buf = buf
+            else:
+                nested = walk_pickle(inner, max_ops=budget)
+                inner_buf = inner
+            budget = max(budget - nested.ops, 1)
+            out += [f for f in _code_findings(nested, inner_where) if f.rule == CODE]
+            if nested.limit or budget <= 1:
+                msg = f"{inner_where}: over {EMBEDDED_OPS:,} opcodes in embedded pickles"
+                return [*out, Finding(UNVERIFIED, "error", msg, _UNVERIFIED_HINT)]
+            todo.append((nested, inner_buf, inner_where))
     return out
 
 

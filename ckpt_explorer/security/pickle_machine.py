@@ -19,16 +19,23 @@ loader could reach.
 from __future__ import annotations
 
 import _compat_pickle
+import functools
+import os
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import pickle_text as text
+from .byte_loaders import BYTE_LOADERS, CALLS_ARGUMENT, called_arguments
 from .pickle_text import Ambiguous, TextArgError
 
 MAX_OPS = 50_000_000  # opcodes walked per pickle before the walk gives up (a doubt)
-MAX_STACK = 5_000_000  # live stack entries before the walk gives up
+MAX_STACK = 2_000_000  # live stack entries before the walk gives up (a doubt)
+MAX_MEMO = 8_000_000  # memo entries before the walk gives up (a doubt)
+MAX_KEPT_BYTES = 64 * 2**20  # byte and text constants copied out of the buffer, in all
+CHECK_EVERY = 1 << 14  # opcodes between two looks at the clock and the memory in use
 KEEP = 256  # items a container keeps for later evaluation (more are counted, not kept)
 _SSIZE_MAX = 2**63 - 1
 HIGHEST_PROTOCOL = 5
@@ -44,7 +51,7 @@ class GlobalRef:
     opcode: str  # GLOBAL, STACK_GLOBAL, INST or EXT1/2/4
     raw: tuple[str, str] | None = None  # the names as written, when a rename applied
 
-    @property
+    @functools.cached_property
     def qualified(self) -> str:
         return f"{self.module}.{self.name}"
 
@@ -75,8 +82,10 @@ class PickleWalk:
     calls: list[Call] = field(default_factory=list)
     doubts: list[tuple[int, str]] = field(default_factory=list)  # (offset, why)
     opcodes: dict[str, int] = field(default_factory=dict)  # opcode name -> first offset
-    embedded: list[tuple[int, bytes]] = field(default_factory=list)  # bytes that are pickles
-    nested_loads: list[tuple[int, Any]] = field(default_factory=list)  # _load_from_bytes args
+    embedded: list[tuple[int, Any]] = field(default_factory=list)  # bytes / BigBytes: pickles
+    # (offset, byte loader called, the bytes or BigBytes it loads), see :mod:`.byte_loaders`
+    nested_loads: list[tuple[int, str, Any]] = field(default_factory=list)
+    limit: str = ""  # the budget that stopped the walk (time, memory), when one did
     failed_imports: list[str] = field(default_factory=list)  # module names no import finds
     protocol: int = 0
     ops: int = 0
@@ -92,12 +101,12 @@ class PickleWalk:
 # Ambiguous), containers made by opcodes, globals, and objects made by calls.
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Glob:
     ref: GlobalRef
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Made:
     """An object a call made (``by`` the global called; None: persistent_load's result)."""
 
@@ -106,29 +115,29 @@ class Made:
     state: Any = None  # the last BUILD state, when small
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Opaque:
     """A value the walk cannot know (an EXT code, a call of an object made in the pickle)."""
 
     why: str
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Tup:
     items: tuple[Any, ...] | None  # None: too many to keep
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Lst:
     items: list[Any] | None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Dct:
     items: dict[Any, Any] | None  # keys made hashable by _key
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class SetV:
     frozen: bool
 
@@ -161,8 +170,36 @@ class _Stop(Exception):
     """The C unpickler raises here: the load ends."""
 
 
+class _Limit(Exception):
+    """A budget of the walk ran out: the walk gives up (a doubt), the load would go on."""
+
+
+@dataclass
+class Budget:
+    """Limits of one walk beyond its opcodes: a deadline (``time.thread_time``: CPU seconds of
+    the judging thread) and the anonymous memory (bytes) the process may hold; None: no such
+    limit."""
+
+    deadline: float | None = None
+    memory: int | None = None
+    seconds: float = 0.0
+    seconds_words: str = ""  # the limits in words
+    memory_words: str = ""
+
+
+def anon_memory() -> int | None:
+    """Anonymous memory this process holds now (bytes; None where ``/proc`` cannot say)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            fields = f.read().split()
+        return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 LOAD_FROM_BYTES = "torch.storage._load_from_bytes"  # pickle.dumps of a tensor calls it
 GETATTR = "builtins.getattr"
+_BYTE_MAKERS = frozenset({"builtins.bytes", "builtins.bytearray", "__builtin__.bytearray"})
 _LATIN1 = frozenset({"latin1", "latin-1", "iso-8859-1", "iso8859-1", "l1"})
 _TEXT_CODECS = _LATIN1 | {"utf-8", "utf8", "ascii"}
 _BIG = 1 << 20
@@ -174,6 +211,15 @@ def _key(value: Any) -> Any:
 
 def _looks_like_pickle(value: bytes) -> bool:
     return len(value) >= 4 and value[0] == 0x80 and value[1] <= 5 and value[-1:] == b"."
+
+
+def _show(value: Any) -> str:
+    """A value in a message, never recursing into what the pickle built."""
+    if isinstance(value, Ambiguous):
+        return repr(value.candidates())
+    if isinstance(value, str | bytes | int | float | bool | None):
+        return repr(value)[:80]
+    return type(value).__name__
 
 
 class _Machine:
@@ -195,6 +241,11 @@ class _Machine:
         # builtins.getattr: times each reference was pushed / called as getattr(Class, "name")
         self.getattr_pushed: dict[GlobalRef, int] = {}
         self.getattr_resolved: dict[GlobalRef, int] = {}
+        self.budget = Budget()
+        self.kept = 0  # bytes of constants copied out of the buffer
+        self.memo_dense: list[Any] = []  # memo[0..n-1]; the rest in self.memo
+        # references to byte loaders pushed and not yet called on bytes the walk knows
+        self.loader_refs: dict[GlobalRef, int] = {}
 
     # --- reading --------------------------------------------------------------------------
 
@@ -238,7 +289,9 @@ class _Machine:
             self.getattr_pushed[value.ref] = self.getattr_pushed.get(value.ref, 0) + 1
         self.stack.append(value)
         if len(self.stack) > MAX_STACK:
-            raise _Stop("more live objects than the walk keeps")
+            raise _Limit(f"over {MAX_STACK:,} objects on the stack (the walk's memory limit)")
+        if type(value) is Glob and value.ref.qualified in BYTE_LOADERS:
+            self.loader_refs[value.ref] = self.loader_refs.get(value.ref, 0) + 1
 
     def pop(self) -> Any:
         if len(self.stack) <= self.fence:
@@ -263,7 +316,42 @@ class _Machine:
         return items
 
     def memo_put(self, idx: int, value: Any) -> None:
-        self.memo[idx] = value
+        dense = self.memo_dense
+        if idx == len(dense) and not self.memo:  # the usual case: the next free slot
+            dense.append(value)
+            if idx >= MAX_MEMO:
+                raise _Limit(f"over {MAX_MEMO:,} memo entries (the walk's memory limit)")
+            return
+        if 0 <= idx < len(dense):
+            dense[idx] = value
+            return
+        if idx == len(dense):
+            self.memo.pop(idx, None)
+            dense.append(value)
+            while len(dense) in self.memo:  # entries put ahead of the dense run join it
+                dense.append(self.memo.pop(len(dense)))
+        else:
+            self.memo[idx] = value
+        if len(dense) + len(self.memo) > MAX_MEMO:
+            raise _Limit(f"over {MAX_MEMO:,} memo entries (the walk's memory limit)")
+
+    def memo_get(self, idx: int) -> Any:
+        if 0 <= idx < len(self.memo_dense):
+            return self.memo_dense[idx]
+        if idx not in self.memo:
+            raise _Stop(f"Memo value not found at index {idx}")
+        return self.memo[idx]
+
+    @property
+    def memo_len(self) -> int:
+        return len(self.memo_dense) + len(self.memo)
+
+    def keep(self, n: int) -> bool:
+        """Whether ``n`` more bytes of constants may be copied out of the buffer."""
+        if self.kept + n > MAX_KEPT_BYTES:
+            return False
+        self.kept += n
+        return True
 
     # --- globals and calls ----------------------------------------------------------------
 
@@ -281,25 +369,78 @@ class _Machine:
         return ref
 
     def call(self, opcode: str, at: int, callee: Any, args: Any = None) -> Any:
+        """``opcode`` calls ``callee`` (INST: a global not pushed before) with ``args``."""
         if isinstance(callee, Glob):
-            self.w.calls.append(Call(opcode, at, callee.ref))
-            return (
-                self._evaluate(callee.ref, args) if opcode == "REDUCE" else Made(callee.ref, args)
-            )
+            ref = callee.ref
+            self.w.calls.append(Call(opcode, at, ref))
+            items = args.items if isinstance(args, Tup) else None
+            if ref.qualified in BYTE_LOADERS:
+                return self.load_bytes(opcode, at, ref, items, pushed=opcode != "INST")
+            if ref.qualified in CALLS_ARGUMENT:
+                self._calls_argument(opcode, at, ref, items)
+            if opcode in ("REDUCE", "INST", "OBJ"):  # these call a function too
+                return self._evaluate(ref, args)
+            return Made(ref, args)
         if isinstance(callee, Made | Opaque):
             self.w.calls.append(Call(opcode, at, None))
             self.doubt(at, f"{opcode} calls an object made inside the pickle")
             return Opaque("the result of calling an object made inside the pickle")
         raise _Stop(f"{opcode} on an object that is not callable")
 
+    def load_bytes(
+        self, opcode: str, at: int, ref: GlobalRef, items: tuple[Any, ...] | None, *, pushed: bool
+    ) -> Opaque:
+        """A call of a byte loader: its bytes, when the walk knows them, are judged as a file of
+        their own (:func:`.views.nested_loads`); otherwise a doubt names the loader."""
+        index = BYTE_LOADERS[ref.qualified]
+        data = (
+            items[index] if items is not None and index is not None and index < len(items) else None
+        )
+        how = f"{opcode} at byte {at} calls {ref.qualified} (named by {ref.opcode} at byte {ref.offset})"
+        if index is None:
+            self.doubt(at, f"{how}, which loads a file or stream the pickle names: not judged")
+        elif isinstance(data, bytes | BigBytes):
+            self.w.nested_loads.append((at, ref.qualified, data))
+            if pushed and self.loader_refs.get(ref, 0) > 0:
+                self.loader_refs[ref] -= 1
+        else:
+            self.doubt(at, f"{how} on bytes the walk cannot know ({_show(data)}): not judged")
+        return Opaque(f"what {ref.qualified} loads")
+
+    def _calls_argument(
+        self, opcode: str, at: int, ref: GlobalRef, items: tuple[Any, ...] | None, depth: int = 0
+    ) -> None:
+        """``ref`` calls one of its arguments: that is judged as a call of the argument."""
+        if depth > 8:
+            self.doubt(at, f"{opcode} calls functions that call their arguments, over 8 deep")
+            return
+        if items is None:
+            self.doubt(at, f"{opcode} calls {ref.qualified} with arguments the walk cannot know")
+            return
+        via = f"{opcode} (by {ref.qualified})"
+        for callee, call_args in called_arguments(ref.qualified, items):
+            if isinstance(callee, Glob):
+                self.w.calls.append(Call(via, at, callee.ref))
+                if callee.ref.qualified in BYTE_LOADERS:
+                    self.load_bytes(via, at, callee.ref, call_args, pushed=True)
+                elif callee.ref.qualified in CALLS_ARGUMENT:
+                    self._calls_argument(via, at, callee.ref, call_args, depth + 1)
+            elif isinstance(callee, Made | Opaque) and call_args != ():
+                # (a class given by name is instantiated; an object made here is not called)
+                self.w.calls.append(Call(via, at, None))
+                self.doubt(at, f"{via} calls an object made inside the pickle")
+
     def _evaluate(self, ref: GlobalRef, args: Any) -> Any:
-        """A few calls whose result matters: protocol 2's ``_codecs.encode(s, "latin1")``, and
-        ``torch.storage._load_from_bytes(b)`` (a nested ``torch.load`` of ``b``)."""
+        """A few calls whose result matters: ``getattr(Class, "name")`` (a method reached
+        through its class), bytes made in the pickle (protocol 2's ``_codecs.encode(s,
+        "latin1")``, ``bytes``/``bytearray`` of bytes, text or small ints)."""
         if ref.qualified == GETATTR:
             return self._attribute(ref, args)
-        if ref.qualified == LOAD_FROM_BYTES:
+        if ref.qualified in _BYTE_MAKERS:
             items = args.items if isinstance(args, Tup) else None
-            self.w.nested_loads.append((ref.offset, items[0] if items else None))
+            made = _make_bytes(items) if items else None
+            if made is not None and self.keep(len(made)):
+                return self.const_bytes(made, ref.offset)
             return Made(ref, args)
         if ref.qualified in ("_codecs.encode", "codecs.encode"):
             items = args.items if isinstance(args, Tup) else None
@@ -345,6 +486,15 @@ class _Machine:
             self.w.embedded.append((at, value))
         return value
 
+    def big_bytes(self, offset: int, length: int, at: int) -> BigBytes:
+        """Bytes left in the buffer (too long to copy); an embedded pickle all the same."""
+        big = BigBytes(offset, length)
+        if length >= 4:
+            head = bytes(self.data[offset : offset + 2])
+            if head[0] == 0x80 and head[1] <= 5 and self.data[offset + length - 1] == 0x2E:
+                self.w.embedded.append((at, big))
+        return big
+
     def mutate(self, opcode: str, at: int, target: Any) -> None:
         """BUILD / SETITEM(S) / APPEND(S) / ADDITEMS run methods of the target's class."""
         if isinstance(target, Glob):
@@ -358,6 +508,36 @@ class _Machine:
     # --- the loop ---------------------------------------------------------------------------
 
     def run(self) -> PickleWalk:
+        try:
+            self._run()
+        except _Limit as e:
+            self.doubt(self.pos, f"{e}: not walked to its end")
+            self.w.end, self.w.error, self.w.limit = self.pos, "too long to judge", str(e)
+        except (RecursionError, MemoryError) as e:
+            self.doubt(
+                self.pos, f"the walk ran out of memory ({type(e).__name__}): not walked to its end"
+            )
+            self.w.end, self.w.error, self.w.limit = self.pos, "too long to judge", "memory"
+        for ref, n in self.loader_refs.items():
+            if n > 0:
+                self.doubt(
+                    ref.offset,
+                    f"{ref.qualified} (named by {ref.opcode}), which loads bytes, is passed, "
+                    "stored or kept other than called on bytes the walk knows: what it loads is "
+                    "not judged",
+                )
+        return self.w
+
+    def _check_budget(self, at: int) -> None:
+        budget = self.budget
+        if budget.deadline is not None and time.thread_time() > budget.deadline:
+            raise _Limit(f"over the time limit of {budget.seconds_words}")
+        if budget.memory is not None:
+            used = anon_memory()
+            if used is not None and used > budget.memory:
+                raise _Limit(f"over the memory limit of {budget.memory_words}")
+
+    def _run(self) -> PickleWalk:
         w = self.w
         dispatch = _DISPATCH
         try:
@@ -378,9 +558,11 @@ class _Machine:
                 if name not in w.opcodes:
                     w.opcodes[name] = at
                 w.ops += 1
+                if w.ops & (CHECK_EVERY - 1) == 1:
+                    self._check_budget(at)
                 if w.ops > self.max_ops:
                     self.doubt(at, f"over {self.max_ops:,} opcodes: not walked to its end")
-                    w.end, w.error = at, "too long to judge"
+                    w.end, w.error, w.limit = at, "too long to judge", "opcodes"
                     return w
                 if handler[1](self, at):
                     w.end, w.complete = self.pos, True
@@ -409,6 +591,8 @@ def _stop(m: _Machine, at: int) -> bool:
 
 def _mark(m: _Machine, at: int) -> bool:
     m.marks.append(len(m.stack))
+    if len(m.marks) > MAX_STACK:
+        raise _Limit(f"over {MAX_STACK:,} open marks (the walk's memory limit)")
     return False
 
 
@@ -488,8 +672,11 @@ def _size(m: _Machine, n: int, what: str) -> int:
 def _counted_bytes(n: int, kind: str) -> Callable[[_Machine, int], bool]:
     def handler(m: _Machine, at: int) -> bool:
         size = _size(m, n, kind)
-        if size > _BIG:
-            m.push(BigBytes(m.skip(size), size))
+        if size > _BIG or not m.keep(size):
+            at_data = m.skip(size)
+            m.push(
+                m.big_bytes(at_data, size, at) if kind != "BINSTRING" else BigBytes(at_data, size)
+            )
         else:
             value = m.read(size)
             m.push(m.const_bytes(value, at) if kind != "BINSTRING" else text.text_of(value))
@@ -501,7 +688,7 @@ def _counted_bytes(n: int, kind: str) -> Callable[[_Machine, int], bool]:
 def _counted_unicode(n: int) -> Callable[[_Machine, int], bool]:
     def handler(m: _Machine, at: int) -> bool:
         size = _size(m, n, "BINUNICODE")
-        raw = m.read(size) if size <= _BIG else None
+        raw = m.read(size) if size <= _BIG and m.keep(size) else None
         if raw is None:
             m.skip(size)
             m.push(Opaque("a long string"))
@@ -663,9 +850,7 @@ def _build(m: _Machine, at: int) -> bool:
 
 
 def _memo_get(m: _Machine, idx: int) -> None:
-    if idx not in m.memo:
-        raise _Stop(f"Memo value not found at index {idx}")
-    m.push(m.memo[idx])
+    m.push(m.memo_get(idx))
 
 
 def _get(m: _Machine, at: int) -> bool:
@@ -709,7 +894,7 @@ def _long_binput(m: _Machine, at: int) -> bool:
 
 
 def _memoize(m: _Machine, at: int) -> bool:
-    m.memo_put(len(m.memo), m.top())
+    m.memo_put(m.memo_len, m.top())
     return False
 
 
@@ -729,8 +914,7 @@ def _stack_global(m: _Machine, at: int) -> bool:
     if isinstance(name, str | Ambiguous | Made | Opaque) and isinstance(
         module, str | Ambiguous | Made | Opaque
     ):
-        shown = [v.candidates() if isinstance(v, Ambiguous) else v for v in (module, name)]
-        m.doubt(at, f"STACK_GLOBAL with a name the loader decides ({shown[0]!r}, {shown[1]!r})")
+        m.doubt(at, f"STACK_GLOBAL with a name the loader decides ({_show(module)}, {_show(name)})")
         m.push(Opaque("a global whose name the walk cannot know"))
         return False
     raise _Stop("STACK_GLOBAL requires str")
@@ -933,6 +1117,7 @@ def walk_pickle(
     torch_zip: bool = False,
     on_build: BuildHook | None = None,
     max_ops: int = MAX_OPS,
+    budget: Budget | None = None,
 ) -> PickleWalk:
     """Walk the pickle of ``data`` (bytes or a read-only mmap) that starts at ``start``, as
     ``pickle.load`` reads it from there; never raises on bad input.
@@ -943,11 +1128,35 @@ def walk_pickle(
         on_build: called after each BUILD on an object made by a call (joblib reads its arrays
             from the stream right there).
         max_ops: opcodes walked before giving up (a doubt).
+        budget: a deadline and a memory ceiling (a doubt naming the limit when one is reached).
     """
     m = _Machine(
         data, start, len(data) if end is None else end, torch_zip=torch_zip, max_ops=max_ops
     )
     m.on_build = on_build
+    if budget is not None:
+        m.budget = budget
     walk = m.run()
     m.settle_getattr()
     return walk
+
+
+def _make_bytes(items: tuple[Any, ...]) -> bytes | None:
+    """``bytes(x)`` / ``bytearray(x)`` of what the walk knows: bytes, a list or tuple of small
+    ints, text with a text codec; None for anything else."""
+    first = items[0]
+    if isinstance(first, bytes) and len(items) == 1:
+        return first
+    if isinstance(first, Lst | Tup) and first.items is not None and len(items) == 1:
+        values = first.items
+        if all(type(v) is int and 0 <= v < 256 for v in values):
+            return bytes(values)
+        return None
+    if isinstance(first, str) and len(items) >= 2 and isinstance(items[1], str):
+        codec = items[1].lower()
+        if codec in _TEXT_CODECS:
+            try:
+                return first.encode(codec)
+            except (UnicodeEncodeError, LookupError):
+                return None
+    return None

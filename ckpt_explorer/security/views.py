@@ -25,7 +25,7 @@ from typing import Any
 
 from . import views_archive, views_compressed, views_misc, views_zip
 from .judged import Judged, Scope, Stream
-from .pickle_machine import Glob, Made, PickleWalk, Tup
+from .pickle_machine import BigBytes, Glob, Made, PickleWalk, Tup
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C  # torch's legacy format, first of its five pickles
 PROTOCOL_VERSION = 1001
@@ -102,14 +102,14 @@ def _pickle_chain(
     """
     out = Judged()
     first = scope.walk(buf, start, end, torch_zip=torch_member)
-    if not first.did_anything:
-        return out
+    if not first.did_anything and not first.limit:
+        return out  # the load fails at once (a limit reached is a doubt: judged below)
     out.streams.append(Stream(where, first, buf, torch_loads))
-    out.add(nested_loads(first, where, scope, depth))
+    out.add(nested_loads(first, buf, where, scope, depth))
     out.formats.append("torch data.pkl" if torch_member else "pickle")
     names = {g.qualified for g in first.globals}
     if names & _JOBLIB_WRAPPERS:
-        out.add(_joblib(buf, start, end, where, scope))
+        out.add(_joblib(buf, start, end, where, scope, depth))
     if names & _JOBLIB_OLD:
         out.doubts.append(
             f"{where}: an old joblib NDArrayWrapper, which makes joblib.load numpy.load another "
@@ -129,7 +129,7 @@ def _pickle_chain(
         label = f"the {name} pickle" if legacy else f"pickle {i + 1} after it"
         if walk.did_anything:
             out.streams.append(Stream(f"{where}, {label}", walk, buf, torch_loads))
-            out.add(nested_loads(walk, f"{where}, {label}", scope, depth))
+            out.add(nested_loads(walk, buf, f"{where}, {label}", scope, depth))
         if not walk.complete:
             break
         if i == 1 and isinstance(walk.value, int) and walk.value != PROTOCOL_VERSION:
@@ -140,20 +140,48 @@ def _pickle_chain(
     return out
 
 
-def nested_loads(walk: PickleWalk, where: str, scope: Scope, depth: int) -> Judged:
-    """``torch.storage._load_from_bytes(b)`` calls ``torch.load(b, weights_only=False)``:
-    ``b`` (a constant in the pickle) is judged as a file of its own."""
+def nested_loads(walk: PickleWalk, buf: Any, where: str, scope: Scope, depth: int) -> Judged:
+    """What the pickle's byte loaders load (``torch.storage._load_from_bytes(b)`` is
+    ``torch.load(b, weights_only=False)``, see :mod:`.byte_loaders`): each ``b`` is judged as a
+    file of its own, all of them. Byte constants that merely look like pickles are walked too,
+    all of them, where only code found in them counts (nothing is known to load them)."""
     out = Judged()
-    for at, data in walk.nested_loads:
-        label = f"{where}, the bytes torch.storage._load_from_bytes loads at byte {at}"
-        if isinstance(data, bytes):
-            out.add(judge_region(data, 0, len(data), label, scope, depth + 1))
+    for at, loader, data in walk.nested_loads:
+        label = f"{where}, the bytes {loader} loads at byte {at}"
+        if isinstance(data, BigBytes):
+            out.add(
+                judge_region(buf, data.offset, data.offset + data.length, label, scope, depth + 1)
+            )
         else:
-            out.doubts.append(f"{label}: bytes the walk cannot see")
+            out.add(judge_region(data, 0, len(data), label, scope, depth + 1))
+    walk.nested_loads = []  # judged: nothing left for judge.stream_findings to refuse
+    out.streams += _embedded(walk, buf, where, scope)
     return out
 
 
-def _joblib(buf: Any, start: int, end: int, where: str, scope: Scope) -> Judged:
+def _embedded(walk: PickleWalk, buf: Any, where: str, scope: Scope) -> list[Stream]:
+    """Every byte constant of ``walk`` (and of those, and so on: each lies inside the one
+    before) that looks like a pickle, walked within the file's budgets."""
+    out: list[Stream] = []
+    todo = [(walk, buf, where)]
+    while todo:
+        outer, data, label = todo.pop()
+        for offset, inner in outer.embedded:
+            inner_where = f"{label}, a pickle embedded as bytes at byte {offset}"
+            if isinstance(inner, BigBytes):
+                found = scope.walk(data, inner.offset, inner.offset + inner.length)
+                inner_buf = data
+            else:
+                found = scope.walk(inner)
+                inner_buf = inner
+            out.append(Stream(inner_where, found, inner_buf, only_code=True))
+            if found.embedded:
+                todo.append((found, inner_buf, inner_where))
+        outer.embedded = []
+    return out
+
+
+def _joblib(buf: Any, start: int, end: int, where: str, scope: Scope, depth: int) -> Judged:
     """The stream as ``joblib.load`` reads it: each array's bytes skipped where joblib reads
     them, and an object array's own pickle walked."""
     out = Judged()
@@ -186,6 +214,8 @@ def _joblib(buf: Any, start: int, end: int, where: str, scope: Scope) -> Judged:
     walk = scope.walk(buf, start, end, on_build=on_build)
     out.streams.append(Stream(f"{where}, as joblib.load reads it", walk, buf))
     out.formats.append("joblib")
+    for s in list(out.streams):  # what their byte loaders load (after the walk: one at a time)
+        out.add(nested_loads(s.walk, buf, s.where, scope, depth))
     return out
 
 

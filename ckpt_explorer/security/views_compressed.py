@@ -20,6 +20,7 @@ import bz2
 import importlib
 import lzma
 import struct
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -158,9 +159,10 @@ def decode(buf: Any, start: int, end: int, kind: str, scope: Any) -> Decoded:
         package = _PACKAGES.get(kind, kind)
         return Decoded(b"", doubt=f"{kind}-compressed: not judged ({package} is not installed)")
     limit = max(MAX_INFLATED - scope.inflated, 0)
-    chunks, got, stop = _run(decoder, buf, start, end, limit + 1, None)
+    budget = getattr(scope, "budget", None)
+    chunks, got, stop = _run(decoder, buf, start, end, limit + 1, None, budget)
     if stop.startswith("?") and got <= limit:  # a decoder call failed, with what it held
-        again, got2, stop2 = _run(decoder, buf, start, end, limit + 1, got)
+        again, got2, stop2 = _run(decoder, buf, start, end, limit + 1, got, budget)
         if got2 > got:
             chunks, got, stop = again, got2, stop2
     doubt, stop = "", stop.removeprefix("?")
@@ -180,11 +182,19 @@ def decode(buf: Any, start: int, end: int, kind: str, scope: Any) -> Decoded:
 
 
 def _run(
-    decoder: Decoder, buf: Any, start: int, end: int, most: int, fine_from: int | None
+    decoder: Decoder,
+    buf: Any,
+    start: int,
+    end: int,
+    most: int,
+    fine_from: int | None,
+    budget: Any = None,
 ) -> tuple[list[bytes], int, str]:
     """(chunks, their length, why it stopped: "" clean, "!..." a limit, "?..." a decoder call
     that failed, losing what it held) for up to ``most`` bytes; from output ``fine_from`` on,
-    one byte per decoder call for ``_FINE`` bytes."""
+    one byte per decoder call for ``_FINE`` bytes. ``budget``: the file's time limit
+    (:class:`.pickle_machine.Budget`), checked after each chunk."""
+    deadline = getattr(budget, "deadline", None)
 
     def step(pos: int) -> int:
         if fine_from is not None and fine_from <= pos < fine_from + _FINE:
@@ -199,6 +209,8 @@ def _run(
             got += len(chunk)
             if got >= most:
                 break
+            if deadline is not None and time.thread_time() > deadline:
+                return chunks, got, f"!decoding stopped at the time limit ({budget.seconds_words})"
     except _Ended as e:  # everything decoded was handed out before this
         return chunks, got, f"{e}"
     except MemoryError:
