@@ -60,6 +60,7 @@ ALL = (
 # DeepSpeed's ``load_checkpoint`` tag resolution (``latest`` -> ``os.path.join(dir, tag)`` ->
 # ``torch.load(weights_only=False)`` of its model-state files)
 FOLDER_LOADERS = ("python_in_folder", "site_dir", "from_pretrained", "deepspeed_latest")
+_FRESH_LOADERS = ("pickle_fresh", "python_in_folder", "site_dir", "from_pretrained")
 MARKER_ENV = "CKPT_ORACLE_MARKERS"
 MARKER_PREFIX = "PWNED"
 
@@ -613,7 +614,7 @@ def _run_job(job: dict[str, Any], base: str, baseline: set[str]) -> tuple[list[d
             status, error = "ok", ""
             try:
                 got = _LOADERS[loader](target)
-                if isinstance(got, dict) and "raw" in got:  # a fresh child's own report
+                if loader in _FRESH_LOADERS:  # a fresh child's own report
                     status, error = got["status"], got["error"]
                     _STATE["events"] += [tuple(e) for e in got["raw"]]
             except OracleStop as e:

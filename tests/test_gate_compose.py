@@ -21,6 +21,9 @@ sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 
 import compose_oracle
 
+# a cold cache builds the corpus and runs every case under its consumer (minutes on 2 cores)
+pytestmark = pytest.mark.timeout(1500)
+
 
 @pytest.fixture(scope="module")
 def composed() -> tuple[Path, dict[str, Any], dict[str, compose_oracle.Truth]]:

@@ -16,7 +16,7 @@ Axes (combinations that make no sense are not made):
   ``joblib.dump``, ``numpy.save``, ``pickle.dumps``), and nested loaders: a ``torch.save``
   payload's bytes handed to ``torch.storage._load_from_bytes`` by REDUCE, INST or OBJ, as the
   callable argument of ``torch._tensor._rebuild_from_type_v2``, or as a ``bytearray`` built
-  from a list of ints; for locations, ``module`` (Python source run at import);
+  from a list of ints, the ninth of nine embedded files, three loaders deep; for locations, ``module`` (Python source run at import);
 * container: a raw pickle, torch zip and legacy files, gzip (whole, no trailer, bad CRC,
   trailing junk), bz2 and xz cut short, lzma-alone (joblib's header and others), joblib's
   zlib, tar / tar.gz / tar.xz with one member, a one-member zip, npy object arrays, npz,
@@ -58,7 +58,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from attack_corpus import Reduce, cmd, glob, payload, pycode, torch_zip
 
-NESTED = ("nested_reduce", "nested_inst", "nested_obj", "nested_rebuild_v2", "nested_bytearray")
+NESTED = (
+    "nested_reduce",
+    "nested_inst",
+    "nested_obj",
+    "nested_rebuild_v2",
+    "nested_bytearray",
+    "nested_ninth",
+    "nested_deep",
+)
 PICKLE_PAYLOADS = ("system", "exec", "writer", *NESTED)
 
 
@@ -102,6 +110,13 @@ def _inner(case: str) -> bytes:
     return buf.getvalue()
 
 
+@functools.cache
+def _benign_inner() -> bytes:
+    buf = io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buf)
+    return buf.getvalue()
+
+
 LOAD_FROM_BYTES = glob("torch.storage", "_load_from_bytes")
 
 
@@ -135,6 +150,14 @@ def pickle_payload(tech: str, case: str) -> tuple[bytes, Any]:
             + inner
             + b"t}tR"
         )
+    elif tech == "nested_ninth":  # eight benign embedded files, the ninth the payload
+        calls = [LOAD_FROM_BYTES + b"(" + _binbytes(_benign_inner()) + b"tR"] * 8
+        body = b"(" + b"".join(calls) + LOAD_FROM_BYTES + b"(" + inner + b"tRl"
+    elif tech == "nested_deep":  # the payload three loaders down
+        deep = _inner(case)
+        for _ in range(3):
+            deep = torch_zip(b"\x80\x03" + LOAD_FROM_BYTES + b"(" + _binbytes(deep) + b"tR.")
+        body = LOAD_FROM_BYTES + b"(" + _binbytes(deep) + b"tR"
     elif tech == "nested_bytearray":
         ints = b"".join(b"K" + bytes([x]) for x in _inner(case))
         array = glob("builtins", "bytearray") + b"(](" + ints + b"etR"
