@@ -123,8 +123,8 @@ LOAD_FROM_BYTES = glob("torch.storage", "_load_from_bytes")
 def pickle_payload(tech: str, case: str) -> tuple[bytes, Any]:
     """(pickle bytes, the object the writer containers save or None) for a technique."""
     if tech == "benign":
-        obj = {"w": np.arange(4, dtype=np.float32), "step": 3}
-        return pickle.dumps(obj, protocol=4), obj
+        data = {"w": np.arange(4, dtype=np.float32), "step": 3}
+        return pickle.dumps(data, protocol=4), data
     if tech == "writer":
         obj = Reduce(os.system, cmd(case))
         return pickle.dumps(obj, protocol=4), obj
@@ -225,7 +225,7 @@ def _zip_one(name: str, data: bytes) -> bytes:
 
 def _tar_one(name: str, data: bytes, mode: str) -> bytes:
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode=mode, format=tarfile.GNU_FORMAT) as t:
+    with tarfile.open(fileobj=buf, mode=mode, format=tarfile.GNU_FORMAT) as t:  # type: ignore[call-overload]
         info = tarfile.TarInfo(name)
         info.size, info.mtime, info.mode = len(data), 0, 0o644
         t.addfile(info, io.BytesIO(data))
@@ -458,7 +458,7 @@ class Composer:
             name = f"module.hf_auto_map.{auto}.from_pretrained"
             d = self._dir(name)
             code = pycode(name)
-            cfg = {"model_type": "remote-x", "architectures": ["RemoteModel"]}
+            cfg: dict[str, Any] = {"model_type": "remote-x", "architectures": ["RemoteModel"]}
             cfg["auto_map"] = {
                 "AutoConfig": "configuration_remote.RemoteConfig",
                 "AutoModel": "modeling_remote.RemoteModel",
