@@ -110,6 +110,7 @@ def main() -> None:
     columns: dict[str, dict[str, bool]] = {"ckpt_explorer": {n: ours[n].ok for n in mal}}
     benign: dict[str, dict[str, bool]] = {"ckpt_explorer": {n: not ours[n].ok for n in ben}}
     errors: dict[str, int] = {"ckpt_explorer": 0}
+    benign_errors: dict[str, int] = {"ckpt_explorer": 0}
     record: dict[str, dict[str, object]] = {
         n: {"axes": cases[n].axes, "malicious": cases[n].malicious,
             "ckpt_explorer": {"ok": ours[n].ok, "why": ours[n].why, "exit": ours[n].exit_code}}
@@ -132,6 +133,7 @@ def main() -> None:
         columns[tool] = {n: res[n][0] == "caught" for n in mal}
         benign[tool] = {n: res[n][0] != "pass" for n in ben}
         errors[tool] = sum(res[n][0] == "error" for n in mal)
+        benign_errors[tool] = sum(res[n][0] == "error" for n in ben)
         for n in names:
             record[n][tool] = {"result": res[n][0], "exits": res[n][1]}
         print(f"{tool} {versions[tool]}: {time.perf_counter() - t1:.0f} s", file=sys.stderr)
@@ -139,6 +141,8 @@ def main() -> None:
     table = compose_oracle.markdown(cases, columns, benign)
     err = " | ".join(str(errors[t]) for t in columns)
     table += f"\n| **errors** | code-running cases the tool errored on | {err} |"
+    err = " | ".join(str(benign_errors[t]) for t in columns)
+    table += f"\n| **errors** | benign twins the tool errored on (counted as flagged) | {err} |"
     head = "tools: " + ", ".join(f"{t} {v}" for t, v in versions.items())
     text = f"{head}\n\n{table}\n"
     (args.out / "compare.md").write_text(text)
