@@ -54,6 +54,13 @@ ALL = (
     "torch_export",
     "dcp",
 )
+# consumers pointed at a folder, each in a fresh process started there or in-process:
+# ``python -c "import torch"`` run in it (``arg``: the statement), ``site.addsitedir`` of it,
+# ``transformers`` ``from_pretrained(trust_remote_code=True)`` (``arg``: the Auto class), and
+# DeepSpeed's ``load_checkpoint`` tag resolution (``latest`` -> ``os.path.join(dir, tag)`` ->
+# ``torch.load(weights_only=False)`` of its model-state files)
+FOLDER_LOADERS = ("python_in_folder", "site_dir", "from_pretrained", "deepspeed_latest")
+_FRESH_LOADERS = ("pickle_fresh", "python_in_folder", "site_dir", "from_pretrained")
 MARKER_ENV = "CKPT_ORACLE_MARKERS"
 MARKER_PREFIX = "PWNED"
 
@@ -306,6 +313,75 @@ def _load_pickle_fresh(path: str) -> dict[str, Any]:
             os.remove(out)
 
 
+def _fresh_process(argv: list[str], cwd: str, **env: str) -> dict[str, Any]:
+    """Run ``python argv`` in ``cwd`` unwatched by this process's hook (the child's own effects
+    are proven by the marker a payload leaves): status ``ok`` on exit 0, else ``error``."""
+    armed, _STATE["armed"] = _STATE["armed"], False
+    try:
+        proc = subprocess.run(
+            [sys.executable, *argv],
+            cwd=cwd,
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=240,
+            check=False,
+        )
+    finally:
+        _STATE["armed"] = armed
+    if proc.returncode == 0:
+        return {"status": "ok", "error": "", "raw": []}
+    tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+    return {"status": "error", "error": f"exit {proc.returncode}: {tail[0][:300]}", "raw": []}
+
+
+def _load_python_in_folder(path: str) -> dict[str, Any]:
+    """A Python process started in the folder (a notebook, a script, ``python -c``): its
+    ``sys.path[0]`` is that folder, so any module there shadows one the import looks for."""
+    return _fresh_process(["-c", _STATE.get("arg") or "import torch"], path)
+
+
+def _load_site_dir(path: str) -> dict[str, Any]:
+    """The folder as a site directory (unpacked into site-packages): its ``.pth`` files run."""
+    return _fresh_process(["-c", "import site, sys; site.addsitedir(sys.argv[1])", path], path)
+
+
+_FROM_PRETRAINED = (
+    "import sys, transformers\n"
+    "getattr(transformers, sys.argv[2]).from_pretrained(sys.argv[1], trust_remote_code=True)\n"
+)
+
+
+def _load_from_pretrained(path: str) -> dict[str, Any]:
+    """``AutoX.from_pretrained(folder, trust_remote_code=True)`` offline, in a fresh process."""
+    auto = _STATE.get("arg") or "AutoConfig"
+    return _fresh_process(
+        ["-c", _FROM_PRETRAINED, path, auto],
+        os.path.dirname(path),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HOME=os.path.join(_STATE["tmp"], "hf"),
+    )
+
+
+def _load_deepspeed_latest(path: str) -> Any:
+    """DeepSpeed's ``load_checkpoint(load_dir)`` with no tag: the tag is ``latest``'s text,
+    the folder ``os.path.join(load_dir, tag)``, each model-state file there ``torch.load``ed
+    with ``weights_only=False`` (its TorchCheckpointEngine)."""
+    import glob
+
+    import torch
+
+    with open(os.path.join(path, "latest")) as f:
+        tag = f.read().strip()
+    folder = os.path.join(path, str(tag))
+    files = sorted(glob.glob(os.path.join(folder, "*model_states.pt")))
+    if not files:
+        raise FileNotFoundError(f"no model states in {folder}")
+    return [torch.load(f, map_location="cpu", weights_only=False) for f in files]
+
+
 def _load_pickle(path: str) -> Any:
     import pickle
 
@@ -384,11 +460,17 @@ _LOADERS = {
     "pandas": _load_pandas,
     "torch_export": _load_torch_export,
     "dcp": _load_dcp,
+    "python_in_folder": _load_python_in_folder,
+    "site_dir": _load_site_dir,
+    "from_pretrained": _load_from_pretrained,
+    "deepspeed_latest": _load_deepspeed_latest,
 }
 
 
 def _applies(loader: str, path: str) -> bool:
     """Whether a user could point this loader at this path at all."""
+    if loader in FOLDER_LOADERS:
+        return os.path.isdir(path)
     if os.path.isdir(path):
         return loader == "dcp" and os.path.isfile(os.path.join(path, ".metadata"))
     if loader == "dcp":
@@ -450,7 +532,7 @@ def _warm_up(tmp: str) -> None:
         pass
     for path in samples:
         for name, fn in _LOADERS.items():
-            if _applies(name, path):
+            if name not in FOLDER_LOADERS and _applies(name, path):
                 with contextlib.suppress(BaseException):
                     fn(path)
     shutil.rmtree(d, ignore_errors=True)
@@ -494,15 +576,27 @@ def _markers(*dirs: str) -> list[str]:
 
 
 def _run_job(job: dict[str, Any], base: str, baseline: set[str]) -> tuple[list[dict], bool]:
-    """Load one path with each loader asked for; stop early when the process got dirty."""
+    """Load one path with each loader asked for; stop early when the process got dirty.
+
+    With ``job["root"]`` (a folder above the path) that folder is copied whole and the loaders
+    run in the copy of the path's folder (the path's own copy when it is a folder)."""
     path = job["path"]
-    root = path if os.path.isdir(path) else os.path.dirname(path)
     work = tempfile.mkdtemp(prefix="job-", dir=base)
-    cwd = os.path.join(work, "cwd")
-    _copy_into(root, cwd, whole=os.path.isdir(path))
-    target = cwd if os.path.isdir(path) else os.path.join(cwd, os.path.basename(path))
-    if not os.path.lexists(target):
-        shutil.copy2(path, target)
+    if job.get("root"):
+        top = os.path.join(work, "root")
+        shutil.copytree(job["root"], top, symlinks=True)
+        target = os.path.normpath(os.path.join(top, os.path.relpath(path, job["root"])))
+        cwd = target if os.path.isdir(target) else os.path.dirname(target)
+        copied = top
+    else:
+        root = path if os.path.isdir(path) else os.path.dirname(path)
+        cwd = os.path.join(work, "cwd")
+        _copy_into(root, cwd, whole=os.path.isdir(path))
+        target = cwd if os.path.isdir(path) else os.path.join(cwd, os.path.basename(path))
+        if not os.path.lexists(target):
+            shutil.copy2(path, target)
+        copied = cwd
+    _STATE["arg"] = job.get("arg", "")
     real_cwd = os.path.realpath(cwd)
     results: list[dict] = []
     dirty = False
@@ -520,7 +614,7 @@ def _run_job(job: dict[str, Any], base: str, baseline: set[str]) -> tuple[list[d
             status, error = "ok", ""
             try:
                 got = _LOADERS[loader](target)
-                if loader == "pickle_fresh":  # the fresh child's own hook's report
+                if loader in _FRESH_LOADERS:  # a fresh child's own report
                     status, error = got["status"], got["error"]
                     _STATE["events"] += [tuple(e) for e in got["raw"]]
             except OracleStop as e:
@@ -555,7 +649,7 @@ def _run_job(job: dict[str, Any], base: str, baseline: set[str]) -> tuple[list[d
                     "error": error,
                     "raw": keep,
                     "imports": sorted(new)[:50],
-                    "markers": _markers(marks, cwd),
+                    "markers": _markers(marks, copied),
                 }
             )
             inert = _STATE["inert"]
@@ -715,7 +809,13 @@ class Oracle:
         return s, f, int(hello["pid"])
 
     def _run_one(
-        self, path: Path, loaders: Sequence[str], conn: list[Any], stop: bool, timeout: float
+        self,
+        path: Path,
+        loaders: Sequence[str],
+        conn: list[Any],
+        stop: bool,
+        timeout: float,
+        extra: dict[str, str] | None = None,
     ) -> OracleResult:
         result = OracleResult(path)
         todo = list(loaders)
@@ -724,7 +824,7 @@ class Oracle:
                 conn.extend(self._connect())
             s, f, pid = conn
             s.settimeout(timeout)
-            job = {"path": os.path.abspath(path), "loaders": todo, "stop": stop}
+            job = {"path": os.path.abspath(path), "loaders": todo, "stop": stop, **(extra or {})}
             status = "crash"
             try:
                 f.write(json.dumps(job).encode() + b"\n")
@@ -767,11 +867,23 @@ class Oracle:
     ) -> dict[Path, OracleResult]:
         """Each path's result, loaded by ``self.workers`` forked workers in parallel;
         ``stop`` and ``timeout`` override the oracle's own for this batch."""
+        items = [Path(p) for p in paths]
+        results = self.run_jobs([(p, loaders, {}) for p in items], stop, timeout)
+        return dict(zip(items, results, strict=True))
+
+    def run_jobs(
+        self,
+        jobs: Sequence[tuple[str | Path, Sequence[str], dict[str, str]]],
+        stop: bool | None = None,
+        timeout: float | None = None,
+    ) -> list[OracleResult]:
+        """One result per ``(path, loaders, extra)``, in order; ``extra`` may name ``root``
+        (a folder above the path to copy whole, for pointers that lead out of the path's
+        folder) and ``arg`` (what a folder loader runs, see ``FOLDER_LOADERS``)."""
         stop = self.stop if stop is None else stop
         timeout = self.timeout if timeout is None else timeout
-        items = [Path(p) for p in paths]
-        out: dict[Path, OracleResult] = {}
-        queue = list(enumerate(items))
+        out: dict[int, OracleResult] = {}
+        queue = list(enumerate(jobs))
         qlock = threading.Lock()
 
         def drive() -> None:
@@ -781,18 +893,19 @@ class Oracle:
                     with qlock:
                         if not queue:
                             return
-                        _i, p = queue.pop(0)
-                    out[p] = self._run_one(p, loaders, conn, stop, timeout)
+                        i, (p, loaders, extra) = queue.pop(0)
+                    extra = {k: os.path.abspath(v) if k == "root" else v for k, v in extra.items()}
+                    out[i] = self._run_one(Path(p), loaders, conn, stop, timeout, extra)
             finally:
                 if conn:
                     conn[0].close()
 
-        threads = [threading.Thread(target=drive) for _ in range(min(self.workers, len(items)))]
+        threads = [threading.Thread(target=drive) for _ in range(min(self.workers, len(jobs)))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        return {p: out[p] for p in items}
+        return [out[i] for i in range(len(jobs))]
 
 
 def _kill(pid: int) -> None:
