@@ -38,7 +38,7 @@ CONSUMERS: tuple[Consumer, ...] = (
     Consumer(
         "torch.load (tar)",
         "torch's legacy tar format, tried first: members storages, tensors, pickle",
-        ("views_misc.judge_tar",),
+        ("views_archive.judge_tar",),
         ("pickle_machine",),
     ),
     Consumer(
@@ -57,14 +57,14 @@ CONSUMERS: tuple[Consumer, ...] = (
         "joblib.load",
         "compression detected by prefix (zlib, gzip, bz2, xz, lzma, lz4), then the pickle with "
         "each NumpyArrayWrapper's array read from the stream (object arrays are pickles)",
-        ("views.judge_region", "views_misc.decompress"),
+        ("views.judge_region", "views_compressed.judge_streams"),
         ("pickle_machine",),
     ),
     Consumer(
         "pandas.read_pickle",
         "compression inferred from the file's suffix (.gz .bz2 .xz .zip .zst .tar and the "
         "tar.* forms; a zip or tar of one member), then pickle.load",
-        ("views_misc.decompress", "views_zip.judge_zip", "views_misc.judge_tar"),
+        ("views_compressed.judge_streams", "views_zip.judge_zip", "views_archive.judge_tar"),
         ("pickle_machine",),
     ),
     Consumer(
@@ -83,10 +83,18 @@ CONSUMERS: tuple[Consumer, ...] = (
     ),
     Consumer(
         "DeepSpeed load_checkpoint",
-        "`latest` names the tag folder; mp_rank_*_model_states.pt and *_optim_states.pt are "
-        "torch.load'ed with weights_only=False",
+        "`latest` / `latest_universal` name the tag folder (os.path.join(load_dir, tag)); "
+        "mp_rank_*_model_states.pt and *_optim_states.pt are torch.load'ed with "
+        "weights_only=False",
         ("views.judge_region",),
-        ("scan", "tree"),
+        ("scan", "tree", "pointers"),
+    ),
+    Consumer(
+        "mmengine resume",
+        "`last_checkpoint` holds the path of the checkpoint to resume, torch.load'ed (its "
+        "HistoryBuffer and MessageHub records inside)",
+        ("views.judge_region",),
+        ("pointers", "inert"),
     ),
     Consumer(
         "Trainer / accelerate load_state",
@@ -98,9 +106,10 @@ CONSUMERS: tuple[Consumer, ...] = (
     Consumer(
         "from_pretrained",
         "config.json, weights (safetensors, or pytorch_model.bin by torch.load); with "
-        "trust_remote_code, the modules auto_map names are imported from the folder",
+        "trust_remote_code, the modules auto_map (or diffusers' model_index.json) names are "
+        "imported from the folder; a sharded index names the weight files",
         ("views.judge_region", "views_misc.judge_safetensors_values"),
-        ("scan", "known_formats"),
+        ("scan", "known_formats", "remote_code", "pointers"),
     ),
     Consumer(
         "ColossalAI optimizer load",
@@ -110,20 +119,22 @@ CONSUMERS: tuple[Consumer, ...] = (
     ),
     Consumer(
         "site .pth",
-        "a .pth in a site folder: each line that starts with `import` runs at startup",
+        "a .pth in a site folder: each line that starts with `import` runs at startup "
+        "(the whole file, as CPython 3.10-3.13 decode it)",
         (),
-        ("scan",),
+        ("site_pth", "shadowing", "scan"),
     ),
     Consumer(
         "Python's import of the working folder",
         "python started in the folder puts it first on sys.path: any module there shadows an "
-        "installed one that the load or the libraries import",
+        "installed one that the load or the libraries import, and any module a library's "
+        "start-up tries to import (import torch tries pynvml, opt_einsum, ...)",
         (),
-        ("shadowing", "scan"),
+        ("shadowing", "startup_imports", "scan"),
     ),
     Consumer(
         "torch.jit.load",
-        "TorchScript archives (constants.pkl, code/): their code runs when loaded",
+        "TorchScript archives (constants.pkl, code/): their code runs when loaded (code)",
         ("views_zip.judge_zip",),
         ("zip_miniz",),
     ),
@@ -147,8 +158,11 @@ CONSUMERS: tuple[Consumer, ...] = (
 # functions of views*.py that are parts of the views above, not views of their own
 HELPERS: dict[str, str] = {
     "views_zip.may_be_zip": "the test judge_region makes before judge_zip",
-    "views_misc.is_tar": "the test judge_region makes before judge_tar",
-    "views_misc.compression": "the prefix test before decompress",
+    "views_archive.is_tar": "the test judge_region makes before judge_tar",
+    "views_archive.zip_in_tar": "how judge_region words a zip found inside a tar",
+    "views_compressed.compression": "joblib's prefix test inside judge_streams",
+    "views_compressed.pandas_compression": "pandas' suffix test inside judge_streams",
+    "views_compressed.decode": "one stream decoded for judge_streams",
 }
 
 NOT_MODELLED = (
