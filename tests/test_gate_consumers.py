@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import ckpt_explorer.security as security
 from ckpt_explorer.security.consumers import CONSUMERS, HELPERS, table_markdown
@@ -59,3 +60,11 @@ def test_the_issue_consumers_are_in_the_table() -> None:
     ):
         assert wanted in names, wanted
     assert table_markdown().count("\n") == len(CONSUMERS) + 1
+
+
+def test_reliability_md_prints_the_table() -> None:
+    """RELIABILITY.md's consumer table is the one in the code, word for word."""
+    text = (Path(__file__).parent.parent / "RELIABILITY.md").read_text()
+    start = text.index("<!-- consumers table:")
+    body = text[text.index("\n", start) + 1 : text.index("<!-- end of consumers table -->")]
+    assert body.strip() == table_markdown().strip()
