@@ -211,7 +211,30 @@ def test_dashboard_shows_corpus_errors_and_keeps_serving(
     assert errors == [], errors
     assert not (root / "PWNED").exists()
     server_log = (REPO / "test-artifacts" / "panel-serve-hostile.log").read_text()
-    assert "Traceback" not in server_log, server_log[-3000:]
+    ours = _without_closed_socket_writes(server_log)
+    assert "Traceback" not in ours, ours[-3000:]
+
+
+_CLOSED_WRITE = re.compile(
+    r"Task exception was never retrieved\n(?:future: [^\n]*\n)?"
+    r"(?:(?:Traceback \(most recent call last\):"
+    r'|  File "[^"\n]*/tornado/[^\n]*'  # frames inside tornado only
+    r"|    \S[^\n]*"  # their source lines
+    r"|During handling of the above exception, another exception occurred:"
+    r"|tornado\.iostream\.StreamClosedError: Stream is closed"
+    r"|)\n)*?"
+    r"tornado\.websocket\.WebSocketClosedError\n"
+)
+
+
+def _without_closed_socket_writes(log: str) -> str:
+    """The server log without Tornado's own report of a write to a websocket the browser had
+    closed (a page closed mid-update: "Task exception was never retrieved ...
+    WebSocketClosedError", every frame inside tornado); any other traceback stays."""
+    kept, n = _CLOSED_WRITE.subn("", log)
+    if n:
+        print(f"{n} write(s) to a closed websocket reported by tornado (upstream, not judged)")
+    return kept
 
 
 # ---- paths outside the root ------------------------------------------------------------------

@@ -107,28 +107,35 @@ def export_name(what: str, *paths: str) -> str:
 
 
 def name_exports(row: pn.Row, name: str) -> None:
-    """Name the files of :func:`export_buttons`' row ``<name>.csv`` / ``<name>.json``."""
-    for button in row.objects:
-        ext = ".csv" if button.label == "CSV" else ".json"
-        button.filename = f"{name}{ext}"
+    """Name the files of :func:`export_buttons`' row ``<name>.csv`` / ``<name>.json``.
+
+    The buttons are replaced, not renamed: Panel's FileDownload view sets its link's
+    ``download`` on a filename change, and throws when its link is not drawn yet (a tab not
+    shown)."""
+    if [b.filename for b in row.objects] == [f"{name}.csv", f"{name}.json"]:
+        return
+    row.objects = [
+        _button(b.callback, f"{name}{'.csv' if b.label == 'CSV' else '.json'}", b.label)
+        for b in row.objects
+    ]
+
+
+def _button(callback: Any, filename: str, label: str) -> pn.widgets.FileDownload:
+    return pn.widgets.FileDownload(
+        callback=callback,
+        filename=filename,
+        label=label,
+        button_type="light",
+        width=70,
+        embed=False,
+    )
 
 
 def export_buttons(tbl: pn.widgets.Tabulator, name: str) -> pn.Row:
     """CSV and JSON download buttons for ``tbl`` (files ``<name>.csv`` / ``<name>.json``)."""
-    csv = pn.widgets.FileDownload(
-        callback=lambda: table_csv(tbl),
-        filename=f"{name}.csv",
-        label="CSV",
-        button_type="light",
-        width=70,
-        embed=False,
+    return pn.Row(
+        _button(lambda: table_csv(tbl), f"{name}.csv", "CSV"),
+        _button(lambda: table_json(tbl), f"{name}.json", "JSON"),
+        align="end",
+        css_classes=["export"],
     )
-    js = pn.widgets.FileDownload(
-        callback=lambda: table_json(tbl),
-        filename=f"{name}.json",
-        label="JSON",
-        button_type="light",
-        width=70,
-        embed=False,
-    )
-    return pn.Row(csv, js, align="end", css_classes=["export"])
