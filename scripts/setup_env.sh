@@ -55,9 +55,11 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   # a safetensors file from a writer other than the safetensors library (data files only)
   uvi --no-deps "silero-vad==6.2.3"
   # the gate's real writers: mmengine checkpoints (its Runner needs cv2: only the checkpoint
-  # module and what it imports), GGUF files (gguf-py), sentencepiece tokenizer models
+  # module and what it imports), GGUF files (gguf-py), sentencepiece tokenizer models,
+  # TensorBoard event files (tensorboardX)
   uvi --no-deps "mmengine==0.10.7" "gguf==0.19.0"
-  uvi -c "$PIN" "addict>=2.4" "yapf>=0.40" "termcolor>=2" "sentencepiece==0.2.3" pillow pyyaml
+  uvi -c "$PIN" "addict>=2.4" "yapf>=0.40" "termcolor>=2" "sentencepiece==0.2.3" pillow pyyaml \
+      "tensorboardX>=2.6"
   uvi -c "$PIN" "peft==0.13.2" einops contexttimer bitsandbytes "deepspeed==0.19.8" \
       rich click psutil packaging tqdm pydantic "lightning==2.5.6" "omegaconf==2.3.0" \
       "diffusers==0.42.1" "joblib==1.6.0" "megatron-core==0.16.1" "schedulefree==1.4.1"

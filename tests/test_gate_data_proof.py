@@ -198,3 +198,24 @@ def test_large_text_is_streamed_and_still_searched_for_python_tags(tmp_path: Pat
     (tmp_path / "big.yaml").write_bytes(body + b"x: !!python/object/apply:os.system [id]\n")
     assert _verdict(tmp_path / "big.txt") == ("data", "text")
     assert judge_file(tmp_path / "big.yaml").verdict == "code"
+
+
+def test_tensorboard_event_files_are_data(tmp_path: Path) -> None:
+    """A training folder's TensorBoard events (tensorboardX, the writer Lightning falls back
+    to) are TFRecords: data; the same bytes damaged are not placed."""
+    tbx = pytest.importorskip("tensorboardX")
+    logs = tmp_path / "runs"
+    with tbx.SummaryWriter(str(logs)) as writer:
+        for step in range(20):
+            writer.add_scalar("loss", 1.0 / (step + 1), step)
+            writer.add_histogram("w", np.random.default_rng(step).normal(size=256), step)
+        writer.add_text("args", "lr=3e-4", 0)
+    [events] = list(logs.glob("events.out.tfevents.*"))
+    assert _verdict(events) == ("data", "TFRecord (TensorBoard events)")
+    raw = events.read_bytes()
+    cut = tmp_path / "cut.tfevents"
+    cut.write_bytes(raw[: len(raw) - 7])  # the last record cut short
+    flipped = tmp_path / "flipped.tfevents"
+    flipped.write_bytes(raw[:3] + bytes([raw[3] ^ 1]) + raw[4:])  # a length whose CRC fails
+    assert _verdict(cut)[0] == "unverified"
+    assert _verdict(flipped)[0] == "unverified"

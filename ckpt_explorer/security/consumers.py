@@ -148,8 +148,9 @@ CONSUMERS: tuple[Consumer, ...] = (
     ),
     Consumer(
         "data readers",
-        "safetensors, json, text, tokenizers (sentencepiece, tiktoken), GGUF, images: parsed, "
-        "never executed; data only for a format parsed completely",
+        "safetensors, json, text, tokenizers (sentencepiece, tiktoken), GGUF, TensorBoard "
+        "events (TFRecord), images: parsed, never executed; data only for a format parsed "
+        "completely",
         (),
         ("known_formats",),
     ),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import functools
 import gzip
 import io
 import json
@@ -47,7 +48,7 @@ _CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
 _NPY = b"\x93NUMPY"
 PROVEN = (
     "safetensors, numeric .npy / .npz, JSON, YAML without Python tags, UTF-8 text, "
-    "a sentencepiece model, GGUF, PNG / JPEG / GIF / WebP / BMP"
+    "a sentencepiece model, GGUF, TFRecord (TensorBoard events), PNG / JPEG / GIF / WebP / BMP"
 )
 
 
@@ -104,7 +105,9 @@ def _by_content(buf: Any, size: int, depth: int) -> Placed:
         return _npy(buf, size)
     binary = _CONTROL.search(bytes(buf[: min(size, 4096)])) is not None
     if size > MAX_MEMBER:  # larger than any tokenizer model or config parsed whole
-        return _not(f"not UTF-8 text{_first_bytes(head)}") if binary else _big_text(buf, size)
+        if not binary:
+            return _big_text(buf, size)
+        return _tfrecord(buf, size) or _not(f"not UTF-8 text{_first_bytes(head)}")
     raw = bytes(buf[:size])
     text = None if binary else _utf8(raw)
     if text is not None:
@@ -115,7 +118,7 @@ def _by_content(buf: Any, size: int, depth: int) -> Placed:
     model = _sentencepiece(raw)
     if model:
         return Placed(model)
-    return _not(f"not UTF-8 text{_first_bytes(head)}")
+    return _tfrecord(buf, size) or _not(f"not UTF-8 text{_first_bytes(head)}")
 
 
 def _big_text(buf: Any, size: int) -> Placed:
@@ -361,6 +364,52 @@ def _compressed(buf: Any, size: int, kind: str, depth: int) -> Placed:
     if placed.doubt or placed.code:
         return _not(f"a {kind} stream of {placed.doubt or 'code'}")
     return Placed(f"{kind} stream of {placed.format}")
+
+
+# --- TFRecord (TensorBoard event files) -----------------------------------------------------
+
+_TFRECORD_MASK = 0xA282EAD8
+_MAX_RECORDS = 10_000_000
+
+
+@functools.cache
+def _crc32c_table() -> tuple[int, ...]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return tuple(table)
+
+
+def _masked_crc32c(data: bytes) -> int:
+    """TFRecord's masked CRC-32C (Castagnoli) of ``data``."""
+    table = _crc32c_table()
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + _TFRECORD_MASK) & 0xFFFFFFFF
+
+
+def _tfrecord(buf: Any, size: int) -> Placed | None:
+    """A TFRecord file (TensorBoard's ``events.out.tfevents.*``, ``tf.data`` records): records
+    of ``length (u64) | masked CRC-32C of length | data | masked CRC of data`` tiling the file
+    exactly, every length's CRC right. TensorBoard and ``tf.data`` parse the records as
+    protobufs: nothing in them runs. None: not one."""
+    at, count = 0, 0
+    while at < size:
+        if at + 12 > size or count >= _MAX_RECORDS:
+            return None
+        head = bytes(buf[at : at + 12])
+        (length,) = struct.unpack("<Q", head[:8])
+        (crc,) = struct.unpack("<I", head[8:12])
+        if crc != _masked_crc32c(head[:8]) or at + 16 + length > size:
+            return None
+        at += 16 + length
+        count += 1
+    return Placed("TFRecord (TensorBoard events)") if count else None
 
 
 # --- sentencepiece (protobuf) ---------------------------------------------------------------
