@@ -110,3 +110,30 @@ def test_the_compact_memo_keeps_the_unpicklers_rules() -> None:
     with pytest.raises(pickle.UnpicklingError):
         pickle.loads(gap)
     assert not walk_pickle(gap).complete
+
+
+def test_a_flood_stopped_by_a_limit_is_not_parsed_again_as_data(
+    tmp_path: Path, small_limits: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk that stopped at a limit has already made the file unverified: the bytes are not
+    also handed to the data parsers (which, given a 40 MB flood as a protobuf candidate, once
+    took 30 s and 3 GiB)."""
+    import ckpt_explorer.security.judge as judge_module
+
+    placed: list[int] = []
+    monkeypatch.setattr(judge_module, "place", lambda *a, **k: placed.append(1))
+    cases = hostile.make(tmp_path, 150_000)
+    for name in ("marks, gzip", "opcodes, gzip", "marks, raw"):
+        v = judge_file(cases[name])
+        assert v.verdict == "unverified", (name, v.reasons)
+    assert placed == []
+
+
+def test_a_protobuf_candidate_is_refused_at_its_first_field() -> None:
+    """The sentencepiece check reads fields one at a time and stops at the first it refuses."""
+    from ckpt_explorer.security import known_formats
+
+    flood = b"\x80\x04" + b"(" * 5_000_000
+    fields = known_formats._fields(flood, 0, len(flood))
+    assert next(fields)[0] == 64  # the first field, without parsing the rest
+    assert known_formats._sentencepiece(flood) == ""

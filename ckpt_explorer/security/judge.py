@@ -141,7 +141,9 @@ def _judge_bytes(path: Path | Location, label: str, size: int, explained: bool) 
     with file_bytes(path, size) as mm:
         scope = Scope(explained=explained, torch_suffix=torch_suffix, name=path.name)
         judged = judge_region(mm, 0, size, label, scope, top=True)
-        found = any(s.walk.did_anything for s in judged.streams) or judged.doubts
+        found = (
+            any(s.walk.did_anything or s.walk.doubts for s in judged.streams) or judged.doubts
+        )  # a pickle, or bytes already unverified: nothing left to place
         if not found and not explained:  # a DCP data file: its items are judged by the folder
             _place(judged, mm, size, label, as_location(path))
         return detach(judged)

@@ -29,6 +29,7 @@ import struct
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -370,6 +371,7 @@ def _compressed(buf: Any, size: int, kind: str, depth: int) -> Placed:
 
 _TFRECORD_MASK = 0xA282EAD8
 _MAX_RECORDS = 10_000_000
+_CRC_RECORDS = 4096  # records whose length CRC is checked (then the last): CRC-32C in Python
 
 
 @functools.cache
@@ -396,16 +398,16 @@ def _masked_crc32c(data: bytes) -> int:
 def _tfrecord(buf: Any, size: int) -> Placed | None:
     """A TFRecord file (TensorBoard's ``events.out.tfevents.*``, ``tf.data`` records): records
     of ``length (u64) | masked CRC-32C of length | data | masked CRC of data`` tiling the file
-    exactly, every length's CRC right. TensorBoard and ``tf.data`` parse the records as
+    exactly, the length CRCs of the first 4096 records and of the last one right. TensorBoard and ``tf.data`` parse the records as
     protobufs: nothing in them runs. None: not one."""
     at, count = 0, 0
     while at < size:
         if at + 12 > size or count >= _MAX_RECORDS:
             return None
         head = bytes(buf[at : at + 12])
-        (length,) = struct.unpack("<Q", head[:8])
-        (crc,) = struct.unpack("<I", head[8:12])
-        if crc != _masked_crc32c(head[:8]) or at + 16 + length > size:
+        length, crc = struct.unpack("<QI", head)
+        checked = count < _CRC_RECORDS or at + 16 + length == size  # the first ones, the last
+        if (checked and crc != _masked_crc32c(head[:8])) or at + 16 + length > size:
             return None
         at += 16 + length
         count += 1
@@ -428,10 +430,10 @@ def _varint(raw: bytes, at: int, end: int) -> tuple[int, int]:
             return value, at
 
 
-def _fields(raw: bytes, at: int, end: int) -> list[tuple[int, int, int, int]]:
-    """(field, wire type, start, end) of each field of a protobuf message ``raw[at:end]``;
-    ValueError unless the bytes are exactly a sequence of well-formed fields."""
-    out = []
+def _fields(raw: bytes, at: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """(field, wire type, start, end) of each field of a protobuf message ``raw[at:end]``, one
+    at a time (a caller stops at the first it refuses); ValueError unless the bytes are a
+    sequence of well-formed fields."""
     while at < end:
         key, at = _varint(raw, at, end)
         number, wire = key >> 3, key & 7
@@ -451,20 +453,21 @@ def _fields(raw: bytes, at: int, end: int) -> list[tuple[int, int, int, int]]:
             raise ValueError(f"wire type {wire}")
         if at > end:
             raise ValueError("a field runs past its message")
-        out.append((number, wire, start, at))
-    return out
+        yield number, wire, start, at
 
 
 def _sentencepiece(raw: bytes) -> str:
     """ "sentencepiece model" when ``raw`` is exactly a ``ModelProto``: pieces (field 1: each
     a piece string, score float and type enum), trainer / normalizer / denormalizer specs and
     self-test data (fields 2-5, well-formed messages)."""
+    if raw[:1] != b"\x0a":  # the writer puts the pieces (field 1) first
+        return ""
     try:
         pieces = 0
         for number, wire, a, b in _fields(raw, 0, len(raw)):
             if wire != 2 or not 1 <= number <= 5:
                 return ""
-            inner = _fields(raw, a, b)
+            inner = list(_fields(raw, a, b))  # every field checked, the specs' too
             if number != 1:
                 continue
             for n, w, x, y in inner:
