@@ -241,7 +241,9 @@ def _spelled_tags(text: str) -> set[str] | None:
 # --- numpy, safetensors ---------------------------------------------------------------------
 
 
-def _npy_dtype(f: Any) -> Any:
+def npy_dtype(f: Any) -> Any:
+    """The dtype of the ``.npy`` read from ``f`` (left just after its header), by numpy's own
+    header reader, which evaluates only a literal; numpy's exception when it refuses it."""
     from numpy.lib import format as npformat
 
     impl = getattr(npformat, "_read_array_header", None)
@@ -250,13 +252,13 @@ def _npy_dtype(f: Any) -> Any:
 
         impl = importlib.import_module("numpy.lib._format_impl")._read_array_header
     version = npformat.read_magic(f)
-    shape, _fortran, dtype = impl(f, version, max_header_size=1 << 20)
-    return shape, dtype
+    _shape, _fortran, dtype = impl(f, version, max_header_size=1 << 20)
+    return dtype
 
 
 def _npy(buf: Any, size: int) -> Placed:
     try:
-        _shape, dtype = _npy_dtype(io.BufferedReader(BufferFile(buf, 0, size)))
+        dtype = npy_dtype(io.BufferedReader(BufferFile(buf, 0, size)))
     except Exception:  # numpy's reader refuses it
         return _not("an .npy header numpy does not read")
     if dtype.hasobject:
@@ -299,7 +301,7 @@ def _zip(buf: Any, size: int, top: str, depth: int) -> Placed:
             try:
                 with zf.open(info) as f:
                     if info.filename.endswith(".npy"):
-                        _shape, dtype = _npy_dtype(f)
+                        dtype = npy_dtype(f)
                         if dtype.hasobject:
                             return _not(f"member {info.filename}: an object array")
                         continue

@@ -15,9 +15,9 @@ from typing import Any
 
 from ..io.safetensors_seen import checked_header, plain_metadata
 from .judged import Judged, Stream
+from .known_formats import npy_dtype
 from .zip_check import BufferFile
 
-_MAX_HEADER = 1 << 20  # an .npy header (numpy reads any size when allow_pickle is set)
 _MAX_SAFETENSORS_HEADER = 100 * 2**20
 
 
@@ -29,16 +29,8 @@ def judge_npy(buf: Any, start: int, end: int, where: str, scope: Any) -> Any:
     header (read here by numpy's own header reader, which evaluates only a literal)."""
     out = Judged()
     try:
-        from numpy.lib import format as npformat
-
-        impl = getattr(npformat, "_read_array_header", None)
-        if impl is None:  # numpy 2 keeps it in its private module
-            import importlib
-
-            impl = importlib.import_module("numpy.lib._format_impl")._read_array_header
         f = io.BufferedReader(BufferFile(buf, start, end))
-        version = npformat.read_magic(f)
-        _shape, _fortran, dtype = impl(f, version, max_header_size=_MAX_HEADER)
+        dtype = npy_dtype(f)
     except Exception:  # numpy's own reader refuses it: numpy.load fails, nothing unpickled
         return out
     out.formats.append("npy")
