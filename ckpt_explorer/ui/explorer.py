@@ -98,13 +98,21 @@ class Explorer:
         """The dashboard as an ipywidget (``pn.ipywidget``; needs jupyter_bokeh)."""
         import panel as pn
 
-        return pn.ipywidget(self.panel())
+        from .notebook import keep_offline
+
+        widget = pn.ipywidget(self.panel())
+        keep_offline(self.panel())
+        return widget
 
     def servable(self) -> Any:
         return self.panel().servable()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        return self.panel()._repr_mimebundle_(include, exclude)
+        from .notebook import keep_offline
+
+        bundle = self.panel()._repr_mimebundle_(include, exclude)
+        keep_offline(self.panel())  # the document just made, for every later change
+        return bundle
 
     def __repr__(self) -> str:
         return f"Explorer(root={str(self.state.guard.root)!r}, open={self.state.browse.path!r})"

@@ -26,9 +26,12 @@ PAGE_CSS = """
 
 
 def load_extensions(notebook: bool = False) -> None:
-    """Load Panel's JS extensions; in a notebook inline, so output renders offline."""
+    """Load Panel's JS extensions; in a notebook inline, so output renders offline, and
+    with every view's custom models defined first (:func:`.notebook.prepare`)."""
     if notebook:
-        pn.extension(*EXTENSIONS, inline=True)
+        from .notebook import prepare
+
+        prepare()
     else:
         pn.extension(*EXTENSIONS)
 

@@ -1,0 +1,102 @@
+"""The dashboard in a notebook page, offline: custom models known up front, no CDN stylesheet.
+
+Two gaps of Panel 1.9 in a notebook, closed here for the dashboard's own output:
+
+- A custom model (a ``JSComponent`` such as the module tree) is described to the page only
+  by the documents displayed after its class was defined. A view is built when its tab is
+  first shown, so a class imported then reached the page unknown ("could not resolve type
+  'ModuleTree1'"): :func:`prepare` imports every view before the first display.
+- ``pn.extension(inline=True)`` inlines the stylesheets of the models drawn at display, but
+  Panel attaches its stylesheets again, as CDN links, when a model changes later (a Markdown
+  pane's text, a table's ``stylesheets``, a model added to a layout); offline those fail.
+  :func:`keep_offline` inlines them on their way to the page, for every change of the
+  displayed documents.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import Any
+
+def prepare() -> None:
+    """Load Panel's extensions inline and define every view's models (before any display)."""
+    import panel as pn
+
+    from .layout import EXTENSIONS
+    from .views import VIEWS
+
+    for _, spec in VIEWS:
+        importlib.import_module(f"{__package__}.components.{spec.partition(':')[0]}")
+    pn.extension(*EXTENSIONS, inline=True)
+
+
+def keep_offline(viewable: Any) -> None:
+    """Inline Panel's CDN stylesheets in every document ``viewable`` is displayed in, now and
+    on each later change (idempotent: a document is guarded once)."""
+    for root, _ in list(getattr(viewable, "_models", {}).values()):
+        doc = getattr(root, "document", None)
+        if doc is not None and not isinstance(doc.callbacks.trigger_on_change, _InlineSheets):
+            guard = _InlineSheets(doc.callbacks.trigger_on_change)
+            doc.callbacks.trigger_on_change = guard
+            guard.inline(doc.roots)
+
+
+class _InlineSheets:
+    """A document's change trigger that, after queueing a change, inlines the CDN stylesheets
+    of the model it changed and of the models it brings in (the page gets the combined,
+    inline change: notebook documents hold and combine their changes until sent)."""
+
+    def __init__(self, trigger: Any) -> None:
+        self.trigger = trigger
+        self.sheets: dict[str, Any] = {}  # CDN URL -> its inline sheet, shared in this document
+
+    def __call__(self, event: Any) -> None:
+        from bokeh.document.events import ModelChangedEvent
+
+        self.trigger(event)
+        if isinstance(event, ModelChangedEvent):
+            if event.attr == "stylesheets":
+                self.inline([event.model], below=False)
+            else:
+                self.inline(_models(event.new))
+
+    def inline(self, models: Iterable[Any], below: bool = True) -> None:
+        """Replace the CDN stylesheets of ``models`` (and of every UI element below them) by
+        their text from the installed Panel."""
+        from bokeh.models import UIElement
+
+        for model in models:
+            for element in model.select({"type": UIElement}) if below else [model]:
+                if not isinstance(element, UIElement):
+                    continue
+                sheets = [self.local(s) for s in element.stylesheets]
+                if any(a is not b for a, b in zip(sheets, element.stylesheets, strict=True)):
+                    element.stylesheets = sheets
+
+    def local(self, sheet: Any) -> Any:
+        """``sheet`` itself, or its inline copy when it is a link to Panel's CDN files."""
+        from bokeh.models import ImportedStyleSheet, InlineStyleSheet
+        from panel.io.resources import CDN_DIST, DIST_DIR
+
+        if not isinstance(sheet, ImportedStyleSheet) or not sheet.url.startswith(CDN_DIST):
+            return sheet
+        if sheet.url not in self.sheets:
+            path = DIST_DIR / sheet.url[len(CDN_DIST) :].split("?")[0]
+            if not path.is_file():
+                return sheet
+            self.sheets[sheet.url] = InlineStyleSheet(css=path.read_text(encoding="utf-8"))
+        return self.sheets[sheet.url]
+
+
+def _models(value: Any) -> list[Any]:
+    """The Bokeh models a property value holds (nested in lists, tuples and dicts)."""
+    from bokeh.model import Model
+
+    if isinstance(value, Model):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return [m for v in value for m in _models(v)]
+    return []
