@@ -19,6 +19,7 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
+
 def prepare() -> None:
     """Load Panel's extensions inline and define every view's models (before any display)."""
     import panel as pn
