@@ -65,7 +65,7 @@ class _InlineSheets:
     def inline(self, models: Iterable[Any], below: bool = True) -> None:
         """Replace the CDN stylesheets of ``models`` (and of every UI element below them) by
         their text from the installed Panel."""
-        from bokeh.models import UIElement
+        from bokeh.models.ui import UIElement
 
         for model in models:
             for element in model.select({"type": UIElement}) if below else [model]:
