@@ -1,0 +1,247 @@
+"""The dashboard in a real JupyterLab, offline: a notebook's first cell shows it, every tab draws.
+
+A JupyterLab server runs on 127.0.0.1 (a free port, a token, its config, data and runtime
+folders in the test's tmp dir, a kernel registered there for this Python); Debian's chromium
+opens a notebook whose one cell calls the public API, runs it, clicks each tab and checks that
+the tab drew its view. Every request that would leave 127.0.0.1 is aborted and recorded (so
+the test is offline by construction) and must not happen; no console error may say a model's
+type could not be resolved. Screenshots stay in the test's tmp dir (``lab-*.png``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CHROMIUM, CHROMIUM_ARGS, REPO, free_port
+
+pytestmark = pytest.mark.timeout(900)
+
+KERNEL = "ckpt-explorer-test"
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+FIRST_CELL = """\
+from ckpt_explorer import Explorer
+
+Explorer("run/checkpoint-4", "run/checkpoint-6", root=".")
+"""
+# what each tab draws once shown (a visible text only that view has), in tab order
+TAB_MARKS = {
+    "Overview": "Data types (by bytes)",
+    "Weight map": "Shard sizes",
+    "Optimizer": "Optimizer of",
+    "Compare": "/Choose A and B, then Compare|Per layer: largest relative L2/",
+    "Validate": "press Validate",
+    "Resume doctor": "/Pick the checkpoint you resumed from|Likely causes/",
+    "Convert": "1 · What to convert",
+    "Layout": "Rules of ColossalAI",
+    "Timeline": "Run folder",
+}
+
+
+# the page's notebook has its kernel, idle
+KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.status === 'idle'; }"""
+OUTPUT_TEXT = """(() => { const out = []; const walk = (n) => {
+  if (n.shadowRoot) walk(n.shadowRoot);
+  for (const c of n.childNodes) {
+    if (c.nodeType === 3) out.push(c.textContent);
+    else if (!['SCRIPT', 'STYLE'].includes(c.nodeName)) walk(c);
+  }
+}; document.querySelectorAll('.jp-OutputArea-output').forEach(walk);
+return out.join(' ').replace(/\\s+/g, ' '); })()"""
+
+
+def _skip_reason() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is not installed (run scripts/setup_env.sh with WITH_BROWSER=1)"
+    for module, what in (("playwright", "playwright"), ("jupyterlab", "jupyterlab 4.6")):
+        if importlib.util.find_spec(module) is None:
+            return f"{what} is not installed in this environment (scripts/setup_env.sh)"
+    return None
+
+
+def notebook(cells: list[str]) -> dict[str, Any]:
+    """A notebook of code ``cells`` bound to the kernel registered by :func:`lab_server`."""
+    return {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": f"cell-{i}",
+                "metadata": {},
+                "outputs": [],
+                "source": src,
+            }
+            for i, src in enumerate(cells)
+        ],
+        "metadata": {
+            "kernelspec": {"display_name": KERNEL, "language": "python", "name": KERNEL},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+@contextlib.contextmanager
+def lab_server(work: Path, home: Path) -> Iterator[str]:
+    """``jupyter lab`` serving ``work`` on 127.0.0.1 with every Jupyter folder under ``home``
+    and a kernel named :data:`KERNEL` for this Python; yields the base URL with its token.
+    Only the process started here is stopped."""
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "IPYTHONDIR": str(home / "ipython"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    # no news feed, no update check, no PyPI extension manager: nothing for the page to ask
+    settings = home / "config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    # the kernel this test runs: this interpreter, registered in the test's data folder only
+    subprocess.run(
+        [sys.executable, "-m", "ipykernel", "install", "--user", "--name", KERNEL],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        "--ServerApp.open_browser=False",
+        f"--ServerApp.root_dir={work}",
+        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run the cells by command
+        "--LabApp.extension_manager=readonly",
+    ]
+    if os.geteuid() == 0:  # a container's root user (jupyter refuses root without it)
+        cmd.append("--allow-root")
+    log = open(home / "lab.log", "w")  # noqa: SIM115 - closed at teardown
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited with {proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=10) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"jupyter lab did not answer within 120 s; see {log.name}")
+                time.sleep(0.5)
+        yield f"{base}/lab/tree/dashboard.ipynb?token={token}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+class Offline:
+    """Aborts every request that would leave 127.0.0.1 and records its URL."""
+
+    def __init__(self) -> None:
+        self.left: list[str] = []
+
+    def __call__(self, route: Any) -> None:
+        url = route.request.url
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme in ("data", "blob") or parts.hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            self.left.append(url)
+            route.abort()
+
+
+def output_text(page: Any) -> str:
+    """The text of the notebook's outputs (through Panel's shadow roots)."""
+    return str(page.evaluate(OUTPUT_TEXT))
+
+
+def test_jupyterlab_shows_every_view_offline(tmp_path: Path, real_checkpoints: Any) -> None:
+    """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
+    Weight map's module tree included) with nothing fetched from outside 127.0.0.1."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    out, manifest = real_checkpoints("timeline")
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(out / manifest["cases"]["hf_clean"]["path"], work / "run")
+    (work / "dashboard.ipynb").write_text(json.dumps(notebook([FIRST_CELL])))
+    home = tmp_path / "jupyter"
+    home.mkdir()
+
+    offline, console, drawn, rows = Offline(), [], [], 0
+    with lab_server(work, home) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1500, "height": 1100})
+            context.route("**/*", offline)
+            page = context.new_page()
+            page.set_default_timeout(120_000)
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.on("pageerror", lambda e: console.append(f"page error: {e}"))
+            page.goto(url)
+            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            try:
+                page.locator(".bk-tab", has_text="Overview").first.wait_for(timeout=300_000)
+            except Exception:
+                page.screenshot(path=str(tmp_path / "lab-no-dashboard.png"))
+                pytest.fail("no dashboard in the cell's output:\n" + output_text(page)[-3000:])
+            for i, (name, mark) in enumerate(TAB_MARKS.items()):
+                page.locator(".bk-tab", has_text=name).first.click()
+                shot = tmp_path / f"lab-{i}-{name.replace(' ', '_')}.png"
+                try:
+                    page.locator(f"text={mark}").first.wait_for(timeout=120_000)
+                    if name == "Weight map":  # the module tree (a custom model) draws its rows
+                        page.locator(".mt-row").first.wait_for(timeout=60_000)
+                        rows = page.locator(".mt-row").count()
+                except Exception:
+                    page.screenshot(path=str(shot))
+                    drawn.append(f"{name}: {mark!r} not shown")
+                    continue
+                time.sleep(0.8)  # let the charts finish drawing
+                page.screenshot(path=str(shot))
+        finally:
+            (tmp_path / "console.log").write_text("\n".join(console))
+            browser.close()
+    unresolved = [m for m in console if "could not resolve type" in m]
+    assert unresolved == [], "\n".join(unresolved)
+    assert drawn == [], f"tabs that did not draw (screenshots in {tmp_path}):\n" + "\n".join(drawn)
+    assert rows >= 2, "the module tree drew fewer than two rows"
+    assert offline.left == [], "requests that left 127.0.0.1 (aborted):\n" + "\n".join(offline.left)
