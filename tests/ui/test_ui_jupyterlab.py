@@ -240,8 +240,9 @@ def test_jupyterlab_shows_every_view_offline(tmp_path: Path, real_checkpoints: A
         finally:
             (tmp_path / "console.log").write_text("\n".join(console))
             browser.close()
-    unresolved = [m for m in console if "could not resolve type" in m]
-    assert unresolved == [], "\n".join(unresolved)
-    assert drawn == [], f"tabs that did not draw (screenshots in {tmp_path}):\n" + "\n".join(drawn)
-    assert rows >= 2, "the module tree drew fewer than two rows"
-    assert offline.left == [], "requests that left 127.0.0.1 (aborted):\n" + "\n".join(offline.left)
+    problems = [m for m in console if "could not resolve type" in m]
+    problems += [f"tab {d}" for d in drawn]
+    if rows < 2:
+        problems.append(f"the module tree drew {rows} rows")
+    problems += [f"request left 127.0.0.1 (aborted): {u}" for u in offline.left]
+    assert problems == [], f"(screenshots in {tmp_path})\n" + "\n".join(p[:300] for p in problems)
