@@ -13,12 +13,12 @@ from ..remote.urls import is_url
 from .components.common import ACCENT, error_pane
 from .components.picker import PathPicker
 from .components.tabulator_guard import TabulatorGuard
+from .notebook import EXTENSIONS, prepare
 from .remote_paths import RemoteAccess
 from .state import AppState
 from .url_state import bind_url
 from .views import TABS, VIEWS, view_class
 
-EXTENSIONS = ("tabulator", "plotly")
 PAGE_CSS = """
 #main {background: #f5f6fa;}
 .bk-panel-models-layout-Column {font-family: Inter, "Segoe UI", Helvetica, Arial, sans-serif;}
@@ -29,8 +29,6 @@ def load_extensions(notebook: bool = False) -> None:
     """Load Panel's JS extensions; in a notebook inline, so output renders offline, and
     with every view's custom models defined first (:func:`.notebook.prepare`)."""
     if notebook:
-        from .notebook import prepare
-
         prepare()
     else:
         pn.extension(*EXTENSIONS)

@@ -19,12 +19,13 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
+EXTENSIONS = ("tabulator", "plotly")  # the Panel extensions the dashboard's views use
+
 
 def prepare() -> None:
     """Load Panel's extensions inline and define every view's models (before any display)."""
     import panel as pn
 
-    from .layout import EXTENSIONS
     from .views import VIEWS
 
     for _, spec in VIEWS:
