@@ -19,6 +19,7 @@ from ..io.location import Location
 from ..types import Detection, FileInfo
 from ..view import CheckpointView
 from . import bundle, torch_pickle
+from .param_names import attach_names
 
 FAMILY = "litgpt"
 WEIGHTS = "lit_model.pth"
@@ -87,7 +88,8 @@ def open_folder(path: Location, detection: Detection) -> CheckpointView:
         from ..errors import FormatDetectionError
 
         raise FormatDetectionError(weights, "a torch.save file", "something else")
-    views = {WEIGHTS: torch_pickle.open_torch(weights, inner)}
+    # its optimizer ids named from its model part here: naming looks one level of parts deep
+    views = {WEIGHTS: attach_names(torch_pickle.open_torch(weights, inner))}
     hparams = read_yaml(path / HPARAMS)
     if hparams is not None:
         views[HPARAMS] = _args_part(path, hparams)

@@ -23,6 +23,7 @@ from typing import Any
 from .findings import Finding
 from .parts import Components, OptimizerPart, ValuesPart
 from .scheduler import effective_step, optimizer_step, scheduler_steps_per_optimizer_step
+from .writer_facts import counts_epochs
 
 ACCUMULATION_KEYS = (
     "gradient_accumulation_steps",
@@ -108,6 +109,8 @@ def _scheduler(
     """The scheduler's steps in optimizer steps (per-process stepping, sample counts)."""
     values = sched.values
     where = sched.label.rstrip("/") or sched.file or None
+    if counts_epochs(sched, parts):  # the writer steps it per epoch: no optimizer-step counter
+        return None, []
     found = scheduler_steps(values, parts)
     if found is None:
         return None, []

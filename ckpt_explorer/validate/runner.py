@@ -13,7 +13,7 @@ from ..readers.part_pairing import paired
 from ..security import security_findings
 from ..security.severity import weigh_refusals
 from ..view import CheckpointView
-from . import bundle, config, counters, integrity, optimizer, scheduler
+from . import bundle, config, counters, integrity, optimizer, scheduler, writer_facts
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .findings import Finding, ValidationReport
@@ -177,6 +177,7 @@ def validate_checkpoint(
     if view.kind == "training_state":
         checked.append("bundle")
         findings += bundle.check_bundle(view.path, parts)
+        findings += writer_facts.check(parts)
     if hf_load:
         checked.append("hf_load")
         for m in parts.models:

@@ -13,7 +13,8 @@ folder's ``last_checkpoint`` names the newest file.
 
 Cases (the corpus contract is in tests/realworld_check.py):
 
-* ``fvcore_iter3`` / ``fvcore_iter7``: one run, clean.
+* ``fvcore_iter3`` / ``fvcore_iter7``: one run's ``model_0000003.pth`` / ``model_0000007.pth``,
+  clean.
 * ``fvcore_resume_clean``: a second process resumes the run from its folder
   (``resume_or_load(resume=True)`` reads ``last_checkpoint``), saved at iteration 7.
 * ``fvcore_scheduler_not_restored``: the scheduler is registered with the checkpointer only
@@ -26,7 +27,8 @@ Cases (the corpus contract is in tests/realworld_check.py):
   only the model (``checkpointables=[]``) but returns the file's ``iteration``, so the loop
   starts at iteration 4 with a fresh optimizer and scheduler.
 * ``fvcore_stale_pointer``: a copy of the run folder whose ``last_checkpoint`` still names
-  iteration 3's file though iteration 7's is there (a pointer restored from an older copy).
+  iteration 3's file though iteration 7's is there (a pointer restored from an older copy):
+  validate of ``model_0000007.pth`` there.
 """
 
 from __future__ import annotations
@@ -141,14 +143,7 @@ def fvcore_cases(out: Path) -> dict[str, Any]:
     run = out / "run"
     model, opt = _train(run, 8)
     truth = id_names(model.named_parameters(), opt.param_groups)
-    states = out / "states"
-    states.mkdir()
-    for it in (3, 7):
-        shutil.copy2(run / f"model_{it:07d}.pth", states / f"fit_model_{it:07d}.pth")
-    cases = {
-        "fvcore_iter3": _case(out, states / "fit_model_0000003.pth", truth),
-        "fvcore_iter7": _case(out, states / "fit_model_0000007.pth", truth),
-    }
+    cases = {f"fvcore_iter{it}": _case(out, run / f"model_{it:07d}.pth", truth) for it in (3, 7)}
 
     def resumed(name: str, **kw: Any) -> Path:
         folder = out / name
@@ -188,13 +183,9 @@ def fvcore_cases(out: Path) -> dict[str, Any]:
     stale = out / "stale_pointer"
     shutil.copytree(run, stale)
     (stale / "last_checkpoint").write_text("model_0000003.pth")
-    cases["fvcore_stale_pointer"] = {
-        **_case(out, stale / "model_0000003.pth", truth),
-        "path": stale.relative_to(out).as_posix(),
-        "kind": "run_folder",
-        "expect": "stale_pointer",
-        "pointer": "last_checkpoint",
-    }
+    cases["fvcore_stale_pointer"] = _case(
+        out, stale / "model_0000007.pth", truth, expect="stale_pointer", pointer="last_checkpoint"
+    )
     for case in cases.values():
         case["run_folder"] = "run"
     return cases

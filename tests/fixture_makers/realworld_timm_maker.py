@@ -227,7 +227,7 @@ def timm_cases(out: Path) -> dict[str, Any]:
             (stale / "last.pth.tar").unlink()
             shutil.copy2(run / "checkpoint-1.pth.tar", stale / "last.pth.tar")
             cases["timm_vit_stale_last"] = _case(
-                out, stale / "last.pth.tar", truth, expect="stale_pointer"
+                out, stale / "last.pth.tar", truth, expect="stale_copy"
             )
     return cases
 
