@@ -49,17 +49,36 @@ class Evidence:
 
     def value(self, key: str) -> Any:
         """The value under ``key``, or under a longer name ending in ``/key`` or ``.key``
-        (``global_step`` finds ``trainer_state.json/global_step``); None if absent."""
+        (``global_step`` finds ``trainer_state.json/global_step``), or inside a plain dict or
+        list value (``meta.iter`` finds ``values["meta"]["iter"]``, ``param_schedulers.0.x``
+        the list's first item's ``x``); None if absent."""
         if key in self.values:
             return self.values[key]
         for name, v in self.values.items():
             if name.endswith(("/" + key, "." + key)):
                 return v
+        head, _, rest = key.partition(".")
+        while rest:
+            if head in self.values:
+                return _inside(self.values[head], rest)
+            more, _, rest = rest.partition(".")
+            head = f"{head}.{more}"
         return None
 
     def has(self, key: str) -> bool:
         """``key`` is a value (see :meth:`value`), a top-level key or a file of the state."""
         return self.value(key) is not None or key in self.keys or key in self.files
+
+
+def _inside(value: Any, path: str) -> Any:
+    for step in path.split("."):
+        if isinstance(value, dict):
+            value = value.get(step)
+        elif isinstance(value, list | tuple) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        else:
+            return None
+    return value
 
 
 # A detector returns the evidence lines that identify its writer ("trainer_state.json holds
@@ -104,6 +123,9 @@ class WriterProfile:
             by ``save_counter``.
         save_counter: the key of :attr:`counters` the save name carries.
         notes: one line for people (what resuming restores, what it rebuilds).
+        facts: values the profile derives from the evidence where the writer records them
+            in its own way (mmengine's ``accumulative_counts`` in its config text): key ->
+            value, looked up like :meth:`Evidence.value` keys by the rules.
     """
 
     name: str
@@ -122,6 +144,7 @@ class WriterProfile:
     save_name: str = ""
     save_counter: str = ""
     notes: str = ""
+    facts: Callable[[Evidence], Mapping[str, Any]] | None = None
 
     @property
     def known(self) -> bool:
@@ -169,6 +192,15 @@ class ProfileMatch:
     @property
     def known(self) -> bool:
         return self.profile.known
+
+    def facts(self) -> Mapping[str, Any]:
+        """The profile's derived values (:attr:`WriterProfile.facts`); empty on any failure."""
+        if self.profile.facts is None:
+            return {}
+        try:
+            return dict(self.profile.facts(self.evidence))
+        except Exception:
+            return {}
 
     def describe(self) -> str:
         why = "; ".join(self.reasons) if self.reasons else "no writer's conventions recognised"
