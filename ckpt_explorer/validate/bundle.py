@@ -74,9 +74,9 @@ def position_claims(path: Path | Location, parts: Components) -> dict[str, int]:
         key = c.key.rsplit(".", 1)[-1].rsplit("/", 1)[-1]
         if key in taken:
             continue
-        value = _in_optimizer_steps(parts, c.key, _int(parts.writer.evidence.value(c.key)))
-        if value is not None:
-            claims[c.key.replace("/", " ")] = value
+        found = _converted(parts, c.key, _int(parts.writer.evidence.value(c.key)))
+        if found is not None:
+            claims[c.key.replace("/", " ") + found[1]] = found[0]
             taken.add(key)
     return claims
 
@@ -93,15 +93,23 @@ def _named_step_counts(path: Path | Location, parts: Components) -> bool:
 def _in_optimizer_steps(parts: Components, key: str, value: int | None) -> int | None:
     """``value`` of counter ``key`` in optimizer steps, as the writer profile says it counts;
     None when it counts something else or cannot be converted."""
+    converted = _converted(parts, key, value)
+    return converted[0] if converted else None
+
+
+def _converted(parts: Components, key: str, value: int | None) -> tuple[int, str] | None:
+    """(value in optimizer steps, how it was converted: "" or " (8 ÷ accumulative_counts 2)")."""
     if value is None:
         return None
     unit = parts.writer.profile.unit(key)
     if unit in (None, "optimizer_steps"):
-        return value
+        return value, ""
     if unit == "micro_batches":
         factor = accumulation(parts)
         if factor is not None and value % factor[0] == 0:
-            return value // factor[0]
+            if factor[0] == 1:
+                return value, ""
+            return value // factor[0], f" ({value} micro-batches ÷ {factor[1]} {factor[0]})"
     return None
 
 
@@ -125,8 +133,10 @@ def claims_certain(parts: Components, claims: dict[str, int]) -> bool:
     if not profile.known or not claims:
         return False
     for label in claims:
-        key = profile.save_counter if label.startswith("folder name ") else label.split()[-1]
-        if profile.counter(key) is None:
+        if label.startswith("folder name "):
+            if profile.counter(profile.save_counter) is None:
+                return False
+        elif not any(profile.counter(word) for word in label.split()):
             return False
     return True
 

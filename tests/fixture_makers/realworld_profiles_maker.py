@@ -26,6 +26,7 @@ steps, CPU); faults are planted the way users make them. Every case records ``se
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import warnings
@@ -203,6 +204,10 @@ def _mm_cfg(work_dir: Path, max_iters: int) -> Any:
 
 def _mm_run(work_dir: Path, max_iters: int, resume: Path | None = None, **flags: bool) -> None:
     from mmengine.runner import Runner
+
+    # mmengine 0.10's load_checkpoint calls torch.load with torch's default, weights_only=True
+    # since torch 2.6, which refuses its own message_hub: its users set torch's switch back
+    os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
 
     class ResumingRunner(Runner):  # type: ignore[misc]
         def load_or_resume(self) -> None:
