@@ -34,7 +34,7 @@ and a module docstring saying what the writer saves (from its source), plus one 
 
 from __future__ import annotations
 
-from . import fvcore, hf_trainer, litgpt, timm, torch_swa
+from . import fvcore, hf_trainer, lightning, litgpt, megatron, mmengine, timm, torch_swa
 from .detect import detect_profile
 from .registry import match, profile, profiles, register
 from .spec import (
@@ -50,6 +50,9 @@ from .spec import (
 )
 
 register(hf_trainer.PROFILE)
+register(lightning.PROFILE)
+register(mmengine.PROFILE)
+register(megatron.PROFILE)
 register(fvcore.PROFILE)
 register(timm.PROFILE)
 register(litgpt.PROFILE)
