@@ -11,16 +11,24 @@ Two facts a profile may state, each from values the writer itself recorded:
   the other (torch SWA: the main scheduler until ``swa_start``, then ``SWALR``) have together
   taken one step per epoch; fewer (or more) means one restarted on resume. Each such
   scheduler counts epochs, not optimizer steps: the step counters leave it out
-  (:func:`counts_epochs`).
+  (:func:`counts_epochs`). In such a loop an averaged model (``AveragedModel``) that has
+  averaged more updates than there were epochs is updated per optimizer step (an EMA): its
+  ``n_averaged`` counts optimizer steps, so an optimizer far behind it was not restored (a
+  GradScaler skips a step, not the EMA update, at each backoff: that many are allowed).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..io.raw_values import record_scalar
 from .findings import Finding
 from .parts import Components, ValuesPart
+from .scheduler import optimizer_step
+
+INIT_SCALE = 2.0**16  # GradScaler's default init_scale
 
 
 def _int(v: Any) -> int | None:
@@ -39,7 +47,7 @@ def counts_epochs(sched: ValuesPart, parts: Components) -> bool:
 
 def check(parts: Components) -> list[Finding]:
     facts = parts.writer.facts()
-    return _not_restored(parts, facts) + _epoch_schedulers(parts, facts)
+    return _not_restored(parts, facts) + _epoch_schedulers(parts, facts) + _averagers(parts, facts)
 
 
 def _not_restored(parts: Components, facts: Mapping[str, Any]) -> list[Finding]:
@@ -87,3 +95,44 @@ def _epoch_schedulers(parts: Components, facts: Mapping[str, Any]) -> list[Findi
             file=min(counts, key=lambda k: counts[k] or 0),
         )
     ]
+
+
+def _skipped_allowance(parts: Components) -> int:
+    """Optimizer steps a GradScaler may have skipped: one per backoff below its default
+    initial scale (its saved ``scale``), plus one."""
+    for value in parts.writer.evidence.values.values():
+        if isinstance(value, dict) and "growth_interval" in value and "scale" in value:
+            scale = value["scale"]
+            if isinstance(scale, int | float) and 0 < scale < INIT_SCALE:
+                return int(math.log2(INIT_SCALE / scale)) + 1
+    return 1
+
+
+def _averagers(parts: Components, facts: Mapping[str, Any]) -> list[Finding]:
+    epoch = _int(facts.get("epochs_done"))
+    if epoch is None or not isinstance(facts.get("epoch_schedulers"), dict):
+        return []
+    opt = next((o for o in parts.optimizers if not o.flat), None)
+    step = optimizer_step(opt) if opt is not None else None
+    if opt is None or step is None:
+        return []
+    allowed = _skipped_allowance(parts)
+    out = []
+    for model in parts.models:
+        record = next((r for r in model.records if r.name == "n_averaged"), None)
+        n = record_scalar(record) if record is not None else None
+        if n is None or n <= epoch + 1 or n - step <= allowed:
+            continue  # per-epoch (SWA), or in step with the optimizer
+        out.append(
+            Finding(
+                "bundle.optimizer_step",
+                "warning",
+                f"{model.label}n_averaged is {n:g}, more than the {epoch + 1} epochs: it "
+                f"averages once per optimizer step, but the optimizer step is {step:g}: the "
+                "optimizer counts only the steps since a resume that did not restore it",
+                "Load the optimizer state when resuming: fresh Adam moments make the first "
+                "steps after the resume too large.",
+                file=opt.label.rstrip("/.") or None,
+            )
+        )
+    return out
