@@ -169,7 +169,9 @@ def validate_checkpoint(
     pairs = pair_schedulers(parts.optimizers, parts.schedulers)
     for opt_part, sched in pairs:
         if sched is not None:
-            findings += scheduler.check_scheduler(sched, opt_part)
+            findings += writer_facts.handed_over(
+                sched, parts, scheduler.check_scheduler(sched, opt_part)
+            )
     claims = bundle.position_claims(view.path, parts) if view.kind == "training_state" else {}
     findings += counters.weigh(
         parts, claims, pairs, run_epoch, training_state=view.kind == "training_state"

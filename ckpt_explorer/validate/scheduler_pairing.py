@@ -61,8 +61,8 @@ def pair_schedulers(
         choice = _choose(sched, usable, taken)
         if choice is None:
             loose.append(sched)
-        elif id(choice) not in taken or fit(taken[id(choice)], choice) <= fit(sched, choice):
-            taken[id(choice)] = sched  # of two schedulers of one optimizer, the better fit
+        else:
+            taken[id(choice)] = sched
     pairs: list[tuple[OptimizerPart | None, ValuesPart | None]] = [
         (o, taken.get(id(o))) for o in optimizers
     ]

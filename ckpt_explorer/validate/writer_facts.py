@@ -45,6 +45,16 @@ def counts_epochs(sched: ValuesPart, parts: Components) -> bool:
     return isinstance(schedulers, dict) and name in schedulers
 
 
+def handed_over(sched: ValuesPart, parts: Components, found: list[Finding]) -> list[Finding]:
+    """``found`` without ``scheduler.last_lr`` for a scheduler of a hand-over pair (SWA's main
+    scheduler after ``swa_start``, SWALR before it): only the one stepping sets the lr, the
+    other's ``_last_lr`` is where it stopped, by design."""
+    schedulers = parts.writer.facts().get("epoch_schedulers")
+    if not isinstance(schedulers, dict) or len(schedulers) < 2 or not counts_epochs(sched, parts):
+        return found
+    return [f for f in found if f.rule != "scheduler.last_lr"]
+
+
 def check(parts: Components) -> list[Finding]:
     facts = parts.writer.facts()
     return _not_restored(parts, facts) + _epoch_schedulers(parts, facts) + _averagers(parts, facts)
