@@ -34,7 +34,7 @@ and a module docstring saying what the writer saves (from its source), plus one 
 
 from __future__ import annotations
 
-from . import hf_trainer, lightning, megatron, mmengine
+from . import accelerate, hf_trainer, lightning, megatron, mmengine
 from .detect import detect_profile
 from .registry import match, profile, profiles, register
 from .spec import (
@@ -53,6 +53,7 @@ register(hf_trainer.PROFILE)
 register(lightning.PROFILE)
 register(mmengine.PROFILE)
 register(megatron.PROFILE)
+register(accelerate.PROFILE)
 
 __all__ = [
     "UNITS",
