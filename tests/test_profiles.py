@@ -30,6 +30,24 @@ def test_evidence_value_matches_a_tail() -> None:
     assert ev.has("iter") and not ev.has("epoch")
 
 
+def test_evidence_value_reads_inside_plain_dicts_and_lists() -> None:
+    ev = Evidence(values={"meta": {"iter": 8}, "param_schedulers": [{"_global_step": 8}]})
+    assert ev.value("meta.iter") == 8
+    assert ev.value("param_schedulers.0._global_step") == 8
+    assert ev.value("param_schedulers.1._global_step") is None
+    assert ev.value("meta.epoch") is None
+
+
+def test_mmengine_accumulation_is_read_from_its_config_text() -> None:
+    from ckpt_explorer.profiles import mmengine
+
+    cfg = "optim_wrapper = dict(accumulative_counts=4, optimizer=dict(type='AdamW'))"
+    assert mmengine.facts(Evidence(values={"meta": {"cfg": cfg}})) == {"accumulative_counts": 4}
+    plain = "optim_wrapper = dict(optimizer=dict(type='AdamW'))"
+    assert mmengine.facts(Evidence(values={"meta": {"cfg": plain}})) == {"accumulative_counts": 1}
+    assert mmengine.facts(Evidence(values={"meta": {"cfg": "\n"}})) == {}  # built from objects
+
+
 def test_unknown_when_nothing_matches() -> None:
     m = match(Evidence(name="x.pt", keys=frozenset({"model", "optimizer"})))
     assert m.profile is UNKNOWN and not m.known

@@ -28,13 +28,32 @@ API contract (stable; add profiles, do not change these):
 - ``validate.parts.collect`` puts the match on ``Components.writer``; rules read
   ``parts.writer.profile``.
 
+Rules that ask (``validate/bundle.py``, ``validate/counters.py``): run-position claims are put
+in optimizer steps by ``counters`` units (micro-batches divided by the ``accumulation`` factor,
+epochs/samples/saves no claim); a 2-way optimizer-vs-position gap is a warning only when every
+claim's unit is known (else info, "cannot tell"); gradient accumulation never explains a gap
+in a counter the profile says counts optimizer steps; ``bundle.missing_scheduler`` and
+``bundle.missing_rng`` follow the ``scheduler`` / ``rng`` policy; ``bundle.stale_copy`` and
+``bundle.stale_pointer`` read ``copies`` / ``pointers`` with ``save_name``.
+
 Adding a writer: one module here defining ``PROFILE = WriterProfile(...)`` with its detector
 and a module docstring saying what the writer saves (from its source), plus one line below.
 """
 
 from __future__ import annotations
 
-from . import fvcore, hf_trainer, lightning, litgpt, megatron, mmengine, timm, torch_swa
+from . import (
+    accelerate,
+    fvcore,
+    hf_trainer,
+    lightning,
+    litgpt,
+    megatron,
+    mmengine,
+    nanogpt,
+    timm,
+    torch_swa,
+)
 from .detect import detect_profile
 from .registry import match, profile, profiles, register
 from .spec import (
@@ -53,6 +72,8 @@ register(hf_trainer.PROFILE)
 register(lightning.PROFILE)
 register(mmengine.PROFILE)
 register(megatron.PROFILE)
+register(accelerate.PROFILE)
+register(nanogpt.PROFILE)
 register(fvcore.PROFILE)
 register(timm.PROFILE)
 register(litgpt.PROFILE)

@@ -205,8 +205,8 @@ def _missing_scheduler(parts: Components, used: bool, only_model: bool) -> Findi
             "warning",
             f"no LR scheduler state is saved{used_text}, and the {profile.title} saves it "
             f"({', '.join(profile.parts.get('scheduler', ())) or 'with the optimizer'})",
-            "The scheduler file was lost: a resume rebuilds the scheduler and restarts its "
-            "warm-up/decay; copy it from the run.",
+            "The scheduler state was lost or never registered with the writer: a resume "
+            "rebuilds the scheduler and restarts its warm-up/decay. " + profile.notes,
         )
     cannot_tell = used and not profile.known and not only_model
     return Finding(
