@@ -5,7 +5,8 @@ Usage: ``.venv/bin/python scripts/diagnosis_table.py [--out DIAGNOSIS.md] [FOLDE
 Without FOLDER it runs the makers named in ``MAKERS`` (``realworld_hf``, ``realworld_torch``,
 ``realworld_dist``, ``realworld_lightning``, ``realworld_multiproc``, ``realworld_trainer_ds``,
 ``realworld_diffusers``, ``realworld_optim``, ``realworld_megatron``, ``realworld_dsuniversal``,
-``realworld_tune``, ``realworld_colossal_extra``)
+``realworld_tune``, ``realworld_colossal_extra``, ``realworld_timm``, ``realworld_fvcore``,
+``realworld_litgpt``, ``realworld_swa``, ``realworld_tiedlm``)
 through the test suite's cache (``.fixture-cache/``, keyed by the maker's source); a FOLDER is a maker output
 holding ``manifest.json``. Each state is scored with ``tests/realworld_check.py``: per setup,
 clean states with 0 errors / 0 false warnings, optimizer ids named right / ambiguous / unknown /
@@ -37,6 +38,11 @@ MAKERS = (
     "realworld_dsuniversal",
     "realworld_tune",
     "realworld_colossal_extra",
+    "realworld_timm",
+    "realworld_fvcore",
+    "realworld_litgpt",
+    "realworld_swa",
+    "realworld_tiedlm",
 )
 COMMAND = ".venv/bin/python scripts/diagnosis_table.py --out DIAGNOSIS.md"
 

@@ -16,6 +16,7 @@ from ..readers import (
     deepspeed_universal,
     hf_folder,
     json_files,
+    litgpt,
     megatron_dist,
     megatron_legacy,
     peft_adapter,
@@ -138,6 +139,9 @@ register(  # an output folder: epoch_N/ weights beside recipe_state/recipe_state
     FormatSpec(
         "torchtune", ("torchtune",), "dir", 35, torchtune.probe, torchtune_output.open_output
     )
+)
+register(  # before the training state: lit_model.pth beside LitGPT's model_config.yaml
+    FormatSpec("litgpt", (litgpt.FAMILY,), "dir", 38, litgpt.probe, litgpt.open_folder)
 )
 register(
     FormatSpec(

@@ -13,7 +13,7 @@ from ..readers.part_pairing import paired
 from ..security import security_findings
 from ..security.severity import weigh_refusals
 from ..view import CheckpointView
-from . import bundle, config, counters, integrity, optimizer, scheduler
+from . import bundle, config, counters, integrity, optimizer, scheduler, writer_facts
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .findings import Finding, ValidationReport
@@ -169,7 +169,9 @@ def validate_checkpoint(
     pairs = pair_schedulers(parts.optimizers, parts.schedulers)
     for opt_part, sched in pairs:
         if sched is not None:
-            findings += scheduler.check_scheduler(sched, opt_part)
+            findings += writer_facts.handed_over(
+                sched, parts, scheduler.check_scheduler(sched, opt_part)
+            )
     claims = bundle.position_claims(view.path, parts) if view.kind == "training_state" else {}
     findings += counters.weigh(
         parts, claims, pairs, run_epoch, training_state=view.kind == "training_state"
@@ -177,6 +179,7 @@ def validate_checkpoint(
     if view.kind == "training_state":
         checked.append("bundle")
         findings += bundle.check_bundle(view.path, parts)
+        findings += writer_facts.check(parts)
     if hf_load:
         checked.append("hf_load")
         for m in parts.models:
