@@ -47,7 +47,8 @@ PIN="$VENV/torch-pin.txt"
 echo "torch==$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch"))')" > "$PIN"
 
 # (numba, for the fused diff kernel, is a core dependency where it has wheels)
-uvi -c "$PIN" -e ".[ui,dev,remote]" nbclient nbformat ipykernel
+# (jupyterlab: `scripts/dev.sh lab` and the JupyterLab browser test)
+uvi -c "$PIN" -e ".[ui,dev,remote]" nbclient nbformat ipykernel "jupyterlab==4.6.6"
 
 if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   # colossalai pins torch<=2.5.1 and transformers==4.51.3: never let the resolver see its requirements.
@@ -63,11 +64,20 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   uvi -c "$PIN" "peft==0.13.2" einops contexttimer bitsandbytes "deepspeed==0.19.8" \
       rich click psutil packaging tqdm pydantic "lightning==2.5.6" "omegaconf==2.3.0" \
       "diffusers==0.42.1" "joblib==1.6.0" "megatron-core==0.16.1" "schedulefree==1.4.1"
+  # detectron2's checkpointer (fvcore) and LitGPT (its own requirements would replace
+  # huggingface_hub and lightning: it runs on what is installed, so --no-deps)
+  uvi -c "$PIN" "fvcore==0.1.5.post20221221" "iopath==0.1.10" "yacs==0.1.8" "tabulate==0.10.0" \
+      "portalocker==4.4.2" "jsonargparse==4.41.0" "docstring-parser==0.18.0"
+  uvi --no-deps "litgpt==0.5.13"
   # (diffusers' models import peft>=0.17 when peft is found: its maker hides peft)
   # transformers 4.x (HF .bin shards, ColossalAI HybridParallelPlugin) lives in a side folder,
   # put on PYTHONPATH only by the fixture scripts that need it.
   "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/transformers4" \
       "transformers==4.51.3" "huggingface_hub==0.36.2" "tokenizers>=0.21,<0.22"
+  # timm needs torchvision, whose only PyPI build is for CUDA: both in a side folder, put on
+  # sys.path by realworld_timm_maker.py only
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/timm" \
+      "timm==1.0.31" "torchvision==0.28.0"
   # torchtune 0.6.1 (its recipes write the torchtune fixtures) and what it imports, in a side
   # folder put on sys.path by realworld_tune_maker.py only; torchao 0.11 (0.12+ moved nf4tensor).
   "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/torchtune" \
