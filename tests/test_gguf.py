@@ -143,3 +143,44 @@ def test_cli_text_and_json(made: Any) -> None:
     assert row["name"] == cases["fault_scale"]["fault_hf"] and row["quant"] == "Q8_0"
     ok = subprocess.run([*cli, "diff", hf, str(out / "q8_0.gguf")], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout[-2000:]
+
+
+@pytest.mark.parametrize(("case", "transform"), [("mixtral", "expert 3"), ("gemma", "1 + w")])
+def test_stacked_experts_and_norm_offsets_are_undone(made: Any, case: str, transform: str) -> None:
+    out, cases = made
+    result = diff_checkpoints(out / cases[f"{case}_hf"]["path"], out / cases[case]["path"])
+    assert result.faithful, result.format_text()
+    assert {r.verdict for r in result.tensors} == {"exact"}
+    assert any(transform in (r.export_tensor or "") for r in result.tensors)
+
+
+def test_swapped_experts_are_found_and_ranked_first(made: Any) -> None:
+    out, cases = made
+    case = cases["fault_experts"]
+    result = diff_checkpoints(out / cases["mixtral_hf"]["path"], out / case["path"])
+    ranked = result.export_rows()
+    assert {r.name for r in ranked[:2]} == set(case["fault_hf"])
+    assert [r.verdict for r in ranked].count("beyond_budget") == 2
+    assert not result.faithful
+
+
+def test_metadata_is_checked_against_config(made: Any, tmp_path: Path) -> None:
+    """gguf's own gguf_set_metadata writes a wrong context length into a copy: the export is
+    no longer faithful, and the row says which key against which config field."""
+    out, cases = made
+    bad = tmp_path / "ctx.gguf"
+    bad.write_bytes((out / cases["f32"]["path"]).read_bytes())
+    subprocess.run(
+        [sys.executable, "-m", "gguf.scripts.gguf_set_metadata", str(bad),
+         "llama.context_length", "999", "--force"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    good = diff_checkpoints(out / "hf", out / cases["f32"]["path"])
+    checks = {v.key: v for v in good.values if v.key.startswith("export.")}
+    assert len(checks) >= 8 and all(v.status == "equal" for v in checks.values())
+    result = diff_checkpoints(out / "hf", bad)
+    assert not result.faithful
+    changed = [v for v in result.values if v.key.startswith("export.") and v.status != "equal"]
+    assert [(v.key, v.a, v.b) for v in changed] == [
+        ("export.llama.context_length vs config.json max_position_embeddings", 256, 999)
+    ]

@@ -14,7 +14,7 @@ from ..io.location import Location
 from ..io.torchrun import Nodes
 from ..view import CheckpointView
 from .engine import DEFAULT_CHUNK_BYTES, Engine, plan_pairs
-from .export_side import attach_budgets, export_sides
+from .export_side import attach_budgets, export_checks, export_sides
 from .hf_side import hf_sides
 from .launcher import launch
 from .report import DiffResult
@@ -101,7 +101,7 @@ def diff_checkpoints(
     rows = engine.run(plan_pairs(view_a, view_b, rename))
     if not engine.cancelled:
         attach_budgets(rows, view_a, view_b)
-    values = compare_values(view_a, view_b, rename)
+    values = compare_values(view_a, view_b, rename) + export_checks(view_a, view_b)
     return DiffResult(
         rows,
         values,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from ..readers.gguf_hf import export_of, export_values, hf_view, is_gguf
 from ..view import CheckpointView
+from .export_config import config_checks
 from .quant_budget import budget
-from .rows import ONLY_IN_A, ONLY_IN_B, TensorDiff
+from .rows import ONLY_IN_A, ONLY_IN_B, TensorDiff, ValueDiff
 
 
 def export_sides(a: CheckpointView, b: CheckpointView) -> tuple[CheckpointView, CheckpointView]:
@@ -59,3 +60,12 @@ def attach_budgets(
             row.budget = figures.max_budget
             row.budget_ratio = figures.ratio
             row.export_tensor = src.describe()
+
+
+def export_checks(view_a: CheckpointView, view_b: CheckpointView) -> list[ValueDiff]:
+    """The export's metadata against the source's config.json (:mod:`.export_config`)."""
+    for source, side in ((view_a, view_b), (view_b, view_a)):
+        found = export_of(side)
+        if found is not None:
+            return config_checks(source, found[0])
+    return []

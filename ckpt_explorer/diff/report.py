@@ -71,6 +71,7 @@ class DiffResult:
         return all(r.verdict in (EXACT, WITHIN) for r in self.tensors if r.status in COMPARED) and (
             not any(r.status == SHAPE_MISMATCH for r in self.tensors)
             and not any(r.status == ONLY_IN_A for r in self.tensors if r.note is not None)
+            and all(v.status == "equal" or v.informational for v in self.values)
         )
 
     def export_rows(self) -> list[TensorDiff]:

@@ -18,7 +18,10 @@ Cases:
   at the offset ``gguf.GGUFReader`` gives: ``fault_norm`` (F32: ``blk.0.attn_norm.weight``
   times 1.5, the llama.cpp #22565 symptom), ``fault_qk`` (F16: ``blk.1.attn_q.weight``
   permuted a second time, as a converter that permutes twice writes it), ``fault_scale``
-  (Q8_0: the F16 scale of one 32-block of ``blk.0.ffn_up.weight`` doubled).
+  (Q8_0: the F16 scale of one 32-block of ``blk.0.ffn_up.weight`` doubled);
+* ``mixtral`` (F16: 4 experts stacked per layer) and ``gemma`` (F32: norms stored as 1 + w)
+  from tiny ``MixtralForCausalLM`` / ``GemmaForCausalLM`` folders (``<kind>_hf``), and
+  ``fault_experts`` (``mixtral.gguf`` with experts 1 and 2 of ``ffn_up_exps`` swapped).
 
 The manifest records, per export, transformers' own reading of it where it runs:
 ``from_pretrained(hf, gguf_file=...)``'s state_dict saved as ``<case>.transformers.safetensors``
@@ -105,6 +108,30 @@ def _tiny_llama(folder: Path) -> dict[str, Any]:
                 p.copy_(1 + 0.1 * torch.randn_like(p))
     model.save_pretrained(folder)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _tiny_other(folder: Path, kind: str, tokenizer: Path) -> None:
+    """A tiny Mixtral (4 experts: the converter stacks them) or Gemma (the converter stores
+    1 + w for its norms), beside the Llama's sentencepiece tokenizer."""
+    from transformers import GemmaConfig, GemmaForCausalLM, MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(1)
+    sizes = dict(
+        vocab_size=64, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256,
+    )  # fmt: skip
+    if kind == "mixtral":
+        model: Any = MixtralForCausalLM(
+            MixtralConfig(**sizes, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2)
+        )
+    else:
+        model = GemmaForCausalLM(GemmaConfig(**sizes, intermediate_size=128, head_dim=16))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(0.1 * torch.randn_like(p))
+    model.save_pretrained(folder)
+    shutil.copyfile(tokenizer, folder / "tokenizer.model")
 
 
 def _convert(llama_cpp: Path, hf: Path, out: Path, outtype: str, *extra: str) -> None:
@@ -229,6 +256,22 @@ def make(out: Path) -> dict[str, Any]:
         "splits": [p.name for p in first],
     }
     cases.update(_faults(out))
+    for kind, outtype in (("mixtral", "f16"), ("gemma", "f32")):
+        _tiny_other(out / f"{kind}_hf", kind, hf / "tokenizer.model")
+        _convert(llama_cpp, out / f"{kind}_hf", out / f"{kind}.gguf", outtype)
+        cases[f"{kind}_hf"] = {"path": f"{kind}_hf", "family": "hf-single", "kind": "model"}
+        cases[kind] = {"path": f"{kind}.gguf", "family": "gguf", "kind": "model"}
+    dst = out / "fault_experts.gguf"  # a layer's experts 1 and 2 swapped in ffn_up_exps
+    shutil.copyfile(out / "mixtral.gguf", dst)
+    offset, _, data = _tensor_bytes(dst, "blk.0.ffn_up_exps.weight")
+    _patch(dst, offset, data[[0, 2, 1, 3]].astype("<f2").tobytes())
+    cases["fault_experts"] = {
+        "path": dst.name,
+        "family": "gguf",
+        "kind": "model",
+        "fault_gguf": "blk.0.ffn_up_exps.weight",
+        "fault_hf": [f"model.layers.0.block_sparse_moe.experts.{e}.w3.weight" for e in (1, 2)],
+    }
     return cases
 
 
