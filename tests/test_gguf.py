@@ -184,3 +184,35 @@ def test_metadata_is_checked_against_config(made: Any, tmp_path: Path) -> None:
     assert [(v.key, v.a, v.b) for v in changed] == [
         ("export.llama.context_length vs config.json max_position_embeddings", 256, 999)
     ]
+
+
+def test_remote_gguf_lists_by_range_reads(made: Any, tmp_path: Path) -> None:
+    """Over HTTP (a local Range server) an export lists as on disk and a Q8_0 tensor loads the
+    same values; listing a 16 MiB file moves its header's blocks, not its tensors."""
+    pytest.importorskip("aiohttp")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from remote_servers import RangeServer
+
+    out, cases = made
+    big = tmp_path / "big.gguf"
+    w = gguf.GGUFWriter(str(big), "llama")
+    w.add_block_count(1)
+    w.add_tensor("big", np.zeros(4 * 2**20, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    (tmp_path / "q8_0.gguf").write_bytes((out / cases["q8_0"]["path"]).read_bytes())
+    server = RangeServer(tmp_path)
+    try:
+        assert open_checkpoint(f"{server.url}/big.gguf").names() == ["big"]
+        assert server.bytes_sent < 2**18 < big.stat().st_size  # first and last blocks only
+        local = tmp_path / "q8_0.gguf"
+        view, here = open_checkpoint(f"{server.url}/q8_0.gguf"), open_checkpoint(local)
+        assert [(r.name, r.dtype, r.shape, r.offset) for r in view.tensors] == [
+            (r.name, r.dtype, r.shape, r.offset) for r in here.tensors
+        ]
+        name = "blk.0.ffn_up.weight"
+        assert torch.equal(view.load(name), here.load(name))
+    finally:
+        server.close()
