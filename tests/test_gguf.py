@@ -216,3 +216,15 @@ def test_remote_gguf_lists_by_range_reads(made: Any, tmp_path: Path) -> None:
         assert torch.equal(view.load(name), here.load(name))
     finally:
         server.close()
+
+
+def test_export_given_first_gets_the_same_verdicts(made: Any) -> None:
+    out, cases = made
+    case = cases["fault_norm"]
+    forward = diff_checkpoints(out / "hf", out / case["path"])
+    backward = diff_checkpoints(out / case["path"], out / "hf")
+    assert backward.options["export"] == "a" and forward.options["export"] == "b"
+    assert [(r.name, r.verdict) for r in backward.export_rows()] == [
+        (r.name, r.verdict) for r in forward.export_rows()
+    ]
+    assert backward.export_rows()[0].name == case["fault_hf"] and not backward.faithful

@@ -99,15 +99,12 @@ def diff_checkpoints(
         on_row=on_row,
     )
     rows = engine.run(plan_pairs(view_a, view_b, rename))
-    if not engine.cancelled:
-        attach_budgets(rows, view_a, view_b)
+    export = attach_budgets(rows, view_a, view_b) if not engine.cancelled else None
     values = compare_values(view_a, view_b, rename) + export_checks(view_a, view_b)
-    return DiffResult(
-        rows,
-        values,
-        engine.cancelled,
-        options(view_a.path, view_b.path, atol, rtol, str(engine.device), 1, chunk_bytes, t0),
-    )
+    opts = options(view_a.path, view_b.path, atol, rtol, str(engine.device), 1, chunk_bytes, t0)
+    if export is not None:
+        opts["export"] = export  # which side is the export (the other is its source)
+    return DiffResult(rows, values, engine.cancelled, opts)
 
 
 def options(

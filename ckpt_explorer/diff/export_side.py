@@ -30,14 +30,17 @@ def attach_budgets(
     rows: list[TensorDiff],
     view_a: CheckpointView,
     view_b: CheckpointView,
-) -> None:
-    """Fill ``quant``/``verdict``/``budget``/``budget_ratio``/``export_tensor``/``note`` of
-    the rows of an export diff (rows of other diffs are left as they are)."""
+) -> str | None:
+    """Fill ``quant``, ``verdict``, ``budget``, ``budget_ratio``, ``export_tensor`` and
+    ``note`` of the rows of an export diff; return which side is the export (``"a"``,
+    ``"b"``; None for other diffs, whose rows are left as they are)."""
+    side_name = None
     for source, side, export_is_a in ((view_a, view_b, False), (view_b, view_a, True)):
         found = export_of(side)
         if found is None:
             continue
         export, pairing = found
+        side_name = "a" if export_is_a else "b"
         only_source, only_export = (ONLY_IN_B, ONLY_IN_A) if export_is_a else (ONLY_IN_A, ONLY_IN_B)
         for row in rows:
             if row.status == only_source:
@@ -60,6 +63,7 @@ def attach_budgets(
             row.budget = figures.max_budget
             row.budget_ratio = figures.ratio
             row.export_tensor = src.describe()
+    return side_name
 
 
 def export_checks(view_a: CheckpointView, view_b: CheckpointView) -> list[ValueDiff]:

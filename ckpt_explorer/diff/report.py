@@ -70,9 +70,13 @@ class DiffResult:
             return False
         return all(r.verdict in (EXACT, WITHIN) for r in self.tensors if r.status in COMPARED) and (
             not any(r.status == SHAPE_MISMATCH for r in self.tensors)
-            and not any(r.status == ONLY_IN_A for r in self.tensors if r.note is not None)
+            and not any(r.status == self._only_in_source for r in self.tensors)
             and all(v.status == "equal" or v.informational for v in self.values)
         )
+
+    @property
+    def _only_in_source(self) -> str:
+        return ONLY_IN_B if self.options.get("export") == "a" else ONLY_IN_A
 
     def export_rows(self) -> list[TensorDiff]:
         """Rows with a verdict, worst first: beyond budget, then within, then exact; each by
