@@ -192,7 +192,8 @@ class _Cursor:
         self.at = 0  # file offset of the next byte
         self.block = FIRST_BLOCK
 
-    def take(self, n: int) -> bytes:
+    def ensure(self, n: int) -> int:
+        """Make ``n`` bytes from the current position available in ``buf``; their index."""
         if n < 0 or self.at + n > self.size:
             raise GGUFError(f"a read of {n} bytes at byte {self.at} runs past the end")
         end = self.at + n
@@ -204,9 +205,41 @@ class _Cursor:
             self.block = min(self.block * 2, 1 << 26)
             if self.base + len(self.buf) < end:
                 raise GGUFError(f"the file ends before byte {end}")
-        out = self.buf[self.at - self.base : end - self.base]
-        self.at = end
-        return out
+        return self.at - self.base
+
+    def take(self, n: int) -> bytes:
+        i = self.ensure(n)
+        self.at += n
+        return self.buf[i : i + n]
+
+    def strings(self, n: int, wide: bool, keep: int) -> list[str]:
+        """Walk ``n`` strings (an array's items), decoding the first ``keep``: one loop over
+        the buffer, not a call per item (a tokenizer holds 150,000 of them)."""
+        width = 8 if wide else 4
+        length = struct.Struct(self.endian + ("Q" if wide else "I")).unpack_from
+        kept: list[str] = []
+        buf, i, avail = self.buf, self.at - self.base, len(self.buf)
+        for k in range(n):
+            if i + width > avail:
+                self.at = self.base + i
+                i = self.ensure(width)
+                buf, avail = self.buf, len(self.buf)
+            (ln,) = length(buf, i)
+            if ln > MAX_COUNT:
+                raise GGUFError(f"a string length of {ln} (more than {MAX_COUNT})")
+            i += width
+            if i + ln > avail:
+                self.at = self.base + i
+                i = self.ensure(ln)
+                buf, avail = self.buf, len(self.buf)
+            if k < keep:
+                try:
+                    kept.append(buf[i : i + ln].decode("utf-8"))
+                except UnicodeDecodeError as e:
+                    raise GGUFError(f"a string that is not UTF-8 at byte {self.base + i}") from e
+            i += ln
+        self.at = self.base + i
+        return kept
 
     def unpack(self, code: str) -> Any:
         fmt = self.endian + code
@@ -240,7 +273,9 @@ def _value(c: _Cursor, kind: int, wide: bool, depth: int = 0) -> Any:
             keep = min(n, KEEP_ITEMS)
             head = struct.unpack(f"{c.endian}{keep}{code}", raw[: keep * struct.calcsize(code)])
             return ArraySummary(VALUE_TYPES[item], n, head)
-        if item not in (STRING, ARRAY):
+        if item == STRING:
+            return ArraySummary("string", n, tuple(c.strings(n, wide, KEEP_ITEMS)))
+        if item != ARRAY:
             raise GGUFError(f"an array of value type {item}")
         kept = [_value(c, item, wide, depth + 1) for _ in range(min(n, KEEP_ITEMS))]
         for _ in range(n - len(kept)):
