@@ -101,7 +101,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(result.format_text(limit=args.limit))
-    return EXIT_OK if result.equal else EXIT_DIFFERENT
+    ok = result.faithful if result.is_export else result.equal
+    return EXIT_OK if ok else EXIT_DIFFERENT
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:

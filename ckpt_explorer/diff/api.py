@@ -14,6 +14,7 @@ from ..io.location import Location
 from ..io.torchrun import Nodes
 from ..view import CheckpointView
 from .engine import DEFAULT_CHUNK_BYTES, Engine, plan_pairs
+from .export_side import attach_budgets, export_checks, export_sides
 from .hf_side import hf_sides
 from .launcher import launch
 from .report import DiffResult
@@ -41,7 +42,9 @@ def diff_checkpoints(
     Args:
         a, b: paths (any family :func:`open_checkpoint` knows) or open views. A Megatron
             training state against an HF model is compared as the HF model it converts to
-            (:mod:`.hf_side`).
+            (:mod:`.hf_side`); a GGUF export against an HF model is compared under the HF
+            names, each row with what its storage type should cost and a verdict
+            (:mod:`.export_side`).
         atol, rtol: an element is within tolerance when ``|b - a| <= atol + rtol * |a|``.
         rename: ``{OLD: NEW}`` substitutions applied to A's names when pairing.
         device: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when available).
@@ -83,7 +86,7 @@ def diff_checkpoints(
             nodes=nodes,
         )
     t0 = time.perf_counter()
-    view_a, view_b = hf_sides(as_view(a), as_view(b))
+    view_a, view_b = export_sides(*hf_sides(as_view(a), as_view(b)))
     engine = Engine(
         view_a,
         view_b,
@@ -96,13 +99,12 @@ def diff_checkpoints(
         on_row=on_row,
     )
     rows = engine.run(plan_pairs(view_a, view_b, rename))
-    values = compare_values(view_a, view_b, rename)
-    return DiffResult(
-        rows,
-        values,
-        engine.cancelled,
-        options(view_a.path, view_b.path, atol, rtol, str(engine.device), 1, chunk_bytes, t0),
-    )
+    export = attach_budgets(rows, view_a, view_b) if not engine.cancelled else None
+    values = compare_values(view_a, view_b, rename) + export_checks(view_a, view_b)
+    opts = options(view_a.path, view_b.path, atol, rtol, str(engine.device), 1, chunk_bytes, t0)
+    if export is not None:
+        opts["export"] = export  # which side is the export (the other is its source)
+    return DiffResult(rows, values, engine.cancelled, opts)
 
 
 def options(

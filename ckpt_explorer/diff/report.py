@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..natural import natural_text_key
+from .quant_budget import BEYOND, EXACT, VERDICTS, WITHIN
 from .rows import (
     CHANGED,
     DTYPE_MISMATCH,
@@ -56,6 +57,33 @@ class DiffResult:
             return False
         return all(v.status == "equal" or v.informational for v in self.values)
 
+    @property
+    def is_export(self) -> bool:
+        """An export (GGUF) compared with its source: rows carry storage-type verdicts."""
+        return any(r.verdict is not None for r in self.tensors)
+
+    @property
+    def faithful(self) -> bool:
+        """An export diff: every row exact or within its budget, every source tensor paired,
+        the run not cancelled."""
+        if self.cancelled or not self.is_export:
+            return False
+        return all(r.verdict in (EXACT, WITHIN) for r in self.tensors if r.status in COMPARED) and (
+            not any(r.status == SHAPE_MISMATCH for r in self.tensors)
+            and not any(r.status == self._only_in_source for r in self.tensors)
+            and all(v.status == "equal" or v.informational for v in self.values)
+        )
+
+    @property
+    def _only_in_source(self) -> str:
+        return ONLY_IN_B if self.options.get("export") == "a" else ONLY_IN_A
+
+    def export_rows(self) -> list[TensorDiff]:
+        """Rows with a verdict, worst first: beyond budget, then within, then exact; each by
+        its error / budget ratio, largest first."""
+        rows = [r for r in self.tensors if r.verdict is not None]
+        return sorted(rows, key=_export_key)
+
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(STATUSES, 0)
         for r in self.tensors:
@@ -82,10 +110,18 @@ class DiffResult:
             "values_changed": sum(v.status == "changed" for v in vals),
             "values_only_in_a": sum(v.status == "only_in_a" for v in vals),
             "values_only_in_b": sum(v.status == "only_in_b" for v in vals),
+            **({"export": self._export_summary()} if self.is_export else {}),
             "bytes_compared": sum(
                 r.nbytes_a + r.nbytes_b for r in self.tensors if r.status in COMPARED
             ),
         }
+
+    def _export_summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"faithful": self.faithful}
+        for v in VERDICTS:
+            out[v] = sum(r.verdict == v for r in self.tensors)
+        out["unpaired"] = sum(r.status in (ONLY_IN_A, ONLY_IN_B) for r in self.tensors)
+        return out
 
     # ---- tables -------------------------------------------------------------------------
     def to_frame(self) -> pd.DataFrame:
@@ -143,6 +179,11 @@ class DiffResult:
 
     def format_text(self, limit: int = 40) -> str:
         return format_result(self, limit)
+
+
+def _export_key(r: TensorDiff) -> tuple[int, float, str]:
+    rank = VERDICTS.index(r.verdict) if r.verdict in VERDICTS else len(VERDICTS)
+    return (rank, -(r.budget_ratio or 0.0), natural_text_key(r.name))
 
 
 def _rel_key(r: TensorDiff) -> tuple[int, float, str]:
@@ -228,6 +269,11 @@ def format_result(result: DiffResult, limit: int = 40) -> str:
         f"{s['only_in_a']}  only in B {s['only_in_b']}"
         + (f"  not compared {s['not_compared']}" if s["not_compared"] else ""),
     ]
+    if result.is_export:
+        lines[2] = "verdict: " + ("FAITHFUL" if result.faithful else "NOT FAITHFUL")
+        lines[2] += " (an export against its source: each tensor within what its type costs)"
+        lines += _format_export(result, limit)
+        return "\n".join(lines + _format_values(result, metadata=False))
     changed = result.changed()
     if changed:
         lines += ["", f"differing tensors ({len(changed)}), largest relative L2 first:"]
@@ -251,7 +297,37 @@ def format_result(result: DiffResult, limit: int = 40) -> str:
                 lines.append(f"  {'':15} NaN {r.nan_a}/{r.nan_b}  Inf {r.inf_a}/{r.inf_b} (A/B)")
         if len(changed) > limit:
             lines.append(f"  ... {len(changed) - limit} more (use --json for all)")
-    vals = [v for v in result.values if v.status != "equal"]
+    return "\n".join(lines + _format_values(result))
+
+
+def _format_export(result: DiffResult, limit: int) -> list[str]:
+    e = result.summary()["export"]
+    lines = [
+        f"export: exact {e[EXACT]}  "
+        f"within budget {e[WITHIN]}  beyond budget {e[BEYOND]}  unpaired {e['unpaired']}",
+        "",
+        "tensors, worst first (err/budget: the largest error over what the type allows):",
+        f"  {'verdict':14} {'type':6} {'err/budget':>10} {'max|a-b|':>9} {'budget':>9}  name",
+    ]
+    rows = result.export_rows()
+    for r in rows[:limit]:
+        lines.append(
+            f"  {r.verdict or '':14} {r.quant or '':6} {_fmt(r.budget_ratio):>10} "
+            f"{_fmt(r.max_abs):>9} {_fmt(r.budget):>9}  {r.name}  <- {r.export_tensor}"
+        )
+    if len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more (use --json for all)")
+    unpaired = [r for r in result.tensors if r.status in (ONLY_IN_A, ONLY_IN_B, SHAPE_MISMATCH)]
+    if unpaired:
+        lines += ["", "not paired:"]
+        for r in unpaired[:limit]:
+            lines.append(f"  {r.status:15} {r.name}: {r.note or '-'}")
+    return lines
+
+
+def _format_values(result: DiffResult, metadata: bool = True) -> list[str]:
+    lines: list[str] = []
+    vals = [v for v in result.values if v.status != "equal" and (metadata or not v.informational)]
     if vals:
         lines += ["", "values that differ:"]
         for v in vals:
@@ -261,4 +337,4 @@ def format_result(result: DiffResult, limit: int = 40) -> str:
             else:
                 side = v.a if v.status == "only_in_a" else v.b
                 lines.append(f"  {v.key}: {v.status} ({_short(side)}){tag}")
-    return "\n".join(lines)
+    return lines

@@ -72,6 +72,15 @@ class TensorDiff:
     inf_b: int | None = None
     norm_a: float | None = None
     norm_b: float | None = None
+    # an export (GGUF) against its source: the type, what it should cost, the verdict
+    # (exact / within_budget / beyond_budget, see diff/quant_budget.py), where the tensor is in
+    # the export and what the converter did to it; note: why a tensor could not be paired
+    quant: str | None = None
+    verdict: str | None = None
+    budget: float | None = None
+    budget_ratio: float | None = None
+    export_tensor: str | None = None
+    note: str | None = None
     order: int = field(default=0, repr=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from ..readers import (
     dcp,
     deepspeed,
     deepspeed_universal,
+    gguf_file,
     hf_folder,
     json_files,
     litgpt,
@@ -72,6 +73,9 @@ register(
         safetensors_file.probe,
         safetensors_file.open_safetensors,
     )
+)
+register(  # llama.cpp's format: the GGUF magic and a header that parses; a split opens its set
+    FormatSpec("gguf", ("gguf",), "file", 12, gguf_file.probe, gguf_file.open_gguf)
 )
 register(
     FormatSpec(

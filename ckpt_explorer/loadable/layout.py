@@ -22,6 +22,7 @@ _LOADER_KIND = {
     "peft": "peft-adapter",
 }
 INDEX_LOADERS = ("from_pretrained", "colossalai")  # handed an index file of a sharded folder
+RUNTIME_LOADERS = ("llama.cpp",)  # inference runtimes: no training loader reads their files
 
 
 def _loader_kind(det: Detection, traits: Traits) -> str:
@@ -45,6 +46,8 @@ def _file_kind(path: Path, det: Detection | None) -> str:
     traits = traits_of(det, ())
     if traits.loader in INDEX_LOADERS:
         return _loader_kind(det, traits)  # an index file handed to the loader
+    if traits.loader in RUNTIME_LOADERS:
+        return "other"  # read by a runtime this table does not restate (llama.cpp for GGUF)
     if det.kind in ("model", "optimizer", "scheduler"):
         return f"{det.kind}-file"
     if traits.loader == "torch.load":

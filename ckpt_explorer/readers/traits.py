@@ -36,6 +36,7 @@ FAMILY_TRAITS: dict[str, Traits] = {
     "peft-adapter": Traits(loader="peft"),
     "torch-zip": Traits(loader="torch.load"),
     "torch-legacy": Traits(loader="torch.load"),
+    "gguf": Traits(loader="llama.cpp"),
 }
 
 

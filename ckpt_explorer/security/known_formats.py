@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..io.gguf_header import GGUFError, byteorder_of, parse_buffer
 from .zip_check import BufferFile
 
 MAX_PARSE = 256 * 2**20  # bytes of archive members placed, in all
@@ -485,73 +486,15 @@ def _sentencepiece(raw: bytes) -> str:
 
 # --- GGUF -----------------------------------------------------------------------------------
 
-_GGUF_SCALARS = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-_GGUF_MAX_COUNT = 1 << 24
-
-
-class _Reader:
-    def __init__(self, buf: Any, size: int, wide: bool) -> None:
-        self.buf, self.size, self.at, self.wide = buf, size, 0, wide
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.at + n > self.size:
-            raise ValueError("runs past the end of the file")
-        out = bytes(self.buf[self.at : self.at + n])
-        self.at += n
-        return out
-
-    def u32(self) -> int:
-        return int(struct.unpack("<I", self.take(4))[0])
-
-    def count(self) -> int:
-        n = int(struct.unpack("<Q", self.take(8))[0]) if self.wide else self.u32()
-        if n > _GGUF_MAX_COUNT:
-            raise ValueError(f"a count of {n}")
-        return n
-
-    def string(self) -> str:
-        return self.take(self.count()).decode("utf-8")
-
-    def value(self, kind: int, depth: int = 0) -> None:
-        if kind in _GGUF_SCALARS:
-            self.take(_GGUF_SCALARS[kind])
-        elif kind == 8:
-            self.string()
-        elif kind == 9 and depth < 4:
-            item, n = self.u32(), self.count()
-            if item in _GGUF_SCALARS:
-                self.take(n * _GGUF_SCALARS[item])
-            else:
-                for _ in range(n):
-                    self.value(item, depth + 1)
-        else:
-            raise ValueError(f"value type {kind}")
-
 
 def _gguf(buf: Any, size: int) -> Placed:
-    """The header of a GGUF file (v1-v3): every key-value pair and tensor record."""
+    """The header of a GGUF file (v1-v3, either byte order): every key-value pair and tensor
+    record, each tensor inside the file (the listing's own parser, :mod:`..io.gguf_header`)."""
+    if byteorder_of(bytes(buf[: min(size, 8)])) is None:
+        return _not("a GGUF magic without version 1, 2 or 3")
     try:
-        r = _Reader(buf, size, wide=True)
-        r.take(4)
-        version = r.u32()
-        if version not in (1, 2, 3):
-            return _not(f"GGUF version {version}")
-        r.wide = version > 1
-        tensors, kvs = r.count(), r.count()
-        for _ in range(kvs):
-            r.string()
-            r.value(r.u32())
-        for _ in range(tensors):
-            r.string()
-            dims = r.u32()
-            if dims > 8:
-                raise ValueError(f"{dims} dimensions")
-            r.take(dims * (8 if r.wide else 4))
-            r.u32()
-            (offset,) = struct.unpack("<Q", r.take(8))
-            if offset > size:
-                raise ValueError("a tensor past the end of the file")
-    except (ValueError, UnicodeDecodeError, struct.error) as e:
+        parse_buffer(buf, size)
+    except GGUFError as e:
         return _not(f"a GGUF header that does not parse ({e})")
     return Placed("GGUF")
 
