@@ -108,10 +108,10 @@ def resume_doctor(
             cause = rule(x, y)
             if cause is not None:
                 causes.append(cause)
-    rng = _rng(sa, sb)
-    if rng is not None:
-        causes.append(rng)
-    causes = _with_part_steps(_merged(causes), _part_findings(sa, sb))
+    for found in (_rng(sa, sb), _rng_restored(va, vb), _another_run(sa, sb), _stale_pointer(sa)):
+        if found is not None:
+            causes.append(found)
+    causes = _folded(_with_part_steps(_merged(causes), _part_findings(sa, sb)))
     if compare_weights:
         causes = _merged(causes + compare_tensors(va, vb, sa, sb, progress))
     facts = {
@@ -348,7 +348,9 @@ def _rng(a: Side, b: Side) -> Cause | None:
     # One side only: the save/restore code changed between the two runs (A without it could
     # not be restored; B without it comes from code that does not handle RNG). Neither side:
     # the setup never saves RNG, a choice rather than a fault of this resume.
-    score = 0.6 if a.has_rng != b.has_rng else 0.35
+    # Neither side: the setup never saves RNG (Lightning, most plain loops), a choice rather
+    # than a fault of this resume: said, not scored as a cause.
+    score = 0.6 if a.has_rng != b.has_rng else 0.1
     return Cause(
         "rng_state_missing",
         "RNG / data position not saved (dropout and data order differ after resume)",
@@ -356,6 +358,69 @@ def _rng(a: Side, b: Side) -> Cause | None:
         tuple(ev),
         "Save torch.get_rng_state(), cuda/numpy/python RNG states and the sample index with "
         "every checkpoint and restore them on resume.",
+    )
+
+
+def _rng_restored(va: CheckpointView, vb: CheckpointView) -> Cause | None:
+    from .lineage import rng_not_restored
+
+    why = rng_not_restored(va, vb)
+    if why is None:
+        return None
+    return Cause(
+        "rng_not_restored",
+        "RNG state saved but not restored on resume (data order and augmentation differ)",
+        0.85,
+        (why,),
+        "Restore the RNG states on resume (torch.set_rng_state / random.setstate / "
+        "np.random.set_state) after seeding, or let the trainer's resume path do it.",
+    )
+
+
+def _another_run(a: Side, b: Side) -> Cause | None:
+    from .lineage import unrelated_weights
+
+    if not (a.parts.models and b.parts.models):
+        return None
+    why = unrelated_weights(a.parts.models[0], b.parts.models[0])
+    if why is None:
+        return None
+    return Cause(
+        "resumed_from_another_run",
+        "B was resumed from another run's checkpoint, not from A",
+        0.85,
+        (why,),
+        "Check the path the resume loaded (resume_from_checkpoint / ckpt_path / load_dir): "
+        "it points at another run's folder.",
+    )
+
+
+def _recorded_step(path: Location) -> float | None:
+    side = _sides(as_view(path))[0]
+    return side.position if side.position is not None else side.opt_step
+
+
+def _stale_pointer(a: Side) -> Cause | None:
+    from .pointer import newer_sibling
+
+    step = a.position if a.position is not None else a.opt_step
+    if step is None:
+        return None
+    found = newer_sibling(a.view.path, step, _recorded_step)
+    if found is None:
+        return None
+    sib, newer = found
+    return Cause(
+        "stale_pointer",
+        "resumed from a stale last/latest copy, older than the newest checkpoint",
+        0.8,
+        (
+            f"A ({a.view.path.name}) records step {step:g}, but {sib.name} beside it "
+            f"records step {newer:g}: the pointer copy was not refreshed after the newest "
+            f"save, so the resume repeats steps {step:g}-{newer:g}",
+        ),
+        "Resume from the newest step checkpoint, and refresh the last/latest copy (or link) "
+        "after every save.",
     )
 
 
@@ -390,6 +455,26 @@ def _hyper(a: Side, b: Side) -> Cause | None:
 
 def _plain(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
+
+
+# causes that are symptoms of another when both are found: another run's RNG was seeded
+# otherwise too, and its steps may not follow A's
+FOLDS_INTO = {"resumed_from_another_run": ("rng_not_restored", "step_mismatch_between_parts")}
+
+
+def _folded(causes: list[Cause]) -> list[Cause]:
+    """Each symptom cause folded into the cause that explains it (its evidence kept there)."""
+    named = {c.cause: c for c in causes}
+    for owner, symptoms in FOLDS_INTO.items():
+        if owner not in named:
+            continue
+        extra = tuple(
+            f"so: {e}" for s in symptoms if s in named for e in named[s].evidence
+        )
+        named[owner] = replace(named[owner], evidence=named[owner].evidence + extra)
+        for s in symptoms:
+            named.pop(s, None)
+    return list(named.values())
 
 
 # the findings a cause already explains when B shows them: its counter restarted at the

@@ -1,0 +1,256 @@
+"""Resume pairs for calibrating the resume doctor: a plain torch loop training a CNN with
+BatchNorm, saved and resumed the way such loops do it, correct and with the faults users make.
+
+Usage: ``python tests/fixture_makers/resume_calib_maker.py OUT_DIR``
+
+The loop (torch only, CPU, deterministic): a 12-block ``Conv2d`` / ``BatchNorm2d`` / ``ReLU``
+network (many same-shaped small tensors: every block's BN weight and bias and conv bias have 16
+elements) trained by ``AdamW`` with decay / no-decay groups and a warm-up ``LambdaLR`` on
+synthetic images, a shuffling ``DataLoader`` (the global torch RNG orders each epoch) and a
+random flip (drawn from the same RNG). Every epoch (8 steps) it writes ONE ``torch.save`` file
+``step_<n>.pt`` holding ``model``, ``optimizer``, ``scheduler``, ``step``, ``epoch`` and
+``rng_state`` (``torch.get_rng_state()``), and copies it to ``latest.pt``. A resume re-seeds
+(as a script does at start), builds model, optimizer and scheduler, loads the file and restores
+each part, then runs on.
+
+Cases (the corpus contract ``setup``, ``expect``, ``resume_of`` is in tests/realworld_check.py):
+
+* ``cnn_step16`` / ``cnn_step24``: the uninterrupted run (``run/``, steps 8, 16, 24);
+  ``cnn_step24`` is also a correct pair with ``cnn_step16`` (an exact continuation).
+* ``cnn_step16_copy``: a byte copy of step 16 (A == B).
+* ``cnn_resume_clean``: resumed from step 16, saved at 24: equal to ``cnn_step24`` bit for bit
+  (the maker checks it). Every resume below starts from step 16 and saves at 24.
+* ``cnn_scheduler_not_restored``, ``cnn_optimizer_not_restored`` (fresh moments and step),
+  ``cnn_param_order`` (the optimizer's groups built from ``sorted(named_parameters())``:
+  ``blocks.10`` sorts before ``blocks.2``, so same-shaped parameters trade ids),
+  ``cnn_rng_lost`` (everything restored but the RNG state:
+  epoch 3 sees epoch 1's order and flips again), ``cnn_other_run`` (the file loaded is step 8 of
+  another run's step 16, seed 1, written in ``other/``).
+* ``cnn_stale_latest``: ``stale/`` holds steps 8, 16 and 24, and a ``latest.pt`` left at step
+  16's copy (the copy after step 24 never happened); resumed from ``latest.pt`` and saved at
+  step 24 in ``stale_resumed/``: the pair is (``latest.pt``, that state).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from _manifest import fresh_dir, main_out_dir, run_maker
+from torch import nn
+
+SETUP = "plain torch loop, CNN with BatchNorm (one torch.save per epoch)"
+BLOCKS, WIDTH, IMAGES, BATCH = 12, 16, 64, 8
+STEPS_PER_EPOCH = IMAGES // BATCH
+LR, WARMUP = 2e-3, 4
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        layers = []
+        for i in range(BLOCKS):
+            layers.append(
+                nn.Sequential(
+                    nn.Conv2d(3 if i == 0 else WIDTH, WIDTH, 3, padding=1),
+                    nn.BatchNorm2d(WIDTH),
+                    nn.ReLU(),
+                )
+            )
+        self.blocks = nn.Sequential(*layers)
+        self.head = nn.Linear(WIDTH, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(x).mean(dim=(2, 3)))
+
+
+def _data() -> torch.utils.data.TensorDataset:
+    g = torch.Generator().manual_seed(99)
+    x = torch.randn(IMAGES, 3, 8, 8, generator=g)
+    y = torch.randint(0, 10, (IMAGES,), generator=g)
+    return torch.utils.data.TensorDataset(x, y)
+
+
+def _groups(model: nn.Module, order: str) -> list[dict[str, Any]]:
+    named = list(model.named_parameters())
+    if order == "sorted":
+        named = sorted(named)
+    decay = [p for n, p in named if p.ndim > 1]
+    no_decay = [p for n, p in named if p.ndim <= 1]
+    return [
+        {"params": decay, "weight_decay": 0.05},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def _warmup(step: int) -> float:
+    return min(1.0, (step + 1) / WARMUP)
+
+
+class Loop:
+    """One training script's run: seed, build, optionally resume, train, save."""
+
+    def __init__(self, seed: int = 0, order: str = "model") -> None:
+        torch.manual_seed(seed)
+        self.model = Net()
+        self.opt = torch.optim.AdamW(_groups(self.model, order), lr=LR)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, _warmup)
+        self.step = 0
+        self.loader = torch.utils.data.DataLoader(_data(), batch_size=BATCH, shuffle=True)
+
+    def resume(self, path: Path, skip: str = "") -> None:
+        state = torch.load(path, weights_only=True)
+        self.model.load_state_dict(state["model"])
+        if skip != "optimizer":
+            self.opt.load_state_dict(state["optimizer"])
+        if skip != "scheduler":
+            self.sched.load_state_dict(state["scheduler"])
+        if skip != "rng":
+            torch.set_rng_state(state["rng_state"])
+        self.step = state["step"]
+
+    def train_epoch(self) -> None:
+        self.model.train()
+        for x, y in self.loader:
+            flip = torch.rand(x.shape[0]) < 0.5
+            x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+            loss = nn.functional.cross_entropy(self.model(x), y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            self.sched.step()
+            self.step += 1
+
+    def save(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"step_{self.step}.pt"
+        torch.save(
+            {
+                "model": self.model.state_dict(),
+                "optimizer": self.opt.state_dict(),
+                "scheduler": self.sched.state_dict(),
+                "step": self.step,
+                "epoch": self.step // STEPS_PER_EPOCH,
+                "rng_state": torch.get_rng_state(),
+            },
+            path,
+        )
+        shutil.copyfile(path, folder / "latest.pt")
+        return path
+
+
+def _same(a: Path, b: Path) -> None:
+    sa, sb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
+    for k, t in sa["model"].items():
+        if not torch.equal(t, sb["model"][k]):
+            raise AssertionError(f"resume not bit-identical: {k}")
+    for pid, st in sa["optimizer"]["state"].items():
+        for k, t in st.items():
+            if not torch.equal(t, sb["optimizer"]["state"][pid][k]):
+                raise AssertionError(f"resume not bit-identical: state {pid} {k}")
+
+
+def _differs(a: Path, b: Path) -> None:
+    sa, sb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
+    if all(torch.equal(t, sb["model"][k]) for k, t in sa["model"].items()):
+        raise AssertionError(f"planted fault left no trace: {b}")
+
+
+def cases(out: Path) -> Mapping[str, Any]:
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    fresh_dir(out / "cnn")
+    root = out / "cnn"
+
+    def case(cid: str, path: Path, expect: str = "clean", resume_of: str | None = None) -> None:
+        entry: dict[str, Any] = {
+            "path": path.relative_to(out).as_posix(),
+            "family": "torch_pickle",
+            "kind": "training_state",
+            "setup": SETUP,
+            "expect": expect,
+        }
+        if resume_of:
+            entry["resume_of"] = resume_of
+        made[cid] = entry
+
+    made: dict[str, Any] = {}
+    run = Loop()
+    for _ in range(2):
+        run.train_epoch()
+        a = run.save(root / "run")
+    run.train_epoch()
+    ref = run.save(root / "run")
+    case("cnn_step16", a)
+    case("cnn_step24", ref, resume_of="cnn_step16")
+    copy = root / "copy" / "step_16.pt"
+    copy.parent.mkdir()
+    shutil.copyfile(a, copy)
+    case("cnn_step16_copy", copy, resume_of="cnn_step16")
+
+    def resumed(cid: str, folder: str, expect: str, **kw: Any) -> Path:
+        order = kw.pop("order", "model")
+        loop = Loop(order=order)
+        loop.resume(kw.pop("source", a), **kw)
+        loop.train_epoch()
+        path = loop.save(root / folder)
+        case(cid, path, expect, "cnn_step16")
+        return path
+
+    _same(ref, resumed("cnn_resume_clean", "resumed", "clean"))
+    faults = {
+        "cnn_scheduler_not_restored": ("scheduler_not_restored", {"skip": "scheduler"}),
+        "cnn_optimizer_not_restored": ("optimizer_moments_reset", {"skip": "optimizer"}),
+        "cnn_param_order": ("param_order_changed", {"order": "sorted"}),
+        "cnn_rng_lost": ("rng_not_restored", {"skip": "rng"}),
+    }
+    for cid, (expect, kw) in faults.items():
+        _differs(ref, resumed(cid, cid.removeprefix("cnn_"), expect, **kw))
+
+    other = Loop(seed=1)
+    for _ in range(2):
+        other.train_epoch()
+    other_a = other.save(root / "other")
+    _differs(ref, resumed("cnn_other_run", "other_run", "resumed_from_another_run", source=other_a))
+
+    # stale pointer: steps 8, 16, 24 written; latest.pt left at step 16
+    stale = Loop()
+    for _ in range(2):
+        stale.train_epoch()
+        sixteen = stale.save(root / "stale")
+    stale.train_epoch()
+    twenty_four = root / "stale" / "step_24.pt"
+    torch.save(
+        {
+            "model": stale.model.state_dict(),
+            "optimizer": stale.opt.state_dict(),
+            "scheduler": stale.sched.state_dict(),
+            "step": stale.step,
+            "epoch": stale.step // STEPS_PER_EPOCH,
+            "rng_state": torch.get_rng_state(),
+        },
+        twenty_four,
+    )  # saved, but the copy to latest.pt did not happen
+    latest = root / "stale" / "latest.pt"
+    assert latest.read_bytes() == sixteen.read_bytes()
+    case("cnn_stale_pointer", latest)
+    loop = Loop()
+    loop.resume(latest)
+    loop.train_epoch()
+    case("cnn_stale_latest", loop.save(root / "stale_resumed"), "stale_pointer", "cnn_stale_pointer")
+    return made
+
+
+CASES: dict[str, Callable[[Path], Mapping[str, Any]]] = {"cnn": cases}
+
+
+def main(argv: list[str]) -> int:
+    return run_maker(main_out_dir(argv), "resume_calib", torch.__version__, CASES)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
