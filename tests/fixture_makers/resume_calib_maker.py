@@ -29,6 +29,12 @@ Cases (the corpus contract ``setup``, ``expect``, ``resume_of`` is in tests/real
 * ``cnn_stale_latest``: ``stale/`` holds steps 8, 16 and 24, and a ``latest.pt`` left at step
   16's copy (the copy after step 24 never happened); resumed from ``latest.pt`` and saved at
   step 24 in ``stale_resumed/``: the pair is (``latest.pt``, that state).
+
+The same network under ``lightning.Trainer`` (``deterministic=True``, ``ModelCheckpoint`` every
+8 steps with ``save_last=True``), resumed with ``trainer.fit(..., ckpt_path=...)``: a clean
+resume from step 16 (``lit_resume_clean``), a resume from another run's step 16 (seed 1,
+``lit_other_run``), and a resume from a ``last.ckpt`` put back to step 16's copy while step 24
+lies beside it (``lit_resumed_from_stale_last``).
 """
 
 from __future__ import annotations
@@ -245,7 +251,111 @@ def cases(out: Path) -> Mapping[str, Any]:
     return made
 
 
-CASES: dict[str, Callable[[Path], Mapping[str, Any]]] = {"cnn": cases}
+LIGHTNING = "Lightning Trainer, CNN with BatchNorm (ModelCheckpoint, save_last)"
+
+
+def _lightning_module() -> type:
+    import lightning as L
+
+    class Classifier(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = Net()
+
+        def training_step(self, batch: Any, _: int) -> torch.Tensor:
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.AdamW(_groups(self.net, "model"), lr=LR)
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, _warmup)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    return Classifier
+
+
+def _fit(folder: Path, max_steps: int, seed: int = 0, ckpt_path: Path | None = None) -> None:
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    L.seed_everything(seed, verbose=False)
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        deterministic=True,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[
+            ModelCheckpoint(
+                dirpath=folder, every_n_train_steps=STEPS_PER_EPOCH, save_top_k=-1, save_last=True
+            )
+        ],
+    )
+    loader = torch.utils.data.DataLoader(_data(), batch_size=BATCH, shuffle=True)
+    trainer.fit(_lightning_module()(), loader, ckpt_path=ckpt_path)
+
+
+def _step_file(folder: Path, step: int) -> Path:
+    found = sorted(folder.glob(f"epoch=*-step={step}.ckpt"))
+    if len(found) != 1:
+        raise AssertionError(f"expected one step {step} checkpoint in {folder}: {found}")
+    return found[0]
+
+
+def lightning_cases(out: Path) -> Mapping[str, Any]:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    root = fresh_dir(out / "lightning")
+    made: dict[str, Any] = {}
+
+    def case(cid: str, path: Path, expect: str = "clean", resume_of: str | None = None) -> None:
+        made[cid] = {
+            "path": path.relative_to(out).as_posix(),
+            "family": "torch-zip",
+            "kind": "training_state",
+            "setup": LIGHTNING,
+            "expect": expect,
+            **({"resume_of": resume_of} if resume_of else {}),
+        }
+
+    _fit(root / "run", 3 * STEPS_PER_EPOCH)
+    base = root / "base.ckpt"
+    shutil.copyfile(_step_file(root / "run", 2 * STEPS_PER_EPOCH), base)
+    case("lit_step16", base)
+    _fit(root / "resumed", 3 * STEPS_PER_EPOCH, ckpt_path=base)
+    case("lit_resume_clean", _step_file(root / "resumed", 24), resume_of="lit_step16")
+
+    _fit(root / "other", 2 * STEPS_PER_EPOCH, seed=1)
+    _fit(root / "other_resumed", 3 * STEPS_PER_EPOCH, ckpt_path=_step_file(root / "other", 16))
+    case(
+        "lit_other_run",
+        _step_file(root / "other_resumed", 24),
+        "resumed_from_another_run",
+        "lit_step16",
+    )
+
+    # stale last.ckpt: run/ has steps 8, 16, 24; last.ckpt put back to step 16's copy
+    stale = root / "stale"
+    shutil.copytree(root / "run", stale)
+    shutil.copyfile(_step_file(stale, 16), stale / "last.ckpt")
+    case("lit_stale_last", stale / "last.ckpt")
+    _fit(root / "stale_resumed", 3 * STEPS_PER_EPOCH, ckpt_path=stale / "last.ckpt")
+    case(
+        "lit_resumed_from_stale_last",
+        _step_file(root / "stale_resumed", 24),
+        "stale_pointer",
+        "lit_stale_last",
+    )
+    return made
+
+
+CASES: dict[str, Callable[[Path], Mapping[str, Any]]] = {
+    "cnn": cases,
+    "lightning": lightning_cases,
+}
 
 
 def main(argv: list[str]) -> int:
