@@ -468,9 +468,7 @@ def _folded(causes: list[Cause]) -> list[Cause]:
     for owner, symptoms in FOLDS_INTO.items():
         if owner not in named:
             continue
-        extra = tuple(
-            f"so: {e}" for s in symptoms if s in named for e in named[s].evidence
-        )
+        extra = tuple(f"so: {e}" for s in symptoms if s in named for e in named[s].evidence)
         named[owner] = replace(named[owner], evidence=named[owner].evidence + extra)
         for s in symptoms:
             named.pop(s, None)

@@ -247,7 +247,9 @@ def cases(out: Path) -> Mapping[str, Any]:
     loop = Loop()
     loop.resume(latest)
     loop.train_epoch()
-    case("cnn_stale_latest", loop.save(root / "stale_resumed"), "stale_pointer", "cnn_stale_pointer")
+    case(
+        "cnn_stale_latest", loop.save(root / "stale_resumed"), "stale_pointer", "cnn_stale_pointer"
+    )
     return made
 
 
