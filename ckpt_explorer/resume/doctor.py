@@ -410,12 +410,16 @@ def _stale_pointer(a: Side) -> Cause | None:
     if found is None:
         return None
     sib, newer = found
+    from .pointer import pointed_by
+
+    ptr = pointed_by(a.view.path)
+    via = f" (named by {ptr.name})" if ptr is not None else ""
     return Cause(
         "stale_pointer",
         "resumed from a stale last/latest copy, older than the newest checkpoint",
         0.8,
         (
-            f"A ({a.view.path.name}) records step {step:g}, but {sib.name} beside it "
+            f"A ({a.view.path.name}{via}) records step {step:g}, but {sib.name} beside it "
             f"records step {newer:g}: the pointer copy was not refreshed after the newest "
             f"save, so the resume repeats steps {step:g}-{newer:g}",
         ),

@@ -21,10 +21,31 @@ STEP = re.compile(r"(?:step|iter|global_step|checkpoint)[=_-]?(\d+)", re.IGNOREC
 NUMBER = re.compile(r"(\d+)")
 
 
+POINTER_FILES = ("last_checkpoint", "latest")  # mmengine's, DeepSpeed's: a path or a tag
+MAX_POINTER_BYTES = 4096
+
+
 def is_pointer(path: Location) -> bool:
     """A ``last`` / ``latest`` name (``last.ckpt``, ``last-v1.ckpt``, ``checkpoint_latest.pt``)."""
     stem = path.name.split(".", 1)[0] if path.is_file() else path.name
     return bool(POINTER.search(stem))
+
+
+def pointed_by(path: Location) -> Location | None:
+    """The pointer file beside ``path`` that names it (mmengine's ``last_checkpoint`` holds a
+    path, DeepSpeed's ``latest`` a tag folder's name); None when none does."""
+    for name in POINTER_FILES:
+        ptr = path.parent / name
+        try:
+            if not ptr.is_file():
+                continue
+            with ptr.open("rb") as f:
+                text = f.read(MAX_POINTER_BYTES).decode("utf-8", "replace").strip()
+        except OSError:
+            continue
+        if text and text.replace("\\", "/").rstrip("/").split("/")[-1] == path.name:
+            return ptr
+    return None
 
 
 def _named_step(path: Location) -> int | None:
@@ -38,12 +59,14 @@ def newer_sibling(
     """The newest sibling of pointer ``path`` whose recorded step (``recorded``) is past
     ``step``, the pointer's own; None when ``path`` is no pointer or nothing newer is beside
     it."""
-    if not is_pointer(path):
+    if not is_pointer(path) and pointed_by(path) is None:
         return None
     suffix = path.suffix if path.is_file() else ""
     named = []
     for sib in path.parent.iterdir():
-        if sib == path or is_pointer(sib) or sib.is_file() != path.is_file():
+        if sib == path or is_pointer(sib) or sib.name in POINTER_FILES:
+            continue
+        if sib.is_file() != path.is_file():
             continue
         if sib.suffix != suffix:
             continue

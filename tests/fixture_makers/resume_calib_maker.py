@@ -35,6 +35,16 @@ The same network under ``lightning.Trainer`` (``deterministic=True``, ``ModelChe
 resume from step 16 (``lit_resume_clean``), a resume from another run's step 16 (seed 1,
 ``lit_other_run``), and a resume from a ``last.ckpt`` put back to step 16's copy while step 24
 lies beside it (``lit_resumed_from_stale_last``).
+
+And under mmengine's ``Runner`` (``IterBasedTrainLoop``, ``CheckpointHook`` every 8 iterations,
+``LinearLR`` then ``CosineAnnealingLR``, ``randomness=dict(seed=0, deterministic=True)``):
+``resume=True, load_from=iter_16.pth`` (bit-identical to the run's ``iter_24.pth``, checked);
+``load_from`` without ``resume=True`` (the weights alone: optimizer, schedulers and ``iter``
+start again); a resume from another run's ``iter_16.pth`` (seed 1); and ``resume=True``
+following a ``last_checkpoint`` that still names ``iter_16.pth`` while ``iter_24.pth`` lies
+beside it. mmengine 0.10 calls ``torch.load`` without ``weights_only`` on resume, which torch
+>= 2.6 refuses for its message hub: the maker sets ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` as
+its users do.
 """
 
 from __future__ import annotations
@@ -354,9 +364,142 @@ def lightning_cases(out: Path) -> Mapping[str, Any]:
     return made
 
 
+MMENGINE = "mmengine Runner, CNN with BatchNorm (CheckpointHook, IterBasedTrainLoop)"
+
+
+def _mm_runner(work: Path, iters: int, seed: int = 0, **kw: Any) -> Any:
+    from mmengine.model import BaseModel
+    from mmengine.runner import Runner
+
+    class Classifier(BaseModel):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = Net()
+
+        def forward(self, inputs: Any, labels: Any, mode: str = "tensor") -> Any:
+            out = self.net(inputs)
+            if mode == "loss":
+                return {"loss": nn.functional.cross_entropy(out, labels)}
+            return out
+
+    class Images(torch.utils.data.Dataset):
+        def __init__(self) -> None:
+            self.data = _data()
+
+        def __len__(self) -> int:
+            return len(self.data)
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            x, y = self.data[i]
+            return {"inputs": x, "labels": y}
+
+    return Runner(
+        model=Classifier(),
+        work_dir=str(work),
+        train_dataloader={
+            "dataset": Images(),
+            "sampler": {"type": "DefaultSampler", "shuffle": True},
+            "batch_size": BATCH,
+            "collate_fn": {"type": "default_collate"},
+        },
+        train_cfg={"by_epoch": False, "max_iters": iters},
+        optim_wrapper={"optimizer": {"type": "AdamW", "lr": LR, "weight_decay": 0.05}},
+        param_scheduler=[
+            {"type": "LinearLR", "start_factor": 0.1, "by_epoch": False, "begin": 0, "end": 8},
+            {"type": "CosineAnnealingLR", "by_epoch": False, "begin": 8, "end": 64},
+        ],
+        default_hooks={
+            "checkpoint": {
+                "type": "CheckpointHook",
+                "interval": STEPS_PER_EPOCH,
+                "by_epoch": False,
+            },
+            "logger": {"type": "LoggerHook", "interval": 100},
+        },
+        randomness={"seed": seed, "deterministic": True},
+        launcher="none",
+        **kw,
+    )
+
+
+def mmengine_cases(out: Path) -> Mapping[str, Any]:
+    import os
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    # mmengine 0.10's resume calls torch.load without weights_only; torch >= 2.6 refuses its
+    # message hub then: its users set this (the files are their own)
+    os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+    root = fresh_dir(out / "mmengine")
+    made: dict[str, Any] = {}
+
+    def case(cid: str, path: Path, expect: str = "clean", resume_of: str | None = None) -> None:
+        made[cid] = {
+            "path": path.relative_to(out).as_posix(),
+            "family": "torch-zip",
+            "kind": "training_state",
+            "setup": MMENGINE,
+            "expect": expect,
+            **({"resume_of": resume_of} if resume_of else {}),
+        }
+
+    _mm_runner(root / "run", 24).train()
+    case("mm_iter16", root / "run" / "iter_16.pth")
+    _mm_runner(
+        root / "resumed", 24, resume=True, load_from=str(root / "run" / "iter_16.pth")
+    ).train()
+    _same_weights(root / "run" / "iter_24.pth", root / "resumed" / "iter_24.pth")
+    case("mm_resume_clean", root / "resumed" / "iter_24.pth", resume_of="mm_iter16")
+    # load_from without resume=True: the weights alone; optimizer, schedulers, iter from 0
+    _mm_runner(root / "weights_only", 8, load_from=str(root / "run" / "iter_16.pth")).train()
+    case(
+        "mm_load_from_without_resume",
+        root / "weights_only" / "iter_8.pth",
+        "optimizer_moments_reset",
+        "mm_iter16",
+    )
+    made["mm_load_from_without_resume"]["also"] = ["scheduler_not_restored"]
+    _mm_runner(root / "other", 16, seed=1).train()
+    _mm_runner(
+        root / "other_resumed", 24, resume=True, load_from=str(root / "other" / "iter_16.pth")
+    ).train()
+    case(
+        "mm_other_run",
+        root / "other_resumed" / "iter_24.pth",
+        "resumed_from_another_run",
+        "mm_iter16",
+    )
+    # stale pointer: last_checkpoint left naming iter_16 while iter_24 lies beside it
+    stale = root / "stale"
+    shutil.copytree(root / "run", stale)
+    (stale / "last_checkpoint").write_text(str(stale / "iter_16.pth"))
+    case("mm_stale_pointed", stale / "iter_16.pth")
+    # resume=True alone follows a work dir's last_checkpoint; the resumed run writes beside
+    # (into its own work dir, whose last_checkpoint names the stale one)
+    (root / "stale_resumed").mkdir()
+    (root / "stale_resumed" / "last_checkpoint").write_text(str(stale / "iter_16.pth"))
+    _mm_runner(root / "stale_resumed", 24, resume=True).train()
+    case(
+        "mm_resumed_from_stale_pointer",
+        root / "stale_resumed" / "iter_24.pth",
+        "stale_pointer",
+        "mm_stale_pointed",
+    )
+    return made
+
+
+def _same_weights(a: Path, b: Path) -> None:
+    sa = torch.load(a, map_location="cpu", weights_only=False)  # the maker's own files
+    sb = torch.load(b, map_location="cpu", weights_only=False)
+    for k, t in sa["state_dict"].items():
+        if not torch.equal(t, sb["state_dict"][k]):
+            raise AssertionError(f"mmengine resume not bit-identical: {k}")
+
+
 CASES: dict[str, Callable[[Path], Mapping[str, Any]]] = {
     "cnn": cases,
     "lightning": lightning_cases,
+    "mmengine": mmengine_cases,
 }
 
 
