@@ -299,7 +299,14 @@ def _param_order(a: Side, b: Side) -> Cause | None:
         for msg in info.inconsistencies if info is not None else ():
             ev.append(f"{name}: {msg}")
             score = max(score, 0.9 if "another order" in msg else 0.5)
-    if b.opt is not None and not b.opt.flat and not ev and a.parts.models and b.parts.models:
+    if (
+        b.opt is not None
+        and not b.opt.flat
+        and not ev
+        and a.parts.models
+        and b.parts.models
+        and not _unrelated(a, b)  # another run's weights did not move from A's at all
+    ):
         before = a.opt if a.opt is not None and not a.opt.flat else None
         misrouted = misrouted_updates(a.parts.models[0], b.parts.models[0], b.opt, before)
         if len(misrouted) >= 2:  # a reorder moves at least two parameters
@@ -377,12 +384,20 @@ def _rng_restored(va: CheckpointView, vb: CheckpointView) -> Cause | None:
     )
 
 
-def _another_run(a: Side, b: Side) -> Cause | None:
+def _unrelated(a: Side, b: Side) -> str | None:
+    """Evidence that B's weights do not descend from A's (computed once, kept on B)."""
     from .lineage import unrelated_weights
 
     if not (a.parts.models and b.parts.models):
         return None
-    why = unrelated_weights(a.parts.models[0], b.parts.models[0])
+    if b.not_from_a is None:
+        found = unrelated_weights(a.parts.models[0], b.parts.models[0])
+        b.not_from_a = found if found is not None else ""
+    return b.not_from_a or None
+
+
+def _another_run(a: Side, b: Side) -> Cause | None:
+    why = _unrelated(a, b)
     if why is None:
         return None
     return Cause(

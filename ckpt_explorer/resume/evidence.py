@@ -30,6 +30,7 @@ class Side:
     position: int | None
     has_rng: bool
     has_run_state: bool
+    not_from_a: str | None = None  # the doctor's lineage evidence ("": B descends from A)
 
 
 def zero_moments(opt: OptimizerPart) -> tuple[int, int]:

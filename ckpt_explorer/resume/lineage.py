@@ -3,7 +3,8 @@
 A state saved a few (or many) optimizer steps after resuming from A keeps A's weights up to
 small updates: each large tensor of B correlates strongly with A's (after removing its mean).
 A state resumed from another run (another seed, another folder) starts from other weights:
-its large tensors are about uncorrelated with A's. Small tensors (norm weights start at 1 in
+its large tensors are about uncorrelated with A's, all of them (a fault that wrecks some
+tensors, such as a reordered optimizer, leaves the others near A's). Small tensors (norm weights start at 1 in
 every run) and tensors with few elements take no vote.
 """
 
@@ -26,6 +27,7 @@ MIN_ELEMENTS = 256  # a tensor with fewer takes no vote
 MAX_TENSORS = 64  # tensors compared at most
 UNRELATED = 0.3  # median correlation below this: B's weights do not come from A's
 MIN_VOTES = 2
+MAX_RELATED = 0.1  # another run keeps (almost) no large tensor correlated with A's
 
 
 def _sample(model: ModelPart, name: str) -> torch.Tensor | None:
@@ -66,8 +68,9 @@ def unrelated_weights(a: ModelPart, b: ModelPart) -> str | None:
     if len(found) < MIN_VOTES:
         return None
     median = statistics.median(c for _, c in found)
-    if median >= UNRELATED:
-        return None
+    related = sum(c >= UNRELATED for _, c in found)
+    if median >= UNRELATED or related > MAX_RELATED * len(found):
+        return None  # some tensors kept A's values: B moved on from A (far, for some)
     low = sorted(found, key=lambda x: x[1])[:3]
     shown = ", ".join(f"{n} {c:.2f}" for n, c in low)
     return (
