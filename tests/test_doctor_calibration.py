@@ -1,11 +1,12 @@
 """The resume doctor calibrated on resumes made by real writers with their own resume paths.
 
 Every pair (A = the state resumed from, B = one saved after resuming) comes from a fixture
-maker: the plain torch loop and Lightning runs of ``resume_calib`` (CNN with BatchNorm: many
-same-shaped small tensors; faults as users make them), and the pairs the real-world makers
-already give (HF Trainer ``resume_from_checkpoint``, Lightning ``ckpt_path=``, nanoGPT-style
-loops, other optimizers). A planted fault must be ranked first; a correct resume (bit-identical
-to the uninterrupted run, an exact continuation, or A itself) may score no cause above 0.1.
+maker: the plain torch loop, Lightning and mmengine runs of ``resume_calib`` (CNN with
+BatchNorm: many same-shaped small tensors; faults as users make them), and the pairs the
+real-world makers already give (HF Trainer ``resume_from_checkpoint``, Lightning
+``ckpt_path=``, nanoGPT-style loops, other optimizers). A planted fault must be ranked first; a
+correct resume (bit-identical to the uninterrupted run, an exact continuation, or A itself) may
+score no cause above 0.1.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from ckpt_explorer.resume import rng_lineage
 from ckpt_explorer.resume.pointer import is_pointer
 
 CORRECT_MAX = 0.1
-MAKERS = ("resume_calib", "realworld_hf", "realworld_lightning", "realworld_torch")
+MAKERS = (
+    "resume_calib",
+    "realworld_hf",
+    "realworld_lightning",
+    "realworld_torch",
+    "realworld_optim",
+)
 
 
 def _pairs(real_checkpoints, maker):
