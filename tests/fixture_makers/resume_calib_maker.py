@@ -30,6 +30,10 @@ Cases (the corpus contract ``setup``, ``expect``, ``resume_of`` is in tests/real
   16's copy (the copy after step 24 never happened); resumed from ``latest.pt`` and saved at
   step 24 in ``stale_resumed/``: the pair is (``latest.pt``, that state).
 
+``long_sgd_*`` / ``long_adamw_*``: a 20-block variant trained 48 steps without interruption
+with SGD (Nesterov momentum) and with AdamW, pairs 16 -> 24 and 8 -> 48: correct, and full of
+same-shaped small tensors.
+
 The same network under ``lightning.Trainer`` (``deterministic=True``, ``ModelCheckpoint`` every
 8 steps with ``save_last=True``), resumed with ``trainer.fit(..., ckpt_path=...)``: a clean
 resume from step 16 (``lit_resume_clean``), a resume from another run's step 16 (seed 1,
@@ -66,10 +70,10 @@ LR, WARMUP = 2e-3, 4
 
 
 class Net(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, blocks: int = BLOCKS) -> None:
         super().__init__()
         layers = []
-        for i in range(BLOCKS):
+        for i in range(blocks):
             layers.append(
                 nn.Sequential(
                     nn.Conv2d(3 if i == 0 else WIDTH, WIDTH, 3, padding=1),
@@ -110,10 +114,17 @@ def _warmup(step: int) -> float:
 class Loop:
     """One training script's run: seed, build, optionally resume, train, save."""
 
-    def __init__(self, seed: int = 0, order: str = "model") -> None:
+    def __init__(
+        self, seed: int = 0, order: str = "model", blocks: int = BLOCKS, sgd: bool = False
+    ) -> None:
         torch.manual_seed(seed)
-        self.model = Net()
-        self.opt = torch.optim.AdamW(_groups(self.model, order), lr=LR)
+        self.model = Net(blocks)
+        groups = _groups(self.model, order)
+        self.opt: torch.optim.Optimizer = (
+            torch.optim.SGD(groups, lr=0.05, momentum=0.9, nesterov=True)
+            if sgd
+            else torch.optim.AdamW(groups, lr=LR)
+        )
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, _warmup)
         self.step = 0
         self.loader = torch.utils.data.DataLoader(_data(), batch_size=BATCH, shuffle=True)
@@ -260,6 +271,35 @@ def cases(out: Path) -> Mapping[str, Any]:
     case(
         "cnn_stale_latest", loop.save(root / "stale_resumed"), "stale_pointer", "cnn_stale_pointer"
     )
+    return made
+
+
+LONG = "plain torch loop, 20-block CNN with BatchNorm, {} (long uninterrupted stretches)"
+
+
+def long_cases(out: Path) -> Mapping[str, Any]:
+    """Correct pairs over long stretches of one uninterrupted run (steps 8 -> 48, 16 -> 24),
+    with SGD (Nesterov momentum, as timm trains ResNets) and AdamW: 82 same-shaped
+    16-element BatchNorm / bias tensors whose chance correlations once read as a reorder."""
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    made: dict[str, Any] = {}
+    for name, sgd in (("sgd", True), ("adamw", False)):
+        folder = fresh_dir(out / f"long_{name}")
+        run = Loop(blocks=20, sgd=sgd)
+        for _ in range(6):
+            run.train_epoch()
+            run.save(folder)
+        setup = LONG.format("SGD Nesterov momentum" if sgd else "AdamW")
+        for step, resume_of in ((8, None), (16, None), (24, 16), (48, 8)):
+            made[f"long_{name}_step{step}"] = {
+                "path": (folder / f"step_{step}.pt").relative_to(out).as_posix(),
+                "family": "torch_pickle",
+                "kind": "training_state",
+                "setup": setup,
+                "expect": "clean",
+                **({"resume_of": f"long_{name}_step{resume_of}"} if resume_of else {}),
+            }
     return made
 
 
@@ -498,6 +538,7 @@ def _same_weights(a: Path, b: Path) -> None:
 
 CASES: dict[str, Callable[[Path], Mapping[str, Any]]] = {
     "cnn": cases,
+    "long": long_cases,
     "lightning": lightning_cases,
     "mmengine": mmengine_cases,
 }
