@@ -51,6 +51,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     # one module per family, then the registry that detects and composes them
     "readers": frozenset({"view", "record_table", "io"}),
     "formats": frozenset({"view", "io", "readers"}),
+    # what each writer's files mean (counters, parts saved, pointers), asked by the rules
+    "profiles": frozenset({"view", "io"}),
     # judges of files by content: the security gate, who can load what
     "security": frozenset({"finding", "view", "io", "readers"}),
     "loadable": frozenset({"finding", "io", "remote", "readers", "formats", "security"}),
@@ -64,10 +66,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     "convert": frozenset({"view", "io", "remote", "natural", "readable", "readers", "api", "fit"}),
     "validate": frozenset(
-        {"finding", "view", "record_table", "io", "readers", "security", "loadable", "api", "diff"}
+        {
+            *("finding", "view", "record_table", "io", "readers", "security", "loadable"),
+            *("api", "diff", "profiles"),
+        }
     ),
-    "resume": frozenset({"view", "readable", "readers", "api", "diff", "validate"}),
-    "timeline": frozenset({"view", "io", "readers", "api", "diff", "validate", "resume"}),
+    "resume": frozenset({"view", "readable", "readers", "api", "diff", "validate", "profiles"}),
+    "timeline": frozenset(
+        {"view", "io", "readers", "api", "diff", "validate", "resume", "profiles"}
+    ),
     "repair": frozenset({"io", "readers", "loadable", "api"}),
     # faces: the command line, the dashboard, the public API
     "ui": frozenset(

@@ -20,17 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .bundle import ACCUMULATION_KEYS, claims_certain
 from .findings import Finding
 from .parts import Components, OptimizerPart, ValuesPart
 from .scheduler import effective_step, optimizer_step, scheduler_steps_per_optimizer_step
 
-ACCUMULATION_KEYS = (
-    "gradient_accumulation_steps",
-    "grad_accum_steps",
-    "grad_accum",
-    "accum_iter",
-    "accumulate_grad_batches",
-)
 BATCH_KEYS = ("global_batch_size",)
 
 
@@ -68,7 +62,8 @@ def _position(
     shown = f"the run position {value} ({', '.join(claims)})"
     factor = recorded_factor(parts, ACCUMULATION_KEYS)
     if (
-        factor is not None
+        not claims_certain(parts, claims)  # the writer's counters already count optimizer steps
+        and factor is not None
         and factor[0] > 1
         and opt is not None
         and value % factor[0] == 0
@@ -156,10 +151,11 @@ def weigh(
         if training_state and opt is not None and o is None and opt.states and not opt.flat:
             out.append(_no_counter(opt))
         p, notes = _position(parts, claims, o.steps if o else None)
+        certain = claims_certain(parts, claims)
         s, more = (
             _scheduler(sched, parts, o.steps if o else None, run_epoch) if sched else (None, [])
         )
-        for f in [*notes, *more, *_judge(o, s, p, opt, _never_skips(parts))]:
+        for f in [*notes, *more, *_judge(o, s, p, opt, _never_skips(parts), certain)]:
             if f.message not in seen:
                 seen.add(f.message)
                 out.append(f)
@@ -179,7 +175,11 @@ def _judge(
     p: Count | None,
     opt: OptimizerPart | None,
     never_skips: bool = False,
+    certain: bool = True,
 ) -> list[Finding]:
+    """The odd counter out. ``certain``: the run position is known to count optimizer steps
+    (the writer's profile says so); otherwise an optimizer that disagrees with the position
+    alone is 'cannot tell' (info): the position may count micro-batches."""
     present = [c for c in (o, s, p) if c is not None]
     if len(present) < 2 or all(_agree(a.steps, present[0].steps) for a in present):
         return []
@@ -191,7 +191,7 @@ def _judge(
         if _agree(o.steps, s.steps):
             if never_skips and o.steps < p.steps:
                 return [_both_behind(o, s, p)]
-            return [_position_off(o, p, s)]
+            return [_position_off(o, p, s, certain)]
         return [
             Finding(
                 "bundle.optimizer_step",
@@ -203,7 +203,7 @@ def _judge(
             )
         ]
     if o and p:
-        return [_position_off(o, p, None)]
+        return [_position_off(o, p, None, certain)]
     if s and p:  # the optimizer keeps no step counter (SGD, Muon): the scheduler against the run
         return [
             Finding(
@@ -263,14 +263,25 @@ def _scheduler_behind(s: Count, o: Count, p: Count | None) -> Finding:
     )
 
 
-def _position_off(o: Count, p: Count, s: Count | None) -> Finding:
+def _position_off(o: Count, p: Count, s: Count | None, certain: bool = True) -> Finding:
     agree = f"; {s.shown} agrees with the optimizer" if s else ""
+    if not certain:
+        return Finding(
+            "bundle.optimizer_step",
+            "info",
+            f"the optimizer step is {o.steps:g} but {p.shown}{agree}: cannot tell whether the "
+            "run position counts optimizer steps (no writer profile says what it counts)",
+            "Expected where the position counts micro-batches (gradient accumulation) or "
+            "skipped fp16 steps; otherwise the optimizer is from another checkpoint or was "
+            "not restored: compare with the state the run resumed from (ckpt-explorer doctor).",
+            file=o.file,
+        )
     return Finding(
         "bundle.optimizer_step",
         "warning",
-        f"the optimizer step is {o.steps:g} but {p.shown}{agree}",
-        "Expected with gradient accumulation (position counts micro-steps) or skipped fp16 "
-        "steps; otherwise the optimizer is from another checkpoint.",
+        f"the optimizer step is {o.steps:g} but {p.shown}{agree}, which counts optimizer steps",
+        "A small gap may be skipped fp16 steps; otherwise the optimizer is from another "
+        "checkpoint or was not restored on resume.",
         file=o.file,
     )
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..io.location import Location
 from ..io.raw_values import record_scalar
+from ..profiles import UNKNOWN, Evidence, ProfileMatch, detect_profile
 from ..readers.json_files import optional_json
 from ..readers.param_names import FLOAT_PREFIXES, is_buffer_name
 from ..readers.state_map import walk
@@ -129,6 +130,8 @@ class Components:
     run_states: list[ValuesPart] = field(default_factory=list)
     leaves: list[tuple[str, CheckpointView]] = field(default_factory=list)
     args: dict[str, Any] = field(default_factory=dict)  # training arguments' plain values
+    # the writer profile of the state (what its counters count, which parts it saves)
+    writer: ProfileMatch = field(default_factory=lambda: ProfileMatch(UNKNOWN, (), Evidence()))
 
 
 # Parts that record where the run is (RNG states, counters, callback and metric-tracker state):
@@ -236,7 +239,7 @@ def _add(view: CheckpointView, label: str, out: Components) -> None:
 
 def collect(view: CheckpointView, model: CheckpointView | None = None) -> Components:
     """Every component of ``view``; ``model`` (a separate model checkpoint) is added last."""
-    out = Components()
+    out = Components(writer=detect_profile(view))
     for label, part in walk(view):
         _add(part, label, out)
     if model is not None and not out.models:
