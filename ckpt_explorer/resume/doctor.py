@@ -497,9 +497,20 @@ def _folded(causes: list[Cause]) -> list[Cause]:
 # the findings a cause already explains when B shows them: its counter restarted at the
 # resume, so B's own parts disagree (a symptom of that cause, not a second cause)
 SYMPTOM_OF = {
-    "scheduler_not_restored": ("scheduler.optimizer_step", "bundle.scheduler_step"),
-    "optimizer_moments_reset": ("bundle.optimizer_step",),
+    "scheduler_not_restored": (
+        "scheduler.optimizer_step",
+        "bundle.scheduler_step",
+        "bundle.step_mismatch",
+    ),
+    "optimizer_moments_reset": (
+        "bundle.optimizer_step",
+        "scheduler.optimizer_step",
+        "bundle.step_mismatch",
+    ),
 }
+# a disagreement in B alone (A's parts agree) that no found cause explains: the part left
+# behind names the cause (the scheduler's counter behind the others: it was not restored)
+LEFT_BEHIND = (("schedul", "scheduler_not_restored"), ("optim", "optimizer_moments_reset"))
 STRONG = ("bundle.step_mismatch", "bundle.epoch_mismatch")
 
 
@@ -523,6 +534,42 @@ def _part_findings(a: Side, b: Side) -> list[tuple[str, str, str]]:
     return out
 
 
+def _left_behind(rule: str, message: str) -> str | None:
+    """The cause a B-only step disagreement names: the part whose counter is behind."""
+    import re
+
+    if rule == "bundle.step_mismatch":  # "... a (...) = 4, b (...) = 2"
+        claims = re.findall(r"([^,:]+?) = (\d+(?:\.\d+)?)", message)
+        if len(claims) < 2:
+            return None
+        behind = min(claims, key=lambda c: float(c[1]))[0].lower()
+    elif rule == "scheduler.optimizer_step":  # "the scheduler has taken X steps ... optimizer Y"
+        found = re.search(r"scheduler has taken (\d+).*optimizer (\d+)", message)
+        if found is None:
+            return None
+        behind = "scheduler" if int(found[1]) < int(found[2]) else "optimizer"
+    else:
+        return None
+    return next((cause for word, cause in LEFT_BEHIND if word in behind), None)
+
+
+def _from_parts(cause: str) -> Cause:
+    """A cause found only from B's own parts disagreeing where A's agree (its evidence is
+    added by the caller)."""
+    titles = {
+        "scheduler_not_restored": (
+            "LR scheduler not restored (warm-up/decay restarted)",
+            "Load the scheduler state after building it (the trainer's resume path does).",
+        ),
+        "optimizer_moments_reset": (
+            "optimizer moments reset (optimizer state not restored)",
+            "Load the optimizer state before training continues.",
+        ),
+    }
+    title, hint = titles[cause]
+    return Cause(cause, title, 0.8, (), hint)
+
+
 def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> list[Cause]:
     """``causes`` with the parts' disagreements: one a cause explains is added to that cause
     as its symptom in B; the rest make the cause "the parts record different steps"."""
@@ -530,11 +577,18 @@ def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> 
     symptoms: dict[str, list[str]] = {}
     rest: list[str] = []
     strong = False
+    in_a = {rule for side, rule, _ in found if side == "A"}
+    ranked = sorted(named.values(), key=lambda c: -c.score)
     for side, rule, message in found:
         owner = next(
-            (c for c, rules in SYMPTOM_OF.items() if side == "B" and rule in rules and c in named),
+            (c.cause for c in ranked if side == "B" and rule in SYMPTOM_OF.get(c.cause, ())),
             None,
         )
+        if owner is None and side == "B" and rule not in in_a:
+            owner = _left_behind(rule, message)
+            if owner is not None and owner not in named:
+                named[owner] = _from_parts(owner)
+                causes = [*causes, named[owner]]
         if owner is not None:
             symptoms.setdefault(owner, []).append(f"so B's own parts disagree: {message}")
         else:
@@ -544,6 +598,7 @@ def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> 
         replace(c, evidence=c.evidence + tuple(symptoms[c.cause])) if c.cause in symptoms else c
         for c in causes
     ]
+    out = [c for c in out if c.evidence]
     if rest:
         out.append(
             Cause(
