@@ -578,6 +578,11 @@ def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> 
     rest: list[str] = []
     strong = False
     in_a = {rule for side, rule, _ in found if side == "A"}
+    b_rules = {f"{side}: {message}": rule for side, rule, message in found}
+
+    def rule_in_a(entry: str) -> bool:
+        return b_rules.get(entry) in in_a
+
     ranked = sorted(named.values(), key=lambda c: -c.score)
     for side, rule, message in found:
         owner = next(
@@ -600,11 +605,15 @@ def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> 
     ]
     out = [c for c in out if c.evidence]
     if rest:
+        # the same disagreement in A and in B is how this run saves (a counter in other units,
+        # a scheduler stepped per epoch), not something the resume did: said, not scored
+        habitual = all(r.split(": ", 1)[0] == "A" or rule_in_a(r) for r in rest)
         out.append(
             Cause(
                 "step_mismatch_between_parts",
-                "the parts of a training state record different steps",
-                0.55 if strong else 0.4,
+                "the parts of a training state record different steps"
+                + (" (in A already: how this run saves them)" if habitual else ""),
+                0.1 if habitual else 0.55 if strong else 0.4,
                 tuple(rest),
                 "Model, optimizer, scheduler and run state must come from the same save.",
             )
