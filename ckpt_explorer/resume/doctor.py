@@ -108,10 +108,10 @@ def resume_doctor(
             cause = rule(x, y)
             if cause is not None:
                 causes.append(cause)
-    rng = _rng(sa, sb)
-    if rng is not None:
-        causes.append(rng)
-    causes = _with_part_steps(_merged(causes), _part_findings(sa, sb))
+    for found in (_rng(sa, sb), _rng_restored(va, vb), _another_run(sa, sb), _stale_pointer(sa)):
+        if found is not None:
+            causes.append(found)
+    causes = _folded(_with_part_steps(_merged(causes), _part_findings(sa, sb)))
     if compare_weights:
         causes = _merged(causes + compare_tensors(va, vb, sa, sb, progress))
     facts = {
@@ -299,7 +299,14 @@ def _param_order(a: Side, b: Side) -> Cause | None:
         for msg in info.inconsistencies if info is not None else ():
             ev.append(f"{name}: {msg}")
             score = max(score, 0.9 if "another order" in msg else 0.5)
-    if b.opt is not None and not b.opt.flat and not ev and a.parts.models and b.parts.models:
+    if (
+        b.opt is not None
+        and not b.opt.flat
+        and not ev
+        and a.parts.models
+        and b.parts.models
+        and not _unrelated(a, b)  # another run's weights did not move from A's at all
+    ):
         before = a.opt if a.opt is not None and not a.opt.flat else None
         misrouted = misrouted_updates(a.parts.models[0], b.parts.models[0], b.opt, before)
         if len(misrouted) >= 2:  # a reorder moves at least two parameters
@@ -348,7 +355,9 @@ def _rng(a: Side, b: Side) -> Cause | None:
     # One side only: the save/restore code changed between the two runs (A without it could
     # not be restored; B without it comes from code that does not handle RNG). Neither side:
     # the setup never saves RNG, a choice rather than a fault of this resume.
-    score = 0.6 if a.has_rng != b.has_rng else 0.35
+    # Neither side: the setup never saves RNG (Lightning, most plain loops), a choice rather
+    # than a fault of this resume: said, not scored as a cause.
+    score = 0.6 if a.has_rng != b.has_rng else 0.1
     return Cause(
         "rng_state_missing",
         "RNG / data position not saved (dropout and data order differ after resume)",
@@ -356,6 +365,81 @@ def _rng(a: Side, b: Side) -> Cause | None:
         tuple(ev),
         "Save torch.get_rng_state(), cuda/numpy/python RNG states and the sample index with "
         "every checkpoint and restore them on resume.",
+    )
+
+
+def _rng_restored(va: CheckpointView, vb: CheckpointView) -> Cause | None:
+    from .lineage import rng_not_restored
+
+    why = rng_not_restored(va, vb)
+    if why is None:
+        return None
+    return Cause(
+        "rng_not_restored",
+        "RNG state saved but not restored on resume (data order and augmentation differ)",
+        0.85,
+        (why,),
+        "Restore the RNG states on resume (torch.set_rng_state / random.setstate / "
+        "np.random.set_state) after seeding, or let the trainer's resume path do it.",
+    )
+
+
+def _unrelated(a: Side, b: Side) -> str | None:
+    """Evidence that B's weights do not descend from A's (computed once, kept on B)."""
+    from .lineage import unrelated_weights
+
+    if not (a.parts.models and b.parts.models):
+        return None
+    if b.not_from_a is None:
+        found = unrelated_weights(a.parts.models[0], b.parts.models[0])
+        b.not_from_a = found if found is not None else ""
+    return b.not_from_a or None
+
+
+def _another_run(a: Side, b: Side) -> Cause | None:
+    why = _unrelated(a, b)
+    if why is None:
+        return None
+    return Cause(
+        "resumed_from_another_run",
+        "B was resumed from another run's checkpoint, not from A",
+        0.85,
+        (why,),
+        "Check the path the resume loaded (resume_from_checkpoint / ckpt_path / load_dir): "
+        "it points at another run's folder.",
+    )
+
+
+def _recorded_step(path: Location) -> float | None:
+    side = _sides(as_view(path))[0]
+    return side.position if side.position is not None else side.opt_step
+
+
+def _stale_pointer(a: Side) -> Cause | None:
+    from .pointer import newer_sibling
+
+    step = a.position if a.position is not None else a.opt_step
+    if step is None:
+        return None
+    found = newer_sibling(a.view.path, step, _recorded_step)
+    if found is None:
+        return None
+    sib, newer = found
+    from .pointer import pointed_by
+
+    ptr = pointed_by(a.view.path)
+    via = f" (named by {ptr.name})" if ptr is not None else ""
+    return Cause(
+        "stale_pointer",
+        "resumed from a stale last/latest copy, older than the newest checkpoint",
+        0.8,
+        (
+            f"A ({a.view.path.name}{via}) records step {step:g}, but {sib.name} beside it "
+            f"records step {newer:g}: the pointer copy was not refreshed after the newest "
+            f"save, so the resume repeats steps {step:g}-{newer:g}",
+        ),
+        "Resume from the newest step checkpoint, and refresh the last/latest copy (or link) "
+        "after every save.",
     )
 
 
@@ -392,12 +476,41 @@ def _plain(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
 
 
+# causes that are symptoms of another when both are found: another run's RNG was seeded
+# otherwise too, and its steps may not follow A's
+FOLDS_INTO = {"resumed_from_another_run": ("rng_not_restored", "step_mismatch_between_parts")}
+
+
+def _folded(causes: list[Cause]) -> list[Cause]:
+    """Each symptom cause folded into the cause that explains it (its evidence kept there)."""
+    named = {c.cause: c for c in causes}
+    for owner, symptoms in FOLDS_INTO.items():
+        if owner not in named:
+            continue
+        extra = tuple(f"so: {e}" for s in symptoms if s in named for e in named[s].evidence)
+        named[owner] = replace(named[owner], evidence=named[owner].evidence + extra)
+        for s in symptoms:
+            named.pop(s, None)
+    return list(named.values())
+
+
 # the findings a cause already explains when B shows them: its counter restarted at the
 # resume, so B's own parts disagree (a symptom of that cause, not a second cause)
 SYMPTOM_OF = {
-    "scheduler_not_restored": ("scheduler.optimizer_step", "bundle.scheduler_step"),
-    "optimizer_moments_reset": ("bundle.optimizer_step",),
+    "scheduler_not_restored": (
+        "scheduler.optimizer_step",
+        "bundle.scheduler_step",
+        "bundle.step_mismatch",
+    ),
+    "optimizer_moments_reset": (
+        "bundle.optimizer_step",
+        "scheduler.optimizer_step",
+        "bundle.step_mismatch",
+    ),
 }
+# a disagreement in B alone (A's parts agree) that no found cause explains: the part left
+# behind names the cause (the scheduler's counter behind the others: it was not restored)
+LEFT_BEHIND = (("schedul", "scheduler_not_restored"), ("optim", "optimizer_moments_reset"))
 STRONG = ("bundle.step_mismatch", "bundle.epoch_mismatch")
 
 
@@ -421,6 +534,42 @@ def _part_findings(a: Side, b: Side) -> list[tuple[str, str, str]]:
     return out
 
 
+def _left_behind(rule: str, message: str) -> str | None:
+    """The cause a B-only step disagreement names: the part whose counter is behind."""
+    import re
+
+    if rule == "bundle.step_mismatch":  # "... a (...) = 4, b (...) = 2"
+        claims = re.findall(r"([^,:]+?) = (\d+(?:\.\d+)?)", message)
+        if len(claims) < 2:
+            return None
+        behind = min(claims, key=lambda c: float(c[1]))[0].lower()
+    elif rule == "scheduler.optimizer_step":  # "the scheduler has taken X steps ... optimizer Y"
+        found = re.search(r"scheduler has taken (\d+).*optimizer (\d+)", message)
+        if found is None:
+            return None
+        behind = "scheduler" if int(found[1]) < int(found[2]) else "optimizer"
+    else:
+        return None
+    return next((cause for word, cause in LEFT_BEHIND if word in behind), None)
+
+
+def _from_parts(cause: str) -> Cause:
+    """A cause found only from B's own parts disagreeing where A's agree (its evidence is
+    added by the caller)."""
+    titles = {
+        "scheduler_not_restored": (
+            "LR scheduler not restored (warm-up/decay restarted)",
+            "Load the scheduler state after building it (the trainer's resume path does).",
+        ),
+        "optimizer_moments_reset": (
+            "optimizer moments reset (optimizer state not restored)",
+            "Load the optimizer state before training continues.",
+        ),
+    }
+    title, hint = titles[cause]
+    return Cause(cause, title, 0.8, (), hint)
+
+
 def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> list[Cause]:
     """``causes`` with the parts' disagreements: one a cause explains is added to that cause
     as its symptom in B; the rest make the cause "the parts record different steps"."""
@@ -428,11 +577,23 @@ def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> 
     symptoms: dict[str, list[str]] = {}
     rest: list[str] = []
     strong = False
+    in_a = {rule for side, rule, _ in found if side == "A"}
+    b_rules = {f"{side}: {message}": rule for side, rule, message in found}
+
+    def rule_in_a(entry: str) -> bool:
+        return b_rules.get(entry) in in_a
+
+    ranked = sorted(named.values(), key=lambda c: -c.score)
     for side, rule, message in found:
         owner = next(
-            (c for c, rules in SYMPTOM_OF.items() if side == "B" and rule in rules and c in named),
+            (c.cause for c in ranked if side == "B" and rule in SYMPTOM_OF.get(c.cause, ())),
             None,
         )
+        if owner is None and side == "B" and rule not in in_a:
+            owner = _left_behind(rule, message)
+            if owner is not None and owner not in named:
+                named[owner] = _from_parts(owner)
+                causes = [*causes, named[owner]]
         if owner is not None:
             symptoms.setdefault(owner, []).append(f"so B's own parts disagree: {message}")
         else:
@@ -442,12 +603,17 @@ def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> 
         replace(c, evidence=c.evidence + tuple(symptoms[c.cause])) if c.cause in symptoms else c
         for c in causes
     ]
+    out = [c for c in out if c.evidence]
     if rest:
+        # the same disagreement in A and in B is how this run saves (a counter in other units,
+        # a scheduler stepped per epoch), not something the resume did: said, not scored
+        habitual = all(r.split(": ", 1)[0] == "A" or rule_in_a(r) for r in rest)
         out.append(
             Cause(
                 "step_mismatch_between_parts",
-                "the parts of a training state record different steps",
-                0.55 if strong else 0.4,
+                "the parts of a training state record different steps"
+                + (" (in A already: how this run saves them)" if habitual else ""),
+                0.1 if habitual else 0.55 if strong else 0.4,
                 tuple(rest),
                 "Model, optimizer, scheduler and run state must come from the same save.",
             )

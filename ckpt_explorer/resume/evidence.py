@@ -30,6 +30,7 @@ class Side:
     position: int | None
     has_rng: bool
     has_run_state: bool
+    not_from_a: str | None = None  # the doctor's lineage evidence ("": B descends from A)
 
 
 def zero_moments(opt: OptimizerPart) -> tuple[int, int]:
@@ -143,7 +144,11 @@ def _counters_restarted(rows: list[TensorDiff], a: Side) -> Cause | None:
     ``model.load_state_dict`` before a fresh loop). None when that is not what the rows show."""
     from .report import Cause
 
-    model = [r for r in rows if _state(r) is None and r.norm_a and r.diff_l2 is not None]
+    model = [
+        r
+        for r in rows
+        if _state(r) is None and r.norm_a and r.diff_l2 is not None and _is_weight(r)
+    ]
     moments = [r for r in rows if _state(r) in MOMENTS and r.status == "changed"]
     if not model or not moments or not a.opt_step:
         return None
@@ -166,6 +171,16 @@ def _counters_restarted(rows: list[TensorDiff], a: Side) -> Cause | None:
         "optimizer.load_state_dict and scheduler.load_state_dict in a plain loop), not the "
         "weights alone.",
     )
+
+
+# BatchNorm statistics and counters are buffers, not weights: they follow the data seen, not
+# the optimizer (a restart counts num_batches_tracked from 0 again)
+BUFFERS = ("num_batches_tracked", "running_mean", "running_var")
+
+
+def _is_weight(row: TensorDiff) -> bool:
+    dtype = row.dtype_a or ""
+    return dtype.startswith(("float", "bfloat")) and not row.name.endswith(BUFFERS)
 
 
 def _run_state_parts(view: CheckpointView) -> set[str]:

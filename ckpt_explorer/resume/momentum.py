@@ -6,7 +6,8 @@ itself. A buffer ``b = mu * b + g`` that has taken ``n`` steps from zero holds a
 steps later, a restored buffer therefore grows by about ``(1 - mu**(n + k)) / (1 - mu**n)``
 and a fresh one started at the resume is ``(1 - mu**k) / (1 - mu**n)`` of A's. The median of
 B's buffer norms over A's says which of the two it is, when the two expectations are far enough
-apart to tell; gradients change size over a run, so B must be clearly nearer the fresh size.
+apart to tell; gradients change size over a run (they shrink as it converges), so B must be
+clearly nearer the fresh size, and near it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ if TYPE_CHECKING:
     from .evidence import Side
 
 SAMPLE = 1 << 16  # elements of each buffer whose norm is compared
-APART = 1.5  # the restored and fresh expectations must differ at least this much
+APART = 1.8  # the restored and fresh expectations must differ at least this much
 CLEARLY = 1.3  # B's size must be this much nearer (as a ratio) to a fresh buffer's
+NEAR = 1.15  # ... and within this ratio of it: gradients shrink as a run converges, so a
+# restored buffer far below the fresh size says the gradients changed, not the buffer
 
 
 def _norm(side: Side, pid: int) -> float | None:
@@ -67,7 +70,7 @@ def fresh_momentum(a: Side, b: Side) -> tuple[float, str] | None:
         return None
     observed = statistics.median(ratios)
     to_fresh, to_restored = abs(math.log(observed / fresh)), abs(math.log(observed / restored))
-    if to_restored - to_fresh < math.log(CLEARLY):
+    if to_restored - to_fresh < math.log(CLEARLY) or to_fresh > math.log(NEAR):
         return None
     return (
         0.88,

@@ -196,11 +196,34 @@ def _row(
 FOLLOWS_SUM, MARGIN_SUM, MIN_SUM_ELEMENTS = 0.5, 0.3, 256
 
 
+MIN_VOTE_ELEMENTS = 16  # a tensor with fewer sampled elements takes no vote
+CHANCE = 3.5  # a correlation must be this many standard errors (1/sqrt(n)) above chance
+
+
+def _consistent(found: list[Misrouted]) -> list[Misrouted]:
+    """The moves that form a permutation of one shape class: each source drives one
+    parameter, and every source is itself a moved parameter (a reorder moves ids among each
+    other). Chance matches between unrelated tensors rarely close up like that."""
+    while True:
+        moved = {m.pid for m in found}
+        sources = [m.source for m in found]
+        kept = [m for m in found if m.source in moved and sources.count(m.source) == 1]
+        if len(kept) == len(found):
+            return kept
+        found = kept
+
+
 def misrouted_updates(
     a: ModelPart, b: ModelPart, opt: OptimizerPart, before: OptimizerPart | None = None
 ) -> list[Misrouted]:
     """Parameters whose change from A to B fits another id's state in B (``before``: the
-    optimizer in A, for optimizers that keep only squared-gradient sums)."""
+    optimizer in A, for optimizers that keep only squared-gradient sums).
+
+    Only where the evidence separates: a tensor votes when its sample has at least
+    :data:`MIN_VOTE_ELEMENTS` elements and its best fit is :data:`CHANCE` standard errors
+    above chance (a 16-element BatchNorm bias needs 0.875, a 2304-element conv weight the
+    plain 0.5); the moves of one shape class count only as a consistent permutation, which
+    chance matches among many same-shaped small tensors do not form."""
     import torch
 
     names = opt.param_names
@@ -218,13 +241,19 @@ def misrouted_updates(
         sums = any(r[2] for _, r in rows if r is not None)
         if len(kept) < 2 or len({c.numel() for _, c, _ in kept}) != 1:
             continue
+        n = kept[0][1].numel()
+        if n < MIN_VOTE_ELEMENTS:
+            continue
         changes = torch.stack([c for _, c, _ in kept])
         directions = torch.stack([d for _, _, d in kept])
         corr = changes @ directions.T  # row k: parameter k's change against every state
         follows, margin = (FOLLOWS_SUM, MARGIN_SUM) if sums else (FOLLOWS, MARGIN)
+        follows = max(follows, CHANCE / n**0.5)
+        found = []
         for k, (pid, _, _) in enumerate(kept):
             best = int(torch.argmax(corr[k]))
             own, top = float(corr[k, k]), float(corr[k, best])
             if best != k and top >= follows and top - own >= margin:
-                out.append(Misrouted(pid, names[pid], kept[best][0], own, top))
+                found.append(Misrouted(pid, names[pid], kept[best][0], own, top))
+        out += _consistent(found)
     return out
