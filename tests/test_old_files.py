@@ -25,7 +25,6 @@ from torch import nn
 
 from ckpt_explorer.loadable import loader_table
 from ckpt_explorer.validate import validate_checkpoint
-from ckpt_explorer.validate.optimizer import first_gaps, object_ids
 
 MAKER = "oldfiles"
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,10 +71,14 @@ def _oracle(tmp: Path, calls: dict[str, tuple[str, Path]]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 
 
-def test_shipped_files_list_and_validate_clean(shipped: tuple[Path, dict[str, Any]]) -> None:
+def test_shipped_files_list_and_validate_clean(
+    shipped: tuple[Path, dict[str, Any]], capfd: pytest.CaptureFixture[str]
+) -> None:
     """Every real torch file opens with the family and kind its bytes say, and validate finds
     no error and no warning on it (the TorchScript archive is code: security.ships_code only);
-    nothing is printed to stderr."""
+    no Python warning is raised and nothing is printed to stderr."""
+    import warnings
+
     root, cases = shipped
     from ckpt_explorer.api import open_checkpoint
 
@@ -83,17 +86,23 @@ def test_shipped_files_list_and_validate_clean(shipped: tuple[Path, dict[str, An
         if not case["family"]:
             continue
         path = root / case["path"]
-        view = open_checkpoint(path)
+        if case_id == "resemblyzer_encoder":  # validated in a capped child (next test): its
+            view = open_checkpoint(path)  # ids made the rule allocate ~1e14 integers
+            assert (view.detection.family, view.kind) == (case["family"], case["kind"])
+            continue
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            view = open_checkpoint(path)
+            report = validate_checkpoint(path)
         assert (view.detection.family, view.kind) == (case["family"], case["kind"]), case_id
-        proc = _cli("validate", str(path), "--json", limit=MEMORY_CAP)
-        assert proc.stderr.strip() == "", (case_id, proc.stderr[-2000:])
-        doc = json.loads(proc.stdout)
+        assert [str(w.message) for w in seen] == [], case_id
         bad = [
-            (f["rule"], f["message"][:160])
-            for f in doc["findings"]
-            if f["severity"] in ("error", "warning") and f["rule"] != "security.ships_code"
+            (f.rule, f.message[:160])
+            for f in report.findings
+            if f.severity in ("error", "warning") and f.rule != "security.ships_code"
         ]
         assert bad == [], case_id
+    assert capfd.readouterr().err == ""
 
 
 def test_id_keyed_optimizer_of_a_real_old_file(shipped: tuple[Path, dict[str, Any]]) -> None:
@@ -215,7 +224,7 @@ def test_id_keyed_optimizer_memory_bounded(tmp_path: Path, legacy: bool) -> None
     under a 4 GiB address space with optimizer.object_ids, not id_gaps."""
     model = _BNNet()
     osd = _old_style_optimizer(model)
-    assert object_ids(sorted(osd["state"]))
+    assert min(osd["state"]) > 1 << 20  # CPython addresses, as torch <= 1.5 saved them
     path = tmp_path / "old.pt"
     doc = {"model": model.state_dict(), "optimizer": osd, "epoch": 3}
     torch.save(doc, path, _use_new_zipfile_serialization=not legacy)
@@ -226,6 +235,8 @@ def test_id_keyed_optimizer_memory_bounded(tmp_path: Path, legacy: bool) -> None
 
 
 def test_first_gaps_is_bounded() -> None:
+    from ckpt_explorer.validate.optimizer import first_gaps, object_ids
+
     assert first_gaps([0, 1, 5, 10**14]) == [2, 3, 4, 6, 7, 8, 9, 10, 11, 12]
     assert first_gaps([3, 10**15]) == [0, 1, 2, 4, 5, 6, 7, 8, 9, 10]
     assert first_gaps([0, 1, 2]) == []
