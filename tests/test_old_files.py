@@ -154,7 +154,11 @@ def test_torchscript_is_said_as_torchscript(shipped: tuple[Path, dict[str, Any]]
     """silero-vad's TorchScript model is told as one, never 'the object part of a training
     state'."""
     root, cases = shipped
-    report = validate_checkpoint(root / cases["silero_jit"]["path"])
+    from ckpt_explorer.api import open_checkpoint
+
+    path = root / cases["silero_jit"]["path"]
+    assert open_checkpoint(path).detection.detail.startswith("TorchScript model")
+    report = validate_checkpoint(path)
     refused = [f for f in report.findings if f.rule == "security.weights_only_refused"]
     assert refused and all("TorchScript model" in (f.hint or "") for f in refused)
     assert not any("training state" in (f.hint or "") for f in report.findings)

@@ -61,6 +61,7 @@ class TorchFileStructure:
     report: PickleReport
     records: dict[str, StorageRecord] = field(default_factory=dict)
     byteorder: str = "little"
+    torchscript: bool = False  # a torch.jit.save archive (<archive>/constants.pkl)
 
     def tensor_offset(self, tensor: LazyTensor) -> int:
         return self.records[tensor.storage.key].offset + tensor.byte_offset_in_storage()
@@ -199,6 +200,7 @@ def _read_zip(path: Location) -> TorchFileStructure:
                     "Re-save the checkpoint with torch.save.",
                 )
     structure = TorchFileStructure(path, "zip", root, report, records, byteorder)
+    structure.torchscript = any(i.filename == prefix + "constants.pkl" for i in infos)
     _check_tensor_ranges(structure)
     return structure
 
