@@ -12,6 +12,7 @@ from typing import Any
 from .errors import CkptExplorerError
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERNAL = 3  # the tool failed (memory, recursion), not the input
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process ended by SIGPIPE
 
 
@@ -584,7 +585,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CkptExplorerError as e:
         print(f"ckpt-explorer: error: {e.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (OSError, MemoryError) as e:
+    except MemoryError:
+        return _internal_error(args, "ran out of memory")
+    except RecursionError:
+        return _internal_error(args, "hit Python's recursion limit")
+    except OSError as e:
         where = getattr(e, "filename", None) or getattr(args, "path", "")
         print(
             f"ckpt-explorer: error: {where}: could not read ({e.__class__.__name__}: "
@@ -594,6 +599,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+
+
+def _internal_error(args: argparse.Namespace, what: str) -> int:
+    """The tool's own failure, said as the tool's: never as a damaged input."""
+    where = getattr(args, "path", None) or " ".join(map(str, getattr(args, "paths", []) or []))
+    print(
+        f"ckpt-explorer: internal error: the tool {what} while working on {where or 'its input'}."
+        " This is a failure of ckpt-explorer, not a sign that the file is damaged: free memory"
+        " or retry on a larger machine, and report it (the command and the file's size) if it"
+        " happens again.",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
 
 
 def _quiet_broken_pipe() -> int:

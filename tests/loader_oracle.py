@@ -2,8 +2,9 @@
 
 Usage: ``python tests/loader_oracle.py FAMILY CASES.json RESULT.json`` where FAMILY is
 ``colossalai`` (Booster + TorchDDPPlugin, gloo world of 1), ``hf`` (transformers from the
-environment, torch.load, DCP, accelerate), ``deepspeed`` (CPU, gloo world of 1). Each case is
-``{"id", "loader", "path", "model"}``; the result maps id -> ``{"ok", "error", "message"}``.
+environment, torch.load (also with map_location="cpu"), torch.jit.load, DCP, accelerate),
+``deepspeed`` (CPU, gloo world of 1). Each case is ``{"id", "loader", "path", "model"}``;
+the result maps id -> ``{"ok", "error", "message"}``.
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ def _hf(cases: list[dict[str, Any]]) -> dict[str, Any]:
             out[c["id"]] = _try(lambda: AutoModelForCausalLM.from_pretrained(path, **kw))  # noqa: B023
         elif loader == "torch.load":
             out[c["id"]] = _try(lambda: torch.load(path))  # noqa: B023
+        elif loader == "torch.load[map_location=cpu]":
+            out[c["id"]] = _try(lambda: torch.load(path, map_location="cpu"))  # noqa: B023
+        elif loader == "torch.jit.load":
+            out[c["id"]] = _try(lambda: torch.jit.load(path))  # noqa: B023
         elif loader == "dcp.load":
             import torch.distributed.checkpoint as dcp
 

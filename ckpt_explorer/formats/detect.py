@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ..errors import CkptExplorerError, FormatDetectionError
 from ..io.location import Location, PathLike, as_location
+from ..io.numpy_files import NPY_MAGIC, describe_npy
 from ..readers.diffusers_config import pipeline_summary
 from ..types import Detection
 from .registry import FormatSpec, specs
@@ -20,6 +21,9 @@ EXPECTED = (
     "a checkpoint (safetensors, torch.save, HF/ColossalAI index, DCP, DeepSpeed, PEFT, "
     "or a training-state folder)"
 )
+
+
+NPY_HEAD = 1 << 16  # an .npy header fits (numpy writes a few hundred bytes)
 
 
 def _describe(path: Location) -> str:
@@ -34,6 +38,10 @@ def _describe(path: Location) -> str:
         return "an empty file"
     with path.open("rb") as f:
         head = f.read(12)
+        if head.startswith(NPY_MAGIC):
+            npy = describe_npy(head + f.read(NPY_HEAD))
+            if npy is not None:
+                return npy
     return f"a file of {size} bytes starting {head!r}"
 
 

@@ -11,6 +11,7 @@ import io
 import os
 import pickle
 import struct
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from ..errors import (
     UnsafeCheckpointError,
 )
 from .location import Location, PathLike, as_location
+from .numpy_files import NOT_A_CHECKPOINT_HINT, describe_npz
 from .safe_pickle import LazyTensor, PickleReport, SafeUnpickler, StorageRef, safe_loads
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -31,7 +33,12 @@ LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 MAX_PICKLE_BYTES = 512 * 2**20
 
 
-class ExportArchiveError(FormatDetectionError):
+class NotACheckpointError(FormatDetectionError):
+    """A file that is something else than a checkpoint (said once, by the opener): validate
+    exits 2 on it, and no rule calls it damaged."""
+
+
+class ExportArchiveError(NotACheckpointError):
     """A torch.export ``.pt2`` archive opened as a checkpoint (said once, by the opener)."""
 
 
@@ -54,6 +61,7 @@ class TorchFileStructure:
     report: PickleReport
     records: dict[str, StorageRecord] = field(default_factory=dict)
     byteorder: str = "little"
+    torchscript: bool = False  # a torch.jit.save archive (<archive>/constants.pkl)
 
     def tensor_offset(self, tensor: LazyTensor) -> int:
         return self.records[tensor.storage.key].offset + tensor.byte_offset_in_storage()
@@ -90,14 +98,17 @@ def read_torch_structure(path: PathLike) -> TorchFileStructure:
 
 def _unpickle(path: Location | Path, data: Any, report: PickleReport) -> Any:
     try:
-        if isinstance(data, bytes):
-            return safe_loads(data, report)
-        return SafeUnpickler(data, report).load()
+        with warnings.catch_warnings():  # numpy's notes on an old pickle's scalars: not ours
+            warnings.simplefilter("ignore")
+            if isinstance(data, bytes):
+                return safe_loads(data, report)
+            return SafeUnpickler(data, report).load()
     except RecursionError as e:
         raise CorruptCheckpointError(
             path, "a pickle of reasonable nesting depth", "nesting too deep to read"
         ) from e
-    except (pickle.UnpicklingError, MemoryError) as e:  # SafeUnpickler maps the rest
+    except pickle.UnpicklingError as e:  # SafeUnpickler maps the rest; a MemoryError is
+        # this process's limit, not the file's fault: it goes up to be said as the tool's
         if "not allowed" in str(e):
             raise UnsafeCheckpointError(
                 path,
@@ -147,6 +158,9 @@ def _read_zip(path: Location) -> TorchFileStructure:
                 "Load it with torch.export.load if you trust it; `ckpt-explorer scan` judges "
                 "its pickles.",
             )
+        npz = describe_npz(zf) if len(pkl) != 1 else None
+        if npz is not None:
+            raise NotACheckpointError(path, "a torch.save checkpoint", npz, NOT_A_CHECKPOINT_HINT)
         if len(pkl) != 1:
             raise CorruptCheckpointError(
                 path,
@@ -186,6 +200,7 @@ def _read_zip(path: Location) -> TorchFileStructure:
                     "Re-save the checkpoint with torch.save.",
                 )
     structure = TorchFileStructure(path, "zip", root, report, records, byteorder)
+    structure.torchscript = any(i.filename == prefix + "constants.pkl" for i in infos)
     _check_tensor_ranges(structure)
     return structure
 

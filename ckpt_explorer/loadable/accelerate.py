@@ -16,9 +16,11 @@ FSDP_MODEL = "pytorch_model_fsdp"  # FULL .bin, _rank<N>.bin and SHARDED _<i>/ f
 
 
 def _count(listing: Listing, pattern: str) -> int:
+    """How many prepared objects the numbered files imply: the highest index + 1, at most one
+    more than the files there are (a name like ``model_99999999999.bin`` sizes nothing)."""
     rx = re.compile(pattern)
     idx = {int(m.group(1) or 0) for n in listing.files if (m := rx.fullmatch(n))}
-    return max(idx) + 1 if idx else 0
+    return min(max(idx) + 1, len(listing.files) + 1) if idx else 0
 
 
 def load_state(p: Path, target: str, layout: Layout) -> list[Verdict]:

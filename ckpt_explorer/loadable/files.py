@@ -125,3 +125,64 @@ def is_torch_file(path: Path | Location) -> bool:
         return sniff_torch(as_location(path).read_range(0, 16)) is not None
     except OSError:
         return False
+
+
+def is_torchscript(path: Path) -> bool:
+    """A ``torch.jit.save`` archive, told as ``torch.load`` tells it: a zip with a
+    ``constants.pkl`` record (``<archive>/constants.pkl``)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return any(n.partition("/")[2] == "constants.pkl" for n in zf.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return False
+
+
+def storage_devices(path: Path) -> tuple[str, ...]:
+    """The devices a torch.save file's storages are tagged with (``cpu``, ``cuda:0``...), in
+    first-seen order; () when its pickle cannot be read here."""
+    st = path.stat()
+    return _devices(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _devices(name: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    from ..io.torch_file import read_torch_structure
+
+    try:
+        structure = read_torch_structure(Path(name))
+    except (CkptExplorerError, OSError, ValueError):
+        return ()
+    return tuple(dict.fromkeys(ref.location for ref in structure.report.storages.values()))
+
+
+def cuda_device_count() -> int:
+    """CUDA devices this process's torch sees (0 without torch or without a GPU)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+@functools.lru_cache(maxsize=1)
+def torch_load_dispatches_safetensors() -> bool:
+    """Whether the installed ``torch.load`` hands a path ending in ``.safetensors`` to
+    ``safetensors.torch.load_file`` (recent torch does, by the suffix alone, before opening
+    the file): read from torch's own ``serialization.py``, without importing torch."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for folder in spec.submodule_search_locations:
+        try:
+            text = Path(folder, "serialization.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        return 'endswith(".safetensors")' in text and "safetensors.torch" in text
+    return False

@@ -17,6 +17,7 @@ LABELS = {
     "transformers.from_pretrained@4": "transformers 4.x from_pretrained",
     "transformers.from_pretrained@5[use_safetensors=False]": "transformers 5.x from_pretrained(use_safetensors=False)",
     "torch.load": "torch.load (installed defaults)",
+    "torch.jit.load": "torch.jit.load",
     "accelerate.load_state": "accelerate load_state",
     "deepspeed.load_checkpoint": "DeepSpeed load_checkpoint (tag from latest)",
     "dcp.load": "torch.distributed.checkpoint.load",

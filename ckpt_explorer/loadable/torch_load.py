@@ -1,15 +1,36 @@
 """``torch.load(path)`` with the installed torch's defaults (``weights_only=True`` since 2.6):
-refused globals are found with the security gate's copy of torch's own tables."""
+refused globals are found with the security gate's copy of torch's own tables.
+
+What the call does before it unpickles, in torch's order: a path ending in ``.safetensors``
+goes to ``safetensors.torch.load_file`` (recent torch, by the suffix alone); a TorchScript
+archive raises under ``weights_only=True`` (and is handed to ``torch.jit.load`` otherwise);
+storages tagged with a CUDA device are restored there, which raises on a machine without
+CUDA (``map_location="cpu"`` maps them to the CPU). ``torch.jit.load`` gets its own row for
+TorchScript archives.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from .files import is_safetensors, is_torch_file, refused_global, weights_only_default
+from ..io.dist_version import installed_version
+from .files import (
+    cuda_device_count,
+    is_safetensors,
+    is_torch_file,
+    is_torchscript,
+    refused_global,
+    storage_devices,
+    torch_load_dispatches_safetensors,
+    weights_only_default,
+)
 from .model import Layout, Verdict
 
 LOADER = "torch.load"
+JIT_LOADER = "torch.jit.load"
 KINDS = ("model-file", "optimizer-file", "scheduler-file", "torch-file")
+NO_CUDA = "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False"
 
 
 def _lightning(layout: Layout) -> bool:
@@ -19,10 +40,14 @@ def _lightning(layout: Layout) -> bool:
 
 
 def torch_load(p: Path, target: str, layout: Layout) -> list[Verdict]:
-    if layout.kind not in KINDS or not p.is_file():
+    if not p.is_file():
+        return []
+    if layout.kind not in KINDS and not (layout.kind == "other" and is_torchscript(p)):
         return []
     wo = weights_only_default()
     call = f"torch.load({str(p)!r})  # weights_only={wo}"
+    if p.name.endswith(".safetensors") and torch_load_dispatches_safetensors():
+        return [_by_suffix(p, call, target)]
     if is_safetensors(p) and not is_torch_file(p):
         return [
             Verdict(
@@ -33,10 +58,18 @@ def torch_load(p: Path, target: str, layout: Layout) -> list[Verdict]:
                 (p.name,),
                 "UnpicklingError",
                 "",
-                "It is a safetensors file: use safetensors.torch.load_file.",
+                "It is a safetensors file: use safetensors.torch.load_file"
+                + (
+                    " (or name it *.safetensors: the installed torch.load hands that suffix "
+                    "to safetensors)."
+                    if torch_load_dispatches_safetensors()
+                    else "."
+                ),
                 False,
             )
         ]
+    if is_torchscript(p):
+        return _torchscript(p, call, target, wo)
     g = refused_global(p) if wo else None
     if g is not None:
         # not counted against the file (info): the code that reads such a file passes
@@ -60,4 +93,94 @@ def torch_load(p: Path, target: str, layout: Layout) -> list[Verdict]:
                 False,
             )
         ]
+    if any(d.startswith("cuda") for d in storage_devices(p)):
+        return [_gpu(p, call, target)]
     return [Verdict(LOADER, call, target, "loads", (p.name,), meant=True)]
+
+
+def _by_suffix(p: Path, call: str, target: str) -> Verdict:
+    """The installed torch.load reads ``*.safetensors`` with safetensors' own loader."""
+    note = ("by its .safetensors suffix, torch.load calls safetensors.torch.load_file",)
+    if installed_version("safetensors") is None:
+        return Verdict(
+            LOADER,
+            call,
+            target,
+            "fails",
+            (p.name,),
+            "RuntimeError",
+            "Attempting to load a safetensors file but safetensors is not installed",
+            "pip install safetensors.",
+            False,
+            note,
+        )
+    if not is_safetensors(p):
+        return Verdict(
+            LOADER,
+            call,
+            target,
+            "fails",
+            (p.name,),
+            "SafetensorError",
+            "Error while deserializing header",
+            "The name ends in .safetensors but the bytes are not safetensors (a torch.save "
+            "file?): rename it to .pt or .bin for torch.load.",
+            False,
+            note,
+        )
+    return Verdict(LOADER, call, target, "loads", (p.name,), meant=False, notes=note)
+
+
+def _torchscript(p: Path, call: str, target: str, wo: bool) -> list[Verdict]:
+    runs = "it runs the TorchScript code the archive holds: load it only if you trust it"
+    jit = Verdict(
+        JIT_LOADER,
+        f"torch.jit.load({str(p)!r})",
+        target,
+        "loads",
+        (p.name,),
+        meant=True,
+        notes=(f"a TorchScript model (torch.jit.save archive); {runs}",),
+    )
+    if not wo:
+        note = "torch.load sees a TorchScript archive and hands it to torch.jit.load"
+        return [Verdict(LOADER, call, target, "loads", (p.name,), notes=(note,)), jit]
+    plain = Verdict(
+        LOADER,
+        call,
+        target,
+        "fails",
+        (p.name,),
+        "RuntimeError",
+        "Cannot use ``weights_only=True`` with TorchScript archives passed to ``torch.load``",
+        f"It is a TorchScript model, not a state_dict: torch.jit.load reads it ({runs}).",
+        False,
+    )
+    return [plain, jit]
+
+
+def _gpu(p: Path, call: str, target: str) -> Verdict:
+    """Storages tagged ``cuda:N``: torch.load restores them on that device."""
+    devices = [d for d in storage_devices(p) if d.startswith("cuda")]
+    shown = ", ".join(devices)
+    count = cuda_device_count()
+    fix = (
+        f"Its storages are tagged {shown} (saved from a GPU): torch.load({str(p)!r}, "
+        'map_location="cpu") reads it on any machine.'
+    )
+    if count == 0:
+        return Verdict(LOADER, call, target, "fails", (p.name,), "RuntimeError", NO_CUDA, fix)
+    wanted = max((_index(d) for d in devices), default=0)
+    if wanted >= count:
+        message = (
+            f"Attempting to deserialize object on CUDA device {wanted} but "
+            f"torch.cuda.device_count() is {count}"
+        )
+        return Verdict(LOADER, call, target, "fails", (p.name,), "RuntimeError", message, fix)
+    note = f"its tensors go to {shown} (map_location='cpu' keeps them on the CPU)"
+    return Verdict(LOADER, call, target, "loads", (p.name,), meant=True, notes=(note,))
+
+
+def _index(device: str) -> int:
+    m = re.fullmatch(r"cuda(?::(\d+))?", device)
+    return int(m.group(1) or 0) if m else 0

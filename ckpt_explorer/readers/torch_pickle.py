@@ -177,6 +177,9 @@ def probe(path: Location) -> Detection | None:
             + ", ".join(sorted(structure.report.dangerous_globals))
             + " (never executed)"
         )
+    if structure.torchscript:
+        detail = f"TorchScript model (torch.jit.save archive; {detail})"
+        evidence.append("<archive>/constants.pkl beside data.pkl: TorchScript (torch.jit.load)")
     family = "torch-zip" if container == "zip" else "torch-legacy"
     return Detection(
         str(path), family, kind, (magic, *evidence), detail, roles.content_traits(detail)

@@ -27,6 +27,7 @@ import lzma
 import re
 import struct
 import tarfile
+import warnings
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -252,8 +253,10 @@ def npy_dtype(f: Any) -> Any:
         import importlib
 
         impl = importlib.import_module("numpy.lib._format_impl")._read_array_header
-    version = npformat.read_magic(f)
-    _shape, _fortran, dtype = impl(f, version, max_header_size=1 << 20)
+    with warnings.catch_warnings():  # a Python 2 header: numpy warns, and reads it
+        warnings.simplefilter("ignore")
+        version = npformat.read_magic(f)
+        _shape, _fortran, dtype = impl(f, version, max_header_size=1 << 20)
     return dtype
 
 

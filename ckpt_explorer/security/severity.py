@@ -71,6 +71,29 @@ def content_kind(path: Path | Location) -> str | None:
     return kind if kind in CONTENT_KINDS else None
 
 
+TORCHSCRIPT_HINT = (
+    "This file is a TorchScript model (a torch.jit.save archive), not a state_dict: "
+    "torch.jit.load reads it, running the TorchScript code it holds (load it only if you "
+    "trust it); torch.load refuses it under weights_only=True and hands it to torch.jit.load "
+    "otherwise."
+)
+
+
+def _torchscript(path: Path | Location) -> bool:
+    """A local zip with a ``<archive>/constants.pkl`` record: what torch.load takes for
+    TorchScript."""
+    import zipfile
+
+    local = as_location(path).local_path()
+    if local is None or not local.is_file():
+        return False
+    try:
+        with zipfile.ZipFile(local) as zf:
+            return any(n.partition("/")[2] == "constants.pkl" for n in zf.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return False
+
+
 def weigh_refusals(findings: list[Finding], view: CheckpointView) -> list[Finding]:
     """``findings`` with weights_only refusals of non-model training-state files made info
     (a file the view does not own is weighed by the role its content shows)."""
@@ -81,6 +104,9 @@ def weigh_refusals(findings: list[Finding], view: CheckpointView) -> list[Findin
     for f in findings:
         if f.rule != REFUSED or f.severity != "error" or not f.file:
             out.append(f)
+            continue
+        if _torchscript(root / f.file):
+            out.append(replace(f, severity="info", hint=TORCHSCRIPT_HINT))
             continue
         found = kinds.get(f.file)
         what = f"is the {', '.join(sorted(found or ()))} part of a training state"

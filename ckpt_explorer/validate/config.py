@@ -102,6 +102,24 @@ def _vocab(model: ModelPart, config: dict[str, Any], found: list[TensorRecord]) 
     return out
 
 
+def _first_missing(indices: set[int], expected: int, limit: int = 13) -> list[int]:
+    """The first ``limit`` of ``0..expected-1`` not in ``indices``, by one walk of the present
+    ones (never a set as large as the count a config.json may claim)."""
+    out: list[int] = []
+    i = 0
+    for present in sorted(j for j in indices if 0 <= j < expected):
+        while i < present and len(out) < limit:
+            out.append(i)
+            i += 1
+        if len(out) >= limit:
+            return out
+        i = present + 1
+    while i < expected and len(out) < limit:
+        out.append(i)
+        i += 1
+    return out
+
+
 def _layers(model: ModelPart, config: dict[str, Any]) -> list[Finding]:
     found = _first(config, LAYER_KEYS)
     if found is None:
@@ -115,12 +133,13 @@ def _layers(model: ModelPart, config: dict[str, Any]) -> list[Finding]:
         return []  # encoder-decoder: per-stack counts live under other keys
     out = []
     for stack, indices in stacks.items():
-        missing = sorted(set(range(expected)) - indices)
+        missing = _first_missing(indices, expected)
         beyond = sorted(i for i in indices if i >= expected)
         if len(stacks) > 1 and beyond:
             continue  # another tower (vision, audio) with its own config
         if missing:
             shown = ", ".join(map(str, missing[:12])) + (" …" if len(missing) > 12 else "")
+            # missing holds the first 13 only: config.json's count never sizes an allocation
             out.append(
                 Finding(
                     "config.missing_layers",

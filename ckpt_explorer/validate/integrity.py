@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import CkptExplorerError, TruncatedFileError, UnsafeCheckpointError
 from ..io.location import Location, PathLike, as_location
 from ..io.paths import resolve_inside
-from ..io.torch_file import ExportArchiveError
+from ..io.torch_file import NotACheckpointError
 from ..readers.sharded_index import INDEX_NAME, STAGE_SHARD, TMP_DIR, find_index
 from ..readers.single_file import open_file_records
 from ..types import TensorRecord
@@ -102,7 +102,7 @@ def _file_records(
                 file=label + rel,
             )
         ]
-    except ExportArchiveError:
+    except NotACheckpointError:
         return None, []  # not a checkpoint: the opener says what it is, in one line
     except (CkptExplorerError, OSError) as e:
         return None, [

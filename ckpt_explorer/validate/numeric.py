@@ -145,6 +145,63 @@ def _flat_partition(name: str) -> bool:
     return any(marker in name for marker in FLAT_PARTITIONS)
 
 
+# BatchNorm / InstanceNorm buffers: the running mean and variance of the activations a layer
+# saw in training (``num_batches_tracked`` counts its batches), not weights. Their magnitude
+# is the data's: a first layer fed raw pixels keeps a running_var in the thousands or more.
+NORM_STATISTICS = ("running_mean", "running_var")
+FP16_MAX = 65504.0
+
+
+def norm_statistic(name: str) -> bool:
+    """``name`` is a normalisation layer's running statistic (not an optimizer state of it)."""
+    return name.rsplit(".", 1)[-1] in NORM_STATISTICS and not _is_optimizer_state(name)
+
+
+def _norm_statistic(name: str, record: TensorRecord, stats: TensorStats) -> list[Finding]:
+    """A running statistic is judged as one: NaN/Inf and a negative variance are faults (the
+    layer's output becomes NaN); a large magnitude is the data's scale, said only where it
+    would not survive a cast to float16."""
+    if stats.nan or stats.inf:
+        return [
+            Finding(
+                "numeric.nonfinite",
+                "error",
+                f"{name} holds {stats.nan} NaN and {stats.inf} Inf of {stats.numel} values "
+                "(a normalisation layer's running statistic)",
+                "Every output of this layer becomes NaN in eval mode; resume from an earlier "
+                "checkpoint or recompute the statistics on training data.",
+                tensor=name,
+                file=record.file,
+            )
+        ]
+    if name.endswith("running_var") and stats.min is not None and stats.min < 0:
+        return [
+            Finding(
+                "numeric.negative_running_var",
+                "error",
+                f"{name} has negative values (min {stats.min:.4g}): a variance cannot be",
+                "The buffer is corrupt or belongs to another tensor; recompute the statistics.",
+                tensor=name,
+                file=record.file,
+            )
+        ]
+    absmax = stats.absmax
+    if absmax is not None and absmax > FP16_MAX and record.dtype in ("float32", "float64"):
+        return [
+            Finding(
+                "numeric.norm_statistic_range",
+                "info",
+                f"{name} reaches |x| = {absmax:.4g}: an activation statistic (the scale of "
+                "this layer's inputs), not a weight",
+                "Fine as saved; it becomes Inf if the model is cast to float16 (keep "
+                "normalisation layers in float32 there).",
+                tensor=name,
+                file=record.file,
+            )
+        ]
+    return []
+
+
 def findings_for(
     name: str,
     record: TensorRecord,
@@ -172,6 +229,8 @@ def findings_for(
                 )
             )
         return out
+    if norm_statistic(name):
+        return _norm_statistic(name, record, stats)
     if stats.nan or stats.inf:
         out.append(
             Finding(

@@ -20,6 +20,8 @@ ADAM_KEYS = ("lr", "betas", "eps", "weight_decay")
 NOT_ADAM_GROUP_KEYS = ("decay_rate", "clip_threshold", "clipping_threshold")
 SHARED_KEYS = ("betas", "eps", "amsgrad", "maximize", "capturable", "differentiable")
 MAX_PER_RULE = 20
+# below this an id is a position, not a CPython address (the first heap pages)
+OBJECT_ID_FLOOR = 1 << 20
 
 
 def check_optimizer(
@@ -89,8 +91,19 @@ def _groups(opt: OptimizerPart) -> list[Finding]:
                 )
             )
     ids = sorted(p for p in member if isinstance(p, int) and not isinstance(p, bool))
-    if ids and ids != list(range(len(ids))):
-        gaps = sorted(set(range(max(ids) + 1)) - set(ids))[:10]
+    if object_ids(ids):
+        out.append(
+            Finding(
+                "optimizer.object_ids",
+                "info",
+                f"param ids are Python object ids ({len(ids)} ids from {ids[0]} to {ids[-1]}): "
+                "the optimizer was saved by torch 1.5 or older, which keyed state by id(p)",
+                "Nothing to do: load_state_dict maps the saved ids to the new optimizer's "
+                "params by their position in the groups, whatever the numbers are.",
+            )
+        )
+    elif ids and (ids[0] != 0 or ids[-1] != len(ids) - 1):
+        gaps = first_gaps(ids)
         out.append(
             Finding(
                 "optimizer.id_gaps",
@@ -112,6 +125,30 @@ def _groups(opt: OptimizerPart) -> list[Finding]:
             )
         )
     return out
+
+
+def object_ids(ids: list[int]) -> bool:
+    """Sorted distinct ids that are CPython object addresses (``id(p)``, as torch 1.5 and older
+    saved them), not positions: all far above their count (an address is a multiple of 8 past
+    the interpreter's first pages, ~1e14 on 64-bit Linux)."""
+    return bool(ids) and ids[0] >= OBJECT_ID_FLOOR and all(p % 8 == 0 for p in ids)
+
+
+def first_gaps(ids: list[int], limit: int = 10) -> list[int]:
+    """The first ``limit`` integers in ``0..max(ids)`` missing from the sorted distinct
+    ``ids``; walks the ids once and never allocates by their values."""
+    gaps: list[int] = []
+    expected = 0
+    for p in ids:
+        if p < 0:
+            continue
+        while expected < p and len(gaps) < limit:
+            gaps.append(expected)
+            expected += 1
+        if len(gaps) >= limit:
+            break
+        expected = p + 1
+    return gaps
 
 
 def _named(opt: OptimizerPart, pid: int) -> str:
