@@ -229,7 +229,8 @@ def cases(tmp: Path, groups: set[str]) -> dict[str, tuple[list[str], bool, Path 
     if "convert" in groups:
         for src, label in ((tmp / "model.bin", "bin"), (tmp / "A", "folder")):
             dst = out / (label + (".safetensors" if label == "bin" else ""))
-            cp = f"cp -r {src} {dst} && sync {dst}" if label == "folder" else None
+            # sync of each copied file and the folder (``sync DIR`` alone flushes the folder)
+            cp = f"cp -r {src} {dst} && sync {dst}/* {dst}" if label == "folder" else None
             c[f"convert {label}: cp + sync"] = (
                 [cp or f"cp {src} {dst} && sync {dst}"],
                 True,
@@ -282,6 +283,7 @@ def main() -> None:
     ap.add_argument("--shard-tensors", type=int, default=4661)
     ap.add_argument("--tmp", type=Path)
     ap.add_argument("--keep", action="store_true", help="keep the data folder")
+    ap.add_argument("--no-warmup", action="store_true", help="skip the unmeasured first runs")
     ap.add_argument("--json-out")
     args = ap.parse_args()
     groups = set(args.groups.split(","))
@@ -301,7 +303,8 @@ def main() -> None:
         env = child_env(tmp)
         todo = cases(tmp, groups)
         subprocess.run(f"cat {tmp}/model.bin {tmp}/A/* {tmp}/B/* > /dev/null 2>&1", shell=True)
-        for argv, shell, dst in todo.values():  # bytecode, numba's kernel cache: once, unmeasured
+        # bytecode, numba's kernel cache: once, unmeasured
+        for argv, shell, dst in [] if args.no_warmup else todo.values():
             _remove(dst)
             run(argv, env, shell)
             _remove(dst)
