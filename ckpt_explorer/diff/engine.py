@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 DEFAULT_CHUNK_BYTES = 32 * 2**20
 FLOAT_ELEMENTS = 2**20
 MAX_THREADS = 8
+_BEHIND = 2**20  # bytes released behind a consumed chunk as well (see Engine._release)
 
 
 _THREADS_LOCK = threading.Lock()
@@ -508,7 +509,10 @@ class Engine:
         for span in self._spans:
             if span is not None:
                 mapped, base, itemsize = span
-                mapped.release(base + start * itemsize, (stop - start) * itemsize)
+                # from a little before: the kernel maps pages around each fault (fault-around),
+                # so reading a tensor maps the end of the one before it again
+                first = max(0, base + start * itemsize - _BEHIND)
+                mapped.release(first, base + stop * itemsize - first)
 
     @contextmanager
     def _workers(self) -> Iterator[None]:
