@@ -4,12 +4,19 @@ Used by verification: an output tensor's bytes (where its parsed header puts the
 the source byte ranges it was copied from. Both sides are read in 1 MiB blocks into two
 reused buffers and compared with ``memcmp`` (bytes equality), so memory stays at 2 MiB
 whatever the tensor size; right after a conversion both sides are still in the page cache.
+Long runs of local ranges (a whole file's tensors at once) are compared where they lie in
+the files' mappings instead (:class:`MappedComparer`), with no copy.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import mmap
 import os
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..io.location import Location
 from .plan import Piece
@@ -111,3 +118,109 @@ def _resplit(pieces: Sequence[Piece]) -> Iterator[tuple[str | Location, int, int
             k = min(n, BLOCK - pos % BLOCK)
             yield p.file, offset, k
             offset, n, pos = offset + k, n - k, pos + k
+
+
+class MappedComparer:
+    """Compares long sequences of byte ranges of local files in place: each file is mapped
+    once and runs are compared with ``memcmp`` where they lie (no copy into buffers), in
+    steps of :data:`STEP` bytes, each step's pages dropped from the mapping once compared
+    (resident memory stays near one step, not the files' size). A context manager."""
+
+    STEP = 64 * 2**20
+
+    def __init__(self) -> None:
+        self._maps: dict[str, tuple[Any, Any, int]] = {}
+        self._memcmp = _libc_memcmp()
+
+    @property
+    def usable(self) -> bool:
+        return self._memcmp is not None and hasattr(mmap, "MADV_DONTNEED")
+
+    def _get(self, path: str) -> tuple[Any, int, int]:
+        """(mapping, its address, file size)."""
+        entry = self._maps.get(path)
+        if entry is None:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
+            anchor = ctypes.c_char.from_buffer(m) if m is not None else None
+            entry = (m, anchor, size)
+            self._maps[path] = entry
+        m, anchor, size = entry
+        return m, ctypes.addressof(anchor) if anchor is not None else 0, size
+
+    def equal(self, left: Sequence[Piece], right: Sequence[Piece]) -> bool:
+        """True when the bytes of ``left`` and ``right`` (local files) are the same."""
+        assert self._memcmp is not None
+        total = sum(p.nbytes for p in left)
+        if total != sum(p.nbytes for p in right):
+            return False
+        a_parts, b_parts = _steps(left, self.STEP), _steps(right, self.STEP)
+        a_item, b_item = next(a_parts, None), next(b_parts, None)
+        while a_item is not None and b_item is not None:
+            (pa, oa, na), (pb, ob, nb) = a_item, b_item
+            n = min(na, nb)
+            ma, addr_a, size_a = self._get(str(pa))
+            mb, addr_b, size_b = self._get(str(pb))
+            if oa + n > size_a or ob + n > size_b:
+                return False
+            if n and self._memcmp(addr_a + oa, addr_b + ob, n) != 0:
+                return False
+            _release(ma, oa, n)
+            _release(mb, ob, n)
+            a_item = (pa, oa + n, na - n) if na > n else next(a_parts, None)
+            b_item = (pb, ob + n, nb - n) if nb > n else next(b_parts, None)
+        return a_item is None and b_item is None
+
+    def close(self) -> None:
+        maps, self._maps = self._maps, {}
+        while maps:
+            m, anchor, _ = maps.popitem()[1]
+            del anchor  # the exported buffer must go before the mapping closes
+            if m is not None:
+                m.close()
+
+    def __enter__(self) -> MappedComparer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _steps(pieces: Sequence[Piece], step: int) -> Iterator[tuple[str | Location, int, int]]:
+    """(file, offset, n) over ``pieces``, none longer than ``step``."""
+    for p in pieces:
+        offset, n = p.offset, p.nbytes
+        while n > 0:
+            k = min(n, step)
+            yield p.file, offset, k
+            offset, n = offset + k, n - k
+
+
+def _release(m: Any, offset: int, n: int) -> None:
+    """Drop the whole pages of ``[offset, offset + n)`` from mapping ``m`` (advice only)."""
+    if m is None:
+        return
+    page = mmap.PAGESIZE
+    start = -(-offset // page) * page
+    stop = (offset + n) // page * page
+    if stop > start:
+        with contextlib.suppress(OSError, ValueError):
+            m.madvise(mmap.MADV_DONTNEED, start, stop - start)
+
+
+_memcmp_fn: Any = None
+
+
+def _libc_memcmp() -> Any:
+    global _memcmp_fn
+    if _memcmp_fn is None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+            fn = libc.memcmp
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+            _memcmp_fn = fn
+        except (OSError, AttributeError):
+            _memcmp_fn = False
+    return _memcmp_fn or None

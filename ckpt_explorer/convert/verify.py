@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
 from ..io.location import Location
-from .bytecheck import OpenFiles, RangeComparer
-from .fastpath import record_pieces
-from .plan import ConversionPlan, PlannedFile, PlannedTensor
+from .bytecheck import MappedComparer, OpenFiles, RangeComparer
+from .fastpath import add_pieces, record_pieces
+from .plan import ConversionPlan, Piece, PlannedFile, PlannedTensor
 
 if TYPE_CHECKING:
     from ..types import TensorRecord
@@ -49,9 +49,13 @@ def verify_output(
         return [f"the output does not open: {e}"]
     listed = {r.name: r for r in view.tensors}
     memo: dict[str, tuple[str | Location, str, int]] = {}
-    with OpenFiles() as files_open:
+    with OpenFiles() as files_open, MappedComparer() as mapped:
         compare = RangeComparer(files_open)
         for pf in chosen:
+            # copied tensors whose both sides are local byte ranges: compared in one stream
+            # per file (left: the output's ranges, right: the sources'), tensor by tensor only
+            # to name the ones that differ
+            batch: list[tuple[PlannedTensor, tuple[Piece, ...]]] = []
             for t in pf.tensors:
                 if len(mismatches) >= MAX_REPORTED:
                     return mismatches
@@ -67,8 +71,18 @@ def verify_output(
                     continue
                 if output.is_dir() and pf.writer != "dcp" and record.file != pf.name:
                     mismatches.append(f"{t.name}: in {record.file}, planned for {pf.name}")
-                if not _same_output(view, output, record, t, compare, memo):
+                written = _local_pieces(output, record, t, memo) if mapped.usable else None
+                if written is not None:
+                    batch.append((t, written))
+                elif not _same_output(view, output, record, t, compare, memo):
                     mismatches.append(f"{t.name}: bytes differ from the source")
+            if batch and not _batch_equal(mapped, batch):
+                for t, written in batch:
+                    assert t.pieces is not None
+                    if not compare.equal(written, t.pieces):
+                        mismatches.append(f"{t.name}: bytes differ from the source")
+                        if len(mismatches) >= MAX_REPORTED:
+                            return mismatches
             mismatches += _check_values(pf, view.values)
     if files is None:
         planned_names = {t.name for t in plan.tensors}
@@ -140,6 +154,37 @@ def _compare(got: Any, want: Any, where: str, out: list[str]) -> None:
             _compare(g, w, f"{where}.{i}", out)
     elif type(got) is not type(want) or got != want:
         out.append(f"{where}: {got!r:.80} written, {want!r:.80} in the source")
+
+
+def _local_pieces(
+    output: Path,
+    record: TensorRecord,
+    t: PlannedTensor,
+    memo: dict[str, tuple[str | Location, str, int]],
+) -> tuple[Piece, ...] | None:
+    """The output ranges of a copied tensor when it and its source are local byte ranges."""
+    if not (t.fast and t.pieces is not None) or any(isinstance(p.file, Location) for p in t.pieces):
+        return None
+    written = record_pieces(output, record, memo)
+    if written is None or any(isinstance(p.file, Location) for p in written):
+        return None
+    return written
+
+
+def _batch_equal(
+    mapped: MappedComparer, batch: list[tuple[PlannedTensor, tuple[Piece, ...]]]
+) -> bool:
+    """Whether every tensor of ``batch`` holds its source bytes: the output ranges and the
+    source ranges, each merged where they continue one another, compared as two streams."""
+    left: list[Piece] = []
+    right: list[Piece] = []
+    for t, written in batch:
+        assert t.pieces is not None
+        if sum(p.nbytes for p in written) != sum(p.nbytes for p in t.pieces):
+            return False  # each tensor's own lengths must agree, not only the totals
+        add_pieces(left, written)
+        add_pieces(right, t.pieces)
+    return mapped.equal(left, right)
 
 
 def _same_output(

@@ -9,6 +9,9 @@ per core; the fused numba kernel when installed, torch ops otherwise) and their 
 are added in chunk order, so the figures are the same bits for any thread or process count.
 On an accelerator the worker threads instead fill pinned host slots ahead (byte comparison
 and staging copy), and the calling thread starts the copies and torch ops in chunk order.
+On CPU with the compiled kernels, a tensor whose bytes are one dense block of a mapped file
+(safetensors, torch zips) is read as a numpy view of its raw elements and never becomes a
+torch tensor: a diff of such files does not import torch (the figures are the same bits).
 A background read-ahead asks the kernel for the next file ranges, so reading overlaps with
 comparing. Nothing holds more than the current pair.
 """
@@ -21,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +32,13 @@ from ..contracts import Cancel, Progress, ProgressFn, is_cancelled
 from ..errors import CkptExplorerError
 from ..io.location import Location
 from ..io.readahead import Readahead
+from ..io.torch_names import DTYPES
 from ..types import TensorRecord
 from ..view import CheckpointView
 from . import kernel
 from .align import Pair, align_names, param_name_keys
 from .native import bytes_equal
+from .raw_arrays import raw_view, supported
 from .rows import (
     CHANGED,
     DTYPE_MISMATCH,
@@ -54,11 +59,41 @@ if TYPE_CHECKING:
 DEFAULT_CHUNK_BYTES = 32 * 2**20
 FLOAT_ELEMENTS = 2**20
 MAX_THREADS = 8
+_BEHIND = 2**20  # bytes released behind a consumed chunk as well (see Engine._release)
 
 
 _THREADS_LOCK = threading.Lock()
 _THREADS_USERS = 0
 _THREADS_SAVED = 0
+
+
+class CpuDevice:
+    """The CPU as a device without importing torch (``type`` and ``str`` as torch's)."""
+
+    type = "cpu"
+    index = None
+
+    def __str__(self) -> str:
+        return "cpu"
+
+    def __repr__(self) -> str:
+        return "device(type='cpu')"
+
+    def __eq__(self, other: object) -> bool:
+        return str(other) == "cpu"
+
+    def __hash__(self) -> int:
+        return hash("cpu")
+
+
+CPU = CpuDevice()
+
+
+def torch_device(device: Any) -> torch.device:
+    """``device`` as a ``torch.device`` (imports torch)."""
+    import torch
+
+    return torch.device(str(device))
 
 
 @contextmanager
@@ -169,14 +204,15 @@ def _pair_tied(pairs: list[Pair], view_a: CheckpointView, view_b: CheckpointView
     return out
 
 
-def resolve_device(device: str) -> torch.device:
-    """``"cpu"``, ``"cuda[:N]"`` or ``"auto"`` (CUDA when available, else CPU)."""
+def resolve_device(device: str) -> Any:
+    """``"cpu"``, ``"cuda[:N]"`` or ``"auto"`` (CUDA when available, else CPU). The CPU is
+    :data:`CPU` (torch is not imported for it); a CUDA device is a ``torch.device``."""
+    if device == "cpu":
+        return CPU
     import torch
 
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
+        return torch.device("cuda") if torch.cuda.is_available() else CPU
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise CkptExplorerError(
@@ -292,6 +328,8 @@ class Engine:
         self._report_every = 1
         self._t0 = time.perf_counter()
         self._item = ""
+        self._torch_ready: Callable[[], None] | None = None
+        self._spans: tuple[tuple[Any, int, int] | None, ...] = ()
 
     # ---- progress and cancellation -------------------------------------------------------
     def _should_stop(self) -> bool:
@@ -332,8 +370,12 @@ class Engine:
                     if span is not None:
                         ranges.append(span)
         # one intra-op thread: reductions then sum in a fixed order, so the figures are the
-        # same bit for bit in every run and for every process count (scale out with nproc)
-        with _one_intraop_thread(), Readahead(ranges) as readahead, self._workers():
+        # same bit for bit in every run and for every process count (scale out with nproc);
+        # set when the first pair takes torch (a diff of raw views never imports it)
+        with ExitStack() as stack, Readahead(ranges) as readahead, self._workers():
+            self._torch_ready = lambda: stack.enter_context(_one_intraop_thread())
+            if self.device.type != "cpu":
+                self._use_torch()
             self._readahead = readahead
             for p in plans:
                 if not self.cancelled and self._should_stop():
@@ -347,6 +389,7 @@ class Engine:
                 if self.on_row is not None:
                     self.on_row(row)
             self._readahead = None
+            self._torch_ready = None
         if self.progress is not None and not self.cancelled and self._last_report != self.done:
             self._report()
         return rows
@@ -390,16 +433,31 @@ class Engine:
         assert p.pair.a is not None and p.pair.b is not None
         row = self._row(p, IDENTICAL)
         start = self.done
-        ta = _flat(self.view_a.load(p.pair.a))
-        tb = _flat(self.view_b.load(p.pair.b))
-        same_dtype = ta.dtype == tb.dtype and p.rec_a.dtype == p.rec_b.dtype
+        raw = self._raw_pair(p.rec_a, p.rec_b)
+        ta: Any
+        tb: Any
+        self._spans = ()
+        if raw is not None:
+            ta, tb = raw
+            same_dtype = p.rec_a.dtype == p.rec_b.dtype
+            self._spans = (_span(p.rec_a, ta), _span(p.rec_b, tb))
+        else:
+            self._use_torch()
+            ta = _flat(self.view_a.load(p.pair.a))
+            tb = _flat(self.view_b.load(p.pair.b))
+            same_dtype = ta.dtype == tb.dtype and p.rec_a.dtype == p.rec_b.dtype
+        if len(ta) != len(tb):
+            # complex against real of one shape: the flat views (real pairs) differ in length
+            row.status = DTYPE_MISMATCH
+            return row
         if same_dtype and self._bytes_identical(ta, tb):
             row.max_abs = row.mean_abs = row.rel_l2 = row.diff_l2 = 0.0
             row.n_outside = 0
             return row
         # float path: rewind the progress of the byte pass, walk again in float64
         self.done = start
-        sums = self._float_pass(ta, tb, same_dtype)
+        dtypes = (p.rec_a.dtype, p.rec_b.dtype) if raw is not None else None
+        sums = self._float_pass(ta, tb, same_dtype, dtypes)
         if self.cancelled:
             return self._row(p, NOT_COMPARED)
         f = sums.figures()
@@ -411,16 +469,50 @@ class Engine:
             row.status = EQUAL if f.n_outside == 0 else CHANGED
         return row
 
-    def _bytes_identical(self, ta: torch.Tensor, tb: torch.Tensor) -> bool:
-        n = ta.numel()
-        step = max(1, self.chunk_bytes // max(1, ta.element_size()))
+    def _use_torch(self) -> None:
+        """Before the first torch op of a run: one intra-op thread (imports torch)."""
+        if self._torch_ready is not None:
+            self._torch_ready()
+            self._torch_ready = None
+
+    def _raw_pair(self, rec_a: TensorRecord, rec_b: TensorRecord) -> tuple[Any, Any] | None:
+        """Both tensors as flat numpy views of their raw elements, where both are dense blocks
+        of local mapped files in dtypes the kernels read and the kernels run here; else None
+        (the torch path)."""
+        if self.device.type != "cpu" or not (supported(rec_a.dtype) and supported(rec_b.dtype)):
+            return None
+        if not kernel.have_numba():
+            return None
+        views = []
+        for rec in (rec_a, rec_b):
+            dense = getattr(rec.loader, "dense_bytes", None)
+            data = dense() if dense is not None else None
+            if data is None:
+                return None
+            views.append(raw_view(data, rec.dtype))
+        return views[0], views[1]
+
+    def _bytes_identical(self, ta: Any, tb: Any) -> bool:
+        n = len(ta)
+        step = max(1, self.chunk_bytes // max(1, _itemsize(ta)))
         for i in range(0, n, step):
             ca, cb = ta[i : i + step], tb[i : i + step]
             if not bytes_equal(ca, cb):
                 return False
-            nbytes = ca.numel() * ca.element_size() + cb.numel() * cb.element_size()
-            self._advance(nbytes)
+            self._advance(ca.nbytes + cb.nbytes)
+            self._release(i, i + step)
         return True
+
+    def _release(self, start: int, stop: int) -> None:
+        """Elements ``[start, stop)`` of the current raw pair are consumed: drop their mapped
+        pages (resident memory stays near one window, not the files' size)."""
+        for span in self._spans:
+            if span is not None:
+                mapped, base, itemsize = span
+                # from a little before: the kernel maps pages around each fault (fault-around),
+                # so reading a tensor maps the end of the one before it again
+                first = max(0, base + start * itemsize - _BEHIND)
+                mapped.release(first, base + stop * itemsize - first)
 
     @contextmanager
     def _workers(self) -> Iterator[None]:
@@ -446,7 +538,8 @@ class Engine:
         """This thread's torch work buffers (one set per worker thread on CPU)."""
         if self.device.type != "cpu":
             if self._stats is None:
-                self._stats = ChunkStats(FLOAT_ELEMENTS, self.device, self.atol, self.rtol)
+                device = torch_device(self.device)
+                self._stats = ChunkStats(FLOAT_ELEMENTS, device, self.atol, self.rtol)
             return self._stats
         stats: ChunkStats | None = getattr(self._local, "stats", None)
         if stats is None:
@@ -455,15 +548,20 @@ class Engine:
             # OpenMP's thread count is per calling thread: a worker starts at the default,
             # and a multi-threaded BLAS dot would round differently from run to run
             torch.set_num_threads(1)
-            stats = ChunkStats(FLOAT_ELEMENTS, self.device, self.atol, self.rtol)
+            stats = ChunkStats(FLOAT_ELEMENTS, torch_device(self.device), self.atol, self.rtol)
             self._local.stats = stats
         return stats
 
     def _chunk_cpu(
-        self, ca: torch.Tensor, cb: torch.Tensor, same_dtype: bool, fused: bool
+        self, ca: Any, cb: Any, same_dtype: bool, fused: bool, dtypes: tuple[str, str] | None
     ) -> list[float]:
-        """One sub-chunk's partials on CPU (runs in a worker thread)."""
+        """One sub-chunk's partials on CPU (runs in a worker thread); ``dtypes`` given: the
+        chunks are raw numpy views of tensors of those dtypes."""
         identical = same_dtype and bytes_equal(ca, cb)
+        if dtypes is not None:
+            if identical:
+                return kernel.raw_identical_partials(ca, dtypes[0])
+            return kernel.raw_pair_partials(ca, cb, dtypes, self.atol, self.rtol)
         if fused:
             if identical:
                 return kernel.identical_partials(ca)
@@ -472,16 +570,18 @@ class Engine:
         part = stats.identical(ca) if identical else stats.reduce(ca, cb)
         return part.tolist()  # type: ignore[no-any-return]
 
-    def _float_pass(self, ta: torch.Tensor, tb: torch.Tensor, same_dtype: bool) -> Sums:
-        itemsize = max(ta.element_size(), tb.element_size())
+    def _float_pass(
+        self, ta: Any, tb: Any, same_dtype: bool, dtypes: tuple[str, str] | None = None
+    ) -> Sums:
+        itemsize = max(_itemsize(ta), _itemsize(tb))
         step = max(1, min(FLOAT_ELEMENTS, self.chunk_bytes // itemsize))
-        starts = range(0, ta.numel(), step)
+        starts = range(0, len(ta), step)
         if self.device.type != "cpu":
             return self._float_pass_device(ta, tb, same_dtype, starts, step)
         fused = kernel.have_numba()  # decided once per pair: every chunk takes the same path
         pool = self._pool_for(len(starts))
         sums = Sums()
-        pending: deque[tuple[int, Future[list[float]] | list[float]]] = deque()
+        pending: deque[tuple[int, int, Future[list[float]] | list[float]]] = deque()
         window = 2 * self.threads
         it = iter(starts)
         while True:
@@ -490,22 +590,24 @@ class Engine:
                 if i is None:
                     break
                 ca, cb = ta[i : i + step], tb[i : i + step]
-                nbytes = ca.numel() * ca.element_size() + cb.numel() * cb.element_size()
+                nbytes = ca.nbytes + cb.nbytes
                 if pool is None:
-                    pending.append((nbytes, self._chunk_cpu(ca, cb, same_dtype, fused)))
+                    part = self._chunk_cpu(ca, cb, same_dtype, fused, dtypes)
+                    pending.append((i, nbytes, part))
                 else:
-                    job = pool.submit(self._chunk_cpu, ca, cb, same_dtype, fused)
-                    pending.append((nbytes, job))
+                    job = pool.submit(self._chunk_cpu, ca, cb, same_dtype, fused, dtypes)
+                    pending.append((i, nbytes, job))
             if not pending:
                 break
-            nbytes, part = pending.popleft()
+            i, nbytes, done = pending.popleft()
             # partials are added in chunk order, whichever thread finished first
-            sums.merge(part if isinstance(part, list) else part.result())
+            sums.merge(done if isinstance(done, list) else done.result())
             self._advance(nbytes)
+            self._release(i, i + step)
             if self._should_stop():
                 self.cancelled = True
             if self.cancelled:
-                for _, rest in pending:
+                for _, _, rest in pending:
                     if not isinstance(rest, list):
                         rest.cancel()
                         if not rest.cancelled():
@@ -526,7 +628,7 @@ class Engine:
         if self._stager is None:
             # a chunk is at most FLOAT_ELEMENTS elements of at most 8 bytes
             slots = min(2 * self.threads, 8) + 2
-            self._stager = _Stager(FLOAT_ELEMENTS * 8, self.device, slots)
+            self._stager = _Stager(FLOAT_ELEMENTS * 8, torch_device(self.device), slots)
         stager = self._stager
 
         def stage(j: int, i: int) -> tuple[bool, list[torch.Tensor], int]:
@@ -571,6 +673,26 @@ class Engine:
             for v in table:
                 sums.merge(v)
         return sums
+
+
+def _span(rec: TensorRecord, view: Any) -> tuple[Any, int, int] | None:
+    """(mapped file, first byte, bytes per element) of a raw view of ``rec``'s bytes, to
+    release its pages as the stream passes them (None: not a mapped local file)."""
+    loader = rec.loader
+    mapped = getattr(loader, "mapped", None)
+    if mapped is None or not hasattr(mapped, "release"):
+        return None
+    assert loader is not None
+    known = DTYPES.get(rec.dtype)
+    if known is None:
+        return None
+    start = loader.offset + loader.storage_offset * known.itemsize  # type: ignore[attr-defined]
+    return mapped, start, int(view.itemsize)
+
+
+def _itemsize(x: Any) -> int:
+    """Bytes per element of a flat torch tensor or numpy array."""
+    return int(x.itemsize) if hasattr(x, "itemsize") else int(x.element_size())
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:

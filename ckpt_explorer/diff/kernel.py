@@ -90,10 +90,24 @@ def _pair_arrays(a: torch.Tensor, b: torch.Tensor) -> tuple[np.ndarray, np.ndarr
 def pair_partials(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> list[float]:
     """``[max|d|, Σ|d|, Σa², Σb², Σab, Σd², outside, nanA, nanB, infA, infB, n, Σd(a+b)]``
     of one chunk pair (d = b - a, float64; figures over positions finite on both sides)."""
+    x, y = _pair_arrays(a.reshape(-1), b.reshape(-1))
+    return _pair(x, y, atol, rtol)
+
+
+def raw_pair_partials(
+    x: np.ndarray, y: np.ndarray, dtypes: tuple[str, str], atol: float, rtol: float
+) -> list[float]:
+    """:func:`pair_partials` of two chunks of :func:`.raw_arrays.raw_view` (no torch)."""
+    from .raw_arrays import element_kind, kernel_array
+
+    wide = element_kind(dtypes[0]) != element_kind(dtypes[1])
+    return _pair(kernel_array(x, dtypes[0], wide), kernel_array(y, dtypes[1], wide), atol, rtol)
+
+
+def _pair(x: np.ndarray, y: np.ndarray, atol: float, rtol: float) -> list[float]:
     import numpy as np
 
     assert _nk is not None
-    x, y = _pair_arrays(a.reshape(-1), b.reshape(-1))
     out = np.zeros(PAIR_SLOTS, dtype=np.float64)
     _nk.pair_fast(x, y, float(atol), float(rtol), out)
     if not math.isfinite(out[2] + out[3] + out[5]):
@@ -107,10 +121,20 @@ def pair_partials(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) ->
 def value_partials(t: torch.Tensor) -> list[float]:
     """``[finite count, min, max, Σx, Σx², Σ|x|, zeros, NaN, Inf]`` of one chunk (float64;
     min/max/sums over finite values, min = +inf and max = -inf when none is finite)."""
+    return _values(_array(t.reshape(-1), False))
+
+
+def raw_value_partials(x: np.ndarray, dtype: str) -> list[float]:
+    """:func:`value_partials` of a chunk of :func:`.raw_arrays.raw_view` (no torch)."""
+    from .raw_arrays import kernel_array
+
+    return _values(kernel_array(x, dtype, False))
+
+
+def _values(x: np.ndarray) -> list[float]:
     import numpy as np
 
     assert _nk is not None
-    x = _array(t.reshape(-1), False)
     out = np.zeros(VALUE_SLOTS, dtype=np.float64)
     _nk.value_fast(x, out)
     if not math.isfinite(out[1] + out[2] + out[4]) and x.size:
@@ -123,7 +147,15 @@ def value_partials(t: torch.Tensor) -> list[float]:
 
 def identical_partials(a: torch.Tensor) -> list[float]:
     """Pair partials of a chunk whose two sides hold the same bytes (only ‖a‖² and counts)."""
-    v = value_partials(a)
+    return _identical(value_partials(a))
+
+
+def raw_identical_partials(x: np.ndarray, dtype: str) -> list[float]:
+    """:func:`identical_partials` of a chunk of :func:`.raw_arrays.raw_view` (no torch)."""
+    return _identical(raw_value_partials(x, dtype))
+
+
+def _identical(v: list[float]) -> list[float]:
     aa, nan, inf = v[4], v[7], v[8]
     z = 0.0
     return [z, z, aa, aa, aa, z, z, nan, nan, inf, inf, v[0], z]

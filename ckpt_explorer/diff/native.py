@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import torch
+from typing import Any
 
 _memcmp: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
 _memcmp_loaded = False
@@ -28,19 +25,24 @@ def _load_memcmp() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
     return _memcmp
 
 
-def bytes_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two contiguous CPU tensors hold the same bytes (no float semantics: NaN == NaN
-    when the bits agree, -0.0 != 0.0)."""
-    import torch
-
-    na = a.numel() * a.element_size()
-    if na != b.numel() * b.element_size():
+def bytes_equal(a: Any, b: Any) -> bool:
+    """Whether two contiguous CPU tensors (or numpy arrays) hold the same bytes (no float
+    semantics: NaN == NaN when the bits agree, -0.0 != 0.0)."""
+    na, nb = a.nbytes, b.nbytes
+    if na != nb:
         return False
     if na == 0:
         return True
     fn = _load_memcmp()
+    torch_like = hasattr(a, "data_ptr")
     if fn is not None:
-        return int(fn(a.data_ptr(), b.data_ptr(), na)) == 0
+        pa = a.data_ptr() if torch_like else a.ctypes.data
+        pb = b.data_ptr() if torch_like else b.ctypes.data
+        return int(fn(pa, pb, na)) == 0
+    if not torch_like:
+        return bool(a.view("uint8").tobytes() == b.view("uint8").tobytes())
+    import torch
+
     ua = a.reshape(-1).view(torch.uint8)
     ub = b.reshape(-1).view(torch.uint8)
     return bool(torch.equal(ua, ub))

@@ -8,6 +8,7 @@ tensor is asked for. torch is imported by the functions that make tensors, never
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
@@ -62,6 +63,22 @@ class MappedFile:
         if self._local is None:
             return memoryview(self._read(offset, nbytes))
         return memoryview(self._checked(offset, nbytes))[offset : offset + nbytes]
+
+    def release(self, offset: int, nbytes: int) -> None:
+        """Drop this process's pages of ``[offset, offset + nbytes)`` (the whole pages inside
+        it) from the mapping: a reader that streams through a file keeps its resident memory
+        near what it still reads. The bytes stay valid: a later access reads them again from
+        the file (the pages were never written). No-op without a mapping or ``madvise``."""
+        mapping = self._map
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if mapping is None or advice is None or nbytes <= 0:
+            return
+        page = mmap.PAGESIZE
+        start = -(-offset // page) * page
+        stop = min(offset + nbytes, self._size) // page * page
+        if stop > start:
+            with contextlib.suppress(OSError, ValueError):  # advice only
+                mapping.madvise(advice, start, stop - start)
 
     def _read(self, offset: int, nbytes: int) -> bytes:
         """Exactly ``[offset, offset + nbytes)`` through the store (tensor data: not kept)."""
