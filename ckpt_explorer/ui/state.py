@@ -410,6 +410,7 @@ class AppState(param.Parameterized):
         default="Overview", objects=list(TABS), doc="the view in front"
     )
     paths = param.List(default=[], item_type=str, doc="paths the pickers offer")
+    sorts = param.Dict(default={}, doc="tab -> the sorters of its main table (Tabulator's)")
 
     def __init__(self, root: str | Path, remote: RemoteAccess | None = None, **params: Any) -> None:
         super().__init__(**params)

@@ -307,3 +307,25 @@ def later(work: Callable[[], Any], then: Callable[[Any], None], name: str) -> No
 def watch(obj: Any, fn: Callable[..., Any], names: str | list[str]) -> None:
     """``obj.param.watch(fn, names)``, with ``fn`` run in the page's session."""
     obj.param.watch(in_session(fn), names)
+
+
+def keep_sort(app: Any, tab: str, tbl: Any) -> None:
+    """``tbl`` sorted as ``app.sorts[tab]`` says (a link's ``sort=``), and a click on its
+    headers kept there (and so in the address). A sort by a column the table lacks is
+    ignored."""
+    apply_sort(app, tab, tbl)
+
+    def back(e: Any) -> None:
+        new = [{"field": s.get("field"), "dir": s.get("dir")} for s in e.new or []]
+        if new != app.sorts.get(tab, []):
+            app.sorts = {**app.sorts, tab: new}
+
+    tbl.param.watch(back, "sorters")
+
+
+def apply_sort(app: Any, tab: str, tbl: Any) -> None:
+    """Sort ``tbl`` as ``app.sorts[tab]`` says, when its columns allow."""
+    want = app.sorts.get(tab) or []
+    cols = set(map(str, tbl.value.columns)) if tbl.value is not None else set()
+    if want and all(s.get("field") in cols for s in want) and tbl.sorters != want:
+        tbl.sorters = [dict(s) for s in want]

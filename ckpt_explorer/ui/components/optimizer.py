@@ -9,7 +9,7 @@ import panel as pn
 from ..state import AppState
 from ..subject import code
 from ..tables import optimizer_of
-from .common import cards, error_pane, placeholder, section, table, watch
+from .common import cards, error_pane, keep_sort, placeholder, section, table, watch
 from .export import export_buttons, export_name
 
 
@@ -118,6 +118,7 @@ class OptimizerView(pn.viewable.Viewer):
                 self.app.go("Weight map")
 
         t.param.watch(on_select, "selection")
+        keep_sort(self.app, "Optimizer", t)
         return t
 
     def _render_stats(self) -> None:

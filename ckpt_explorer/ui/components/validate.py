@@ -12,6 +12,7 @@ from .common import (
     SEVERITY_COLOURS,
     cards,
     error_pane,
+    keep_sort,
     placeholder,
     section,
     table,
@@ -108,6 +109,7 @@ class ValidateView(pn.viewable.Viewer):
                 _severity_style, axis=1
             )
         tbl.param.watch(lambda e: self._follow(df, e.new), "selection")
+        keep_sort(self.app, "Validate", tbl)
         note = pn.pane.Markdown(
             "Select a finding to open its tensor or file in the weight map.",
             styles={"color": "#6b7280"},

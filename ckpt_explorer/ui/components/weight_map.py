@@ -11,7 +11,16 @@ from ..numbers import fmt_int, plural
 from ..state import AppState
 from ..tables import short_labels
 from ..view_cache import weights_shown
-from .common import JS_BREAKABLE, PALETTE, placeholder, section, table, watch
+from .common import (
+    JS_BREAKABLE,
+    PALETTE,
+    apply_sort,
+    keep_sort,
+    placeholder,
+    section,
+    table,
+    watch,
+)
 from .export import export_buttons, export_name, name_exports
 from .module_tree import ModuleTree
 from .svg_chart import CHART_CSS, bars
@@ -82,6 +91,7 @@ class WeightMap(pn.viewable.Viewer):
             )
         )
         self._table.param.watch(self._on_select, "selection")
+        keep_sort(app, "Weight map", self._table)
         self._table.param.watch(lambda *_: self._update_count(), ["filters", "value", "page"])
         watch(b, lambda *_: self._filters_changed(), ["name_filter", "file_filter", "name_prefix"])
         self._export = export_buttons(self._table, "tensors")
@@ -172,6 +182,7 @@ class WeightMap(pn.viewable.Viewer):
             page=1,
             hidden_columns=["numel", "key"] + ([] if folded else ["parameter"]),
         )
+        apply_sort(self.app, "Weight map", self._table)
         name_exports(self._export, export_name("tensors", b.path))
         self._sync_inputs()
         self._update_count()
