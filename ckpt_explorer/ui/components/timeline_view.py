@@ -266,7 +266,7 @@ class TimelineView(pn.viewable.Viewer):
             options=["linear", "log"], value=st.lr_scale, width=140, css_classes=["lr-scale"]
         )
         sync(st, "lr_scale", self._scale, "value")
-        self._lr = pn.Column(sizing_mode="stretch_width")
+        self._lr: pn.pane.Plotly | None = None
         watch(st, lambda *_: self._render_lr(), "lr_scale")
         self.heatmap: pn.pane.Plotly | None = None
         self._steps = TensorStepsView(app.steps)
@@ -373,8 +373,9 @@ class TimelineView(pn.viewable.Viewer):
             self.heatmap = None
             blocks.append(placeholder("One readable checkpoint: no pair to show updates for."))
         s = t.series()
+        self._lr = None
         if s["lr"]:
-            self._render_lr()
+            self._lr = plot(self._lr_figure(), name="timeline-lr")
             blocks.append(section("Learning rate", self._scale, self._lr))
         if s["moments"]:
             fig = lines_figure(t, "", s["moments"], "norm", log_y=True)
@@ -398,14 +399,15 @@ class TimelineView(pn.viewable.Viewer):
             blocks.append(section("Unreadable checkpoints", table(df)))
         self._results[:] = blocks
 
-    def _render_lr(self) -> None:
+    def _lr_figure(self) -> Any:
         """The learning rate over steps, on the y axis chosen (linear or log)."""
         st = self.app.timeline
         t = st.timeline
-        lr = t.series()["lr"] if t is not None else {}
-        if lr:
-            fig = lines_figure(t, "", lr, "lr", log_y=st.lr_scale == "log")
-            self._lr[:] = [plot(fig, name="timeline-lr")]
+        return lines_figure(t, "", t.series()["lr"], "lr", log_y=st.lr_scale == "log")
+
+    def _render_lr(self) -> None:
+        if self._lr is not None and self.app.timeline.timeline is not None:
+            self._lr.object = self._lr_figure()
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self._body
