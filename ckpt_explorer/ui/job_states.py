@@ -213,6 +213,7 @@ class ValidateState(JobState):
     checked = param.String(default="", doc="the checkpoint the findings shown are of")
     report_obj = param.Parameter(default=None, doc="the engine's report")
     findings = param.DataFrame(default=None, allow_None=True)
+    note = param.String(default="", doc="where the finding clicked led, or why nowhere")
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
