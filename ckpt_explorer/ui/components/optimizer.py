@@ -85,7 +85,11 @@ class OptimizerView(pn.viewable.Viewer):
             pn.pane.Markdown(f"Optimizer of {where}.", sizing_mode="stretch_width"),
             kpis,
             section(
-                "param_groups", *_exportable(table(groups), export_name("param_groups", b.path))
+                "param_groups",
+                *_exportable(
+                    table(groups, fit=True, css_classes=["param-groups"]),
+                    export_name("param_groups", b.path),
+                ),
             ),
             section(
                 "Parameters with optimizer state (click a row to open its state in the weight map)",

@@ -77,7 +77,7 @@ class Table(pn.widgets.Tabulator):  # type: ignore[misc]
         if self.pagination == "remote" and self.selection and self.value is not None:
             size = self.page_size or self.initial_page_size
             start = (self.page - 1) * size
-            shown = self._processed.index[start : start + size]
+            shown = self._processed.index[start : start + size]  # type: ignore[union-attr]
             labels = self.value.index[self.selection]
             props["source"].selected.indices = [int(shown.get_loc(x)) for x in labels if x in shown]
         return props

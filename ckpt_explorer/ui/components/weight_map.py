@@ -39,7 +39,12 @@ WRAP_CSS = """
   white-space: normal !important; overflow-wrap: break-word; text-overflow: clip;
 }
 """
-BREAKABLE = dict.fromkeys(("name", "parameter", "file"), JSCode(JS_BREAKABLE))
+# file names break at "/" only: a shard's name stays on one line under its folder
+JS_PATH_BREAKABLE = JS_BREAKABLE.replace("/([./])/g", "/([/])/g")
+BREAKABLE = {
+    **dict.fromkeys(("name", "parameter"), JSCode(JS_BREAKABLE)),
+    "file": JSCode(JS_PATH_BREAKABLE),
+}
 TREE_TITLE = "Modules (click a module to filter, a tensor to see its values; ▸ opens)"
 
 
@@ -71,12 +76,12 @@ class WeightMap(pn.viewable.Viewer):
             layout="fit_columns",  # no fixed height: every row of the page shows, one scrollbar
             hidden_columns=["numel", "key"],
             widths={
-                "name": "28%",
-                "parameter": "22%",
+                "name": "30%",
+                "parameter": "20%",
                 "dtype": 80,
-                "shape": 100,
-                "bytes": 100,
-                "file": "18%",
+                "shape": 90,
+                "bytes": 90,
+                "file": "24%",
             },
             formatters=BREAKABLE,
             css_classes=["weight-map"],
