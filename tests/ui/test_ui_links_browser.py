@@ -23,10 +23,14 @@ AB_TENSOR = "modeling/layers.0.self_attn.in_proj_weight"  # changed by the demo'
 
 @pytest.fixture(scope="module")
 def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import shutil
+
     from ckpt_explorer.demo import make_demo
 
     root = tmp_path_factory.mktemp("links_browser")
     make_demo(root / "demo")
+    # the same state with its LR scheduler lost: the optimizer's groups carry initial_lr
+    shutil.copytree(root / A, root / "no_sched", ignore=shutil.ignore_patterns("lr_scheduler"))
     return root
 
 
@@ -129,3 +133,96 @@ def test_a_timeline_link_builds_its_run(opened: Any) -> None:
     q = address(page)
     assert (q["folder"], q["result"], q["pair"], q["scale"]) == ("demo/run", "1", "1", "log")
     shot(page, "link-timeline")
+
+
+# ---- visible without scrolling sideways (issue 35, item 4) ----------------------------------
+
+INSIDE = """([scope, sel]) => {
+  const find = (root, s) => { const out = []; const walk = (n) => {
+    if (n.shadowRoot) walk(n.shadowRoot);
+    for (const c of n.children || []) { if (c.matches && c.matches(s)) out.push(c); walk(c); }
+  }; walk(root); return out; };
+  const els = sel ? find(document.body, scope).flatMap((h) => find(h, sel))
+                  : find(document.body, scope);
+  return els.map((e) => { const r = e.getBoundingClientRect(); const st = getComputedStyle(e);
+    return {left: r.left, right: r.right, top: r.top, height: r.height, text: e.innerText,
+            html: e.innerHTML, lh: parseFloat(st.lineHeight) || 16, sw: e.scrollWidth,
+            cw: e.clientWidth, border: st.borderLeftColor}; }); }"""
+
+
+def boxes(page: Any, scope: str, selector: str = "") -> list[dict[str, Any]]:
+    """Bounding boxes (and a few computed styles) of the elements matching ``selector``
+    inside those matching ``scope`` (or of ``scope`` itself), through Panel's shadow roots."""
+    return list(page.evaluate(INSIDE, [scope, selector]))
+
+
+def assert_no_sideways_scroll(page: Any, scope: str) -> None:
+    """The table's rows are no wider than the table: nothing hidden to the right."""
+    holders = boxes(page, scope, ".tabulator-tableholder")
+    assert holders and all(h["sw"] <= h["cw"] + 1 for h in holders), holders
+
+
+def test_findings_fit_the_page_and_say_where_they_lead(opened: Any) -> None:
+    """Validate a training state whose scheduler state was lost: the hint column lies
+    inside the findings table (the fix beside its finding), the Warning card's border is
+    amber, and clicking a finding that names no tensor, or an index, says why."""
+    page = opened("?tab=Validate&ckpt=no_sched")
+    page.get_by_role("button", name="Validate").click()
+    page.locator("text=Findings (worst first)").first.wait_for()
+    page.locator(".findings .tabulator-cell[tabulator-field='hint']").first.wait_for()
+    table = boxes(page, ".findings", ".tabulator-tableholder")[0]
+    assert_no_sideways_scroll(page, ".findings")
+    hints = boxes(page, ".findings", ".tabulator-cell[tabulator-field='hint']")
+    assert hints and all(
+        table["left"] <= h["left"] and h["right"] <= table["right"] + 1 for h in hints
+    ), (table, hints)
+    heads = boxes(page, ".findings", ".tabulator-col")
+    assert heads and max(h["right"] for h in heads) <= table["right"] + 1
+    assert table["right"] <= 1500
+    cards = {c["text"].split("\n")[0].strip().lower(): c["border"] for c in boxes(page, ".card")}
+    assert cards.get("warning") == "rgb(245, 158, 11)", cards  # amber, not green or blue
+    # a finding about the whole checkpoint (no tensor, no file): a word, not a dead click
+    page.locator(".findings .tabulator-row", has_text="warning").first.locator(
+        ".tabulator-cell[tabulator-field='rule']"
+    ).click()
+    page.locator(".why", has_text="as a whole").first.wait_for()
+    # an index file: it holds no tensor, said so, no empty weight map
+    page.locator(
+        ".findings .tabulator-cell[tabulator-field='file']", has_text="index"
+    ).first.click()
+    page.locator(".why", has_text="is an index").first.wait_for()
+    assert address(page)["tab"] == "Validate"
+    shot(page, "validate-fits")
+
+
+def test_optimizer_groups_show_every_column(opened: Any) -> None:
+    page = opened("?tab=Optimizer")
+    page.locator(".param-groups .tabulator-col[tabulator-field='initial_lr']").first.wait_for()
+    table = boxes(page, ".param-groups", ".tabulator-tableholder")[0]
+    assert_no_sideways_scroll(page, ".param-groups")
+    heads = boxes(page, ".param-groups", ".tabulator-col")
+    assert len(heads) >= 8
+    assert all(
+        table["left"] - 1 <= h["left"] and h["right"] <= table["right"] + 1 for h in heads
+    ), (table, [(h["text"], h["right"]) for h in heads])
+    lr = boxes(page, ".param-groups", ".tabulator-col[tabulator-field='initial_lr']")[0]
+    assert lr["right"] <= table["right"] + 1 and lr["left"] >= table["left"]
+    buttons = boxes(page, ".export", "button, a")
+    assert buttons and all(b["sw"] <= b["cw"] + 1 for b in buttons), buttons  # JSON whole
+    shot(page, "optimizer-fits")
+
+
+def test_weight_map_names_and_files_wrap_at_their_separators(opened: Any) -> None:
+    page = opened("?tab=Weight+map")
+    page.locator(".weight-map .tabulator-cell[tabulator-field='file']").first.wait_for()
+    names = boxes(page, ".weight-map", ".tabulator-cell[tabulator-field='name']")
+    assert names and not any("_<wbr>" in n["html"] or "-<wbr>" in n["html"] for n in names)
+    files = boxes(page, ".weight-map", ".tabulator-cell[tabulator-field='file']")
+    # a shard's name under its folder: at most two lines (padding aside)
+    assert all(f["height"] <= 2 * f["lh"] + 16 for f in files), [
+        (f["text"], f["height"], f["lh"]) for f in files
+    ]
+    table = boxes(page, ".weight-map", ".tabulator-tableholder")[0]
+    assert_no_sideways_scroll(page, ".weight-map")
+    assert all(f["right"] <= table["right"] + 1 for f in files)
+    shot(page, "weight-map-fits")

@@ -34,13 +34,13 @@ SEVERITY_ACCENTS = {
 }
 # findings fitted to the page: the fix (hint) beside its message, both wrapped
 FINDING_WIDTHS = {
-    "rule": "14%",
-    "severity": 80,
-    "message": "30%",
-    "hint": "28%",
-    "tensor": "12%",
-    "file": "12%",
-    "param_id": 80,
+    "rule": "13%",
+    "severity": "7%",
+    "message": "27%",
+    "hint": "26%",
+    "tensor": "10%",
+    "file": "10%",
+    "param_id": "6%",
 }
 
 

@@ -38,9 +38,18 @@ WRAP_CSS = """
 .tabulator-cell[tabulator-field='parameter'] {
   white-space: normal !important; overflow-wrap: break-word; text-overflow: clip;
 }
+.tabulator-cell[tabulator-field='file'] {font-size: 12px !important;}
 """
-# file names break at "/" only: a shard's name stays on one line under its folder
-JS_PATH_BREAKABLE = JS_BREAKABLE.replace("/([./])/g", "/([/])/g")
+# file names break at "/" only: each folder and the shard's name kept whole on its line
+# (a browser would also break after "-", as in model-00001)
+JS_PATH_BREAKABLE = """function(cell) {
+  const v = cell.getValue();
+  if (v === null || v === undefined) return '';
+  const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
+  const parts = String(v).replace(/[&<>"']/g, (c) => map[c]).split('/');
+  return parts.map((p, i) => '<span style="white-space:nowrap">' + p
+    + (i < parts.length - 1 ? '/' : '') + '</span>').join('<wbr>');
+}"""
 BREAKABLE = {
     **dict.fromkeys(("name", "parameter"), JSCode(JS_BREAKABLE)),
     "file": JSCode(JS_PATH_BREAKABLE),
@@ -76,12 +85,12 @@ class WeightMap(pn.viewable.Viewer):
             layout="fit_columns",  # no fixed height: every row of the page shows, one scrollbar
             hidden_columns=["numel", "key"],
             widths={
-                "name": "30%",
-                "parameter": "20%",
-                "dtype": 80,
+                "name": "28%",
+                "parameter": "18%",
+                "dtype": 70,
                 "shape": 90,
-                "bytes": 90,
-                "file": "24%",
+                "bytes": 80,
+                "file": "27%",
             },
             formatters=BREAKABLE,
             css_classes=["weight-map"],
