@@ -85,12 +85,12 @@ class WeightMap(pn.viewable.Viewer):
             layout="fit_columns",  # no fixed height: every row of the page shows, one scrollbar
             hidden_columns=["numel", "key"],
             widths={
-                "name": "28%",
+                "name": "30%",
                 "parameter": "18%",
-                "dtype": 70,
-                "shape": 90,
-                "bytes": 80,
-                "file": "27%",
+                "dtype": "8%",
+                "shape": "10%",
+                "bytes": "8%",
+                "file": "25%",
             },
             formatters=BREAKABLE,
             css_classes=["weight-map"],
