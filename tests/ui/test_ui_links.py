@@ -167,3 +167,30 @@ def test_sort_of_the_weight_map_round_trips(root: Path) -> None:
     app = reopened(root, q)
     assert app.sorts == {"Weight map": [{"field": "bytes", "dir": "desc"}]}
     assert query_of(app) == q
+
+
+def test_a_finding_leads_to_its_rows_or_says_why() -> None:
+    """Where a clicked finding leads: its tensor, the rows of its file or part, an optimizer
+    state id, the Values table for a scheduler file that holds values, or words."""
+    from ckpt_explorer.ui.finding_links import finding_link
+
+    tensors = {"modeling/w", "optimizer/state.0.exp_avg"}
+    files = {"modeling/model-00001.bin", "optimizer/optim.bin"}
+    keys = ["lr_scheduler/last_epoch", "lr_scheduler/base_lrs", "running_states.json/epoch"]
+
+    def link(**row: object) -> tuple[str, str]:
+        found = finding_link(row, tensors, files, keys)
+        return found.kind, found.target
+
+    assert link(tensor="modeling/w") == ("tensor", "modeling/w")
+    assert link(file="model-00001.bin") == ("file", "modeling/model-00001.bin")
+    assert link(file="modeling") == ("file", "modeling/")
+    assert link(param_id=3.0) == ("param", "state.3.")
+    values = finding_link({"file": "lr_scheduler"}, tensors, files, keys)
+    assert values.kind == "values" and "Values table" in values.why
+    index = finding_link({"file": "modeling/x.bin.index.json"}, tensors, files, keys)
+    assert index.kind == "none" and "is an index" in index.why
+    whole = finding_link({"tensor": None, "file": float("nan")}, tensors, files, keys)
+    assert whole.kind == "none" and "as a whole" in whole.why
+    gone = finding_link({"tensor": "nope"}, tensors, files, keys)
+    assert gone.kind == "none" and "not a tensor" in gone.why
