@@ -24,6 +24,7 @@ class DistributionState(JobState):
     tensor = param.String(default="", doc="the tensor, as the timeline names it")
     names = param.List(default=[], item_type=str, doc="model tensors of the run")
     result = param.Parameter(default=None, doc="TensorDistribution of the last run")
+    want = param.Boolean(default=False, doc="run for `tensor` once a timeline is built (a link)")
 
     def __init__(self, timeline: TimelineState, **params: Any) -> None:
         super().__init__(**params)
@@ -43,7 +44,12 @@ class DistributionState(JobState):
         if self.job is not None:
             self.job.cancel()
         keep = self.tensor if self.tensor in names or not names else names[0]
+        asked = self.want and t is not None and self.tensor in names
         self.param.update(names=names, tensor=keep, result=None, error="", message="")
+        if t is not None:
+            self.want = False
+        if asked:
+            self.run()
 
     def run(self, wait: bool = False) -> None:
         """The distribution of ``tensor`` over the timeline's checkpoints, in the background."""

@@ -96,6 +96,9 @@ class CompareState(JobState):
     ab = param.Parameter(default=None, doc="ABDetail of `selected`")
     ab_loading = param.Boolean(default=False)
     ab_error = param.String(default="")
+    changed_only = param.Boolean(default=True, doc="the table shows changed tensors only")
+    ran = param.Tuple(default=("", "", 0.0, 0.0), length=4, doc="(A, B, atol, rtol) of the run")
+    want = param.String(default="", doc="the tensor to show A/B once the run ends (a link's)")
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
@@ -103,7 +106,25 @@ class CompareState(JobState):
         self._ab_gen = 0
         self._ab_lock = threading.Lock()
 
-    def select(self, name: str, name_b: str = "", wait: bool = False) -> None:
+    def shown(self) -> bool:
+        """Whether the result shown is of the form as it is (A, B and the tolerances)."""
+        return (self.result is not None or self.running) and self.ran == (
+            self.a,
+            self.b,
+            self.atol,
+            self.rtol,
+        )
+
+    def _show_wanted(self, result: DiffResult) -> None:
+        """A link's tensor, once the run it asked for ends: shown A/B when both sides hold it."""
+        want, self.want = self.want, ""
+        row = next((t for t in result.tensors if t.name == want), None)
+        if row is not None and row.status not in ("only_in_a", "only_in_b"):
+            self.select(want, row.name_b or "")
+
+    def select(
+        self, name: str, name_b: str = "", wait: bool = False, keep_wanted: bool = False
+    ) -> None:
         """Show A's ``name`` against B's ``name_b`` (default the same name) side by side;
         both are read in the background."""
         from ..api import open_checkpoint
@@ -112,7 +133,8 @@ class CompareState(JobState):
         with self._ab_lock:
             self._ab_gen += 1
             gen = self._ab_gen
-        self.param.update(selected=name, ab=None, ab_loading=bool(name), ab_error="")
+        upd: dict[str, Any] = {} if keep_wanted else {"want": ""}
+        self.param.update(selected=name, ab=None, ab_loading=bool(name), ab_error="", **upd)
         if not name:
             return
         a_path, b_path, other = self.a, self.b, name_b or name
@@ -168,6 +190,7 @@ class CompareState(JobState):
         def done(result: DiffResult) -> None:
             s = result.summary()
             self.param.update(result=result, partial=[])
+            self._show_wanted(result)
             verdict = "equal" if s["equal"] else f"{s['changed']} changed"
             if s["cancelled"]:
                 self.finish(
@@ -177,8 +200,8 @@ class CompareState(JobState):
             else:
                 self.finish(f"done — {s['tensors']} tensors, {verdict}")
 
-        self.param.update(result=None, partial=[])
-        self.select("")  # a new run: the pair shown before is stale
+        self.param.update(result=None, partial=[], ran=(self.a, self.b, self.atol, self.rtol))
+        self.select("", keep_wanted=True)  # a new run: the pair shown before is stale
         self.begin(f"comparing {self.a} with {self.b}")
         self._start(work, done, wait, "ckpt-explorer-diff")
 
@@ -190,6 +213,7 @@ class ValidateState(JobState):
     checked = param.String(default="", doc="the checkpoint the findings shown are of")
     report_obj = param.Parameter(default=None, doc="the engine's report")
     findings = param.DataFrame(default=None, allow_None=True)
+    note = param.String(default="", doc="where the finding clicked led, or why nowhere")
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)

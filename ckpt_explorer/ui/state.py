@@ -410,6 +410,7 @@ class AppState(param.Parameterized):
         default="Overview", objects=list(TABS), doc="the view in front"
     )
     paths = param.List(default=[], item_type=str, doc="paths the pickers offer")
+    sorts = param.Dict(default={}, doc="tab -> the sorters of its main table (Tabulator's)")
 
     def __init__(self, root: str | Path, remote: RemoteAccess | None = None, **params: Any) -> None:
         super().__init__(**params)
@@ -533,19 +534,38 @@ class AppState(param.Parameterized):
         self.active = tab
 
     def open_finding(self, row: dict[str, Any]) -> bool:
-        """Follow a finding's link: its tensor or file in the weight map."""
-        tensor, file = _present(row.get("tensor")), _present(row.get("file"))
-        if self.browse.focus(tensor=tensor, file=file):
+        """Follow a finding's link: its tensor, the weight map's rows of its file or state
+        id, or the Overview's values; False with ``validate.note`` saying why when it leads
+        nowhere (:func:`~.finding_links.finding_link`)."""
+        from .finding_links import finding_link
+
+        b = self.browse
+        self.validate.note = ""
+        tensor = _present(row.get("tensor"))
+        if tensor and b.focus(tensor=tensor):
             self.active = "Weight map"
             return True
-        pid = row.get("param_id")
-        if isinstance(pid, int | float) and pid == pid:
-            self.browse.param.update(
-                name_filter=f"state.{int(pid)}.", file_filter="", name_prefix=False
-            )
-            self.active = "Weight map"
+        weights = b.frame("weights")
+        values = b.frame("values")
+        link = finding_link(
+            row,
+            set() if weights is None else set(weights["name"]),
+            set() if weights is None else set(weights["file"]),
+            [] if values is None else list(values["key"]),
+        )
+        if link.kind == "file":
+            b.param.update(file_filter=link.target, name_filter="", name_prefix=False)
+        elif link.kind == "param":
+            b.param.update(name_filter=link.target, file_filter="", name_prefix=False)
+        elif link.kind == "values":
+            self.validate.note = link.why
+            self.active = "Overview"
             return True
-        return False
+        else:
+            self.validate.note = link.why
+            return False
+        self.active = "Weight map"
+        return True
 
 
 def _present(value: Any) -> str | None:

@@ -63,6 +63,13 @@ class TimelineState(JobState):
     run_dir = param.String(default="", doc="the run folder, relative to the root")
     timeline = param.Parameter(default=None, doc="Timeline of the last build")
     pair = param.Integer(default=0, bounds=(0, None), doc="index of the pair to compare")
+    built = param.String(default="", doc="the run folder of the timeline shown (or building)")
+    want_pair = param.Integer(
+        default=None, allow_None=True, doc="the pair to select once the build ends (a link's)"
+    )
+    lr_scale: str = param.Selector(  # type: ignore[assignment]
+        default="linear", objects=["linear", "log"], doc="the learning-rate chart's y axis"
+    )
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
@@ -82,7 +89,7 @@ class TimelineState(JobState):
         try:
             run = self.guard.resolve(self.run_dir)
         except CkptExplorerError as e:
-            self.param.update(timeline=None)
+            self.param.update(timeline=None, built="")
             self.fail(e.one_line())
             return
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -110,14 +117,16 @@ class TimelineState(JobState):
             if t is None:
                 self.finish("cancelled")
                 return
-            self.param.update(timeline=t, pair=_first_flagged_pair(t))
+            want, self.want_pair = self.want_pair, None
+            pair = want if want is not None and 0 <= want < len(t.pairs) else None
+            self.param.update(timeline=t, pair=_first_flagged_pair(t) if pair is None else pair)
             self.finish(summary_line(t))
 
         def failed(msg: str) -> None:
             if gen == self._gen:
                 self.fail(msg)
 
-        self.param.update(timeline=None)
+        self.param.update(timeline=None, built=self.run_dir)
         self.begin(f"reading {self.run_dir}")
         self.job = Job(work, done, failed, name="ckpt-explorer-timeline").start()
         if wait:

@@ -1,19 +1,121 @@
-"""The view in the URL: tab, checkpoint, filter and selected tensor, so a link reopens it.
+"""The view in the URL, so a reload or a shared link reopens the same screen.
 
-``?tab=Weight+map&ckpt=run/step-6000&filter=model.layers.2.&module=1&tensor=...`` (and
-``a``/``b``: Compare's checkpoints); pure
-functions from state to query and back, and :func:`bind_url` that keeps a page's address in
-step (served pages only).
+``?tab=Weight+map&ckpt=run/step-6000&filter=model.layers.2.&module=1&tensor=...`` holds the
+open checkpoint, the weight map's filter and selected tensor; the view in front adds its own:
+
+- Compare: ``a``, ``b``, ``atol``, ``rtol``, ``ab`` (the tensor shown A/B), ``changed=all``
+  (every row, not the changed ones only) and ``result=1`` (a result was shown: run it again);
+- Resume doctor: ``a``, ``b`` and ``result=1`` (diagnose again);
+- Timeline: ``folder`` (the run folder), ``result=1`` (build it), ``pair`` (the pair
+  selected), ``series`` (the tensor shown over steps), ``scale=log`` (the LR chart's axis);
+- any view with a main table: ``sort=<column>:<asc|desc>``.
+
+Pure functions from state to query (:func:`query_of`) and back (:func:`apply_query`), and
+:func:`bind_url` that keeps a served page's address in step.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .state import AppState
 from .views import TABS
 
-KEYS = ("tab", "ckpt", "filter", "module", "tensor", "a", "b")
+KEYS = (
+    "tab",
+    "ckpt",
+    "filter",
+    "module",
+    "tensor",
+    "a",
+    "b",
+    "atol",
+    "rtol",
+    "ab",
+    "changed",
+    "folder",
+    "pair",
+    "series",
+    "scale",
+    "sort",
+    "result",
+)
+DIRECTIONS = ("asc", "desc")
+
+
+def sort_text(sorters: list[dict[str, Any]] | None) -> str:
+    """Tabulator's sorters as ``column:asc`` (the first, which orders the rows); "" if none."""
+    for s in sorters or []:
+        field, direction = str(s.get("field") or ""), s.get("dir", "asc")
+        if field and direction in DIRECTIONS:
+            return f"{field}:{direction}"
+    return ""
+
+
+def sorters_of(text: str) -> list[dict[str, str]]:
+    """``column:desc`` as Tabulator's sorters (a bare column sorts ascending); [] if empty."""
+    field, sep, direction = text.strip().rpartition(":")
+    if not sep:
+        field, direction = text.strip(), "asc"
+    if not field or direction not in DIRECTIONS:
+        return []
+    return [{"field": field, "dir": direction}]
+
+
+def number_text(x: float) -> str:
+    """A tolerance as the shortest text that reads back as the same float ("" for 0)."""
+    return repr(float(x)) if x else ""
+
+
+def number_of(text: str) -> float | None:
+    """A tolerance from the URL: a finite number ≥ 0, else None (ignored)."""
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) and x >= 0 else None
+
+
+def _compare_query(state: AppState) -> dict[str, str]:
+    c = state.compare
+    shown = c.shown()
+    return {
+        "a": c.a,
+        "b": c.b,
+        "atol": number_text(c.atol),
+        "rtol": number_text(c.rtol),
+        "ab": (c.selected or c.want) if shown else "",
+        "changed": "" if c.changed_only else "all",
+        "result": "1" if shown else "",
+    }
+
+
+def _doctor_query(state: AppState) -> dict[str, str]:
+    r = state.resume
+    shown = (r.report_obj is not None or r.running) and tuple(r.examined) == (r.a, r.b)
+    return {"a": r.a, "b": r.b, "result": "1" if shown and r.a and r.b else ""}
+
+
+def _timeline_query(state: AppState) -> dict[str, str]:
+    st, steps = state.timeline, state.steps
+    shown = (st.timeline is not None or st.running) and bool(st.built) and st.built == st.run_dir
+    pair = st.want_pair if st.want_pair is not None else st.pair if st.timeline else None
+    series = steps.result is not None or steps.running or steps.want
+    return {
+        "folder": st.run_dir,
+        "result": "1" if shown else "",
+        "pair": str(pair) if shown and pair is not None else "",
+        "series": steps.tensor if shown and series else "",
+        "scale": "log" if st.lr_scale == "log" else "",
+    }
+
+
+VIEW_QUERIES = {
+    "Compare": _compare_query,
+    "Resume doctor": _doctor_query,
+    "Timeline": _timeline_query,
+}
 
 
 def query_of(state: AppState) -> dict[str, str]:
@@ -25,16 +127,53 @@ def query_of(state: AppState) -> dict[str, str]:
         "filter": b.name_filter,
         "module": "1" if b.name_prefix and b.name_filter else "",
         "tensor": b.selected,
-        "a": state.compare.a if state.active == "Compare" else "",
-        "b": state.compare.b if state.active == "Compare" else "",
     }
-    return {k: v for k, v in q.items() if v}
+    view = VIEW_QUERIES.get(state.active)
+    if view is not None:
+        q.update(view(state))
+    q["sort"] = sort_text(state.sorts.get(state.active))
+    return {k: q[k] for k in KEYS if q.get(k)}
+
+
+def _apply_compare(state: AppState, query: dict[str, str]) -> None:
+    c = state.compare
+    upd: dict[str, Any] = {side: query[side] for side in ("a", "b") if query.get(side)}
+    for key in ("atol", "rtol"):
+        x = number_of(query.get(key, ""))
+        if x is not None:
+            upd[key] = x
+    upd["changed_only"] = query.get("changed") != "all"
+    c.param.update(**upd)
+    if query.get("result") == "1" and c.a and c.b and not c.running:
+        c.want = query.get("ab", "")
+        c.run()
+
+
+def _apply_doctor(state: AppState, query: dict[str, str]) -> None:
+    r = state.resume
+    r.param.update(**{side: query[side] for side in ("a", "b") if query.get(side)})
+    if query.get("result") == "1" and r.a and r.b and not r.running:
+        r.run()
+
+
+def _apply_timeline(state: AppState, query: dict[str, str]) -> None:
+    st, steps = state.timeline, state.steps
+    if query.get("folder"):
+        st.run_dir = query["folder"]
+    st.lr_scale = "log" if query.get("scale") == "log" else "linear"
+    if query.get("result") == "1" and st.run_dir:
+        pair = query.get("pair", "")
+        st.want_pair = int(pair) if pair.isdigit() else None
+        if query.get("series"):
+            steps.param.update(tensor=query["series"], want=True)
+        st.build()
 
 
 def apply_query(state: AppState, query: dict[str, str]) -> None:
-    """Show what ``query`` says: open its checkpoint, set its filter, select its tensor, bring
-    its tab to the front. Unknown tabs and tensors are ignored; a checkpoint that does not
-    open shows its error as any open does."""
+    """Show what ``query`` says: open its checkpoint, set its filter, select its tensor, set
+    the view's own inputs and run again what it had shown, bring its tab to the front.
+    Unknown tabs, tensors and values are ignored; a checkpoint that does not open shows its
+    error as any open does."""
     b = state.browse
     ckpt = query.get("ckpt", "").strip()
     if ckpt and ckpt != b.path and not b.open(ckpt):
@@ -47,11 +186,19 @@ def apply_query(state: AppState, query: dict[str, str]) -> None:
     tensor = query.get("tensor", "")
     if tensor and b.view is not None and tensor in b.view:
         b.select(tensor)
-    for side in ("a", "b"):
-        if query.get(side):
-            setattr(state.compare, side, query[side])
-    if query.get("tab") in TABS:
-        state.active = query["tab"]
+    tab = query.get("tab", "")
+    tab = tab if tab in TABS else ""
+    if tab == "Resume doctor":
+        _apply_doctor(state, query)
+    elif tab == "Timeline":
+        _apply_timeline(state, query)
+    elif tab == "Compare" or query.get("a") or query.get("b"):
+        _apply_compare(state, query)
+    sorters = sorters_of(query.get("sort", ""))
+    if sorters:
+        state.sorts = {**state.sorts, tab or TABS[0]: sorters}
+    if tab:
+        state.active = tab
 
 
 def session_query(args: dict[str, list[bytes]]) -> dict[str, str]:
@@ -63,9 +210,16 @@ def session_query(args: dict[str, list[bytes]]) -> dict[str, str]:
     return out
 
 
+def search_of(query: dict[str, str]) -> str:
+    """``?k=v&...`` in :data:`KEYS` order ("" for an empty query)."""
+    return "?" + "&".join(f"{k}={_quote(query[k])}" for k in KEYS if k in query) if query else ""
+
+
 def bind_url(state: AppState) -> None:
     """In a served page: apply the address's query now, and rewrite it as the view changes."""
     import panel as pn
+
+    from .components.common import in_session
 
     if pn.state.curdoc is None or pn.state.curdoc.session_context is None:
         return
@@ -75,13 +229,22 @@ def bind_url(state: AppState) -> None:
         return
 
     def update(*_: Any) -> None:
-        q = query_of(state)
         # every key is written: one that is now empty is cleared from the address
-        location.search = "?" + "&".join(f"{k}={_quote(q[k])}" for k in KEYS if k in q) if q else ""
+        search = search_of(query_of(state))
+        if location.search != search:
+            location.search = search
 
-    state.param.watch(update, "active")
-    state.browse.param.watch(update, ["path", "name_filter", "name_prefix", "selected"])
-    state.compare.param.watch(update, ["a", "b"])
+    later = in_session(update)  # jobs end in their own threads; the address is the page's
+    state.param.watch(later, ["active", "sorts"])
+    state.browse.param.watch(later, ["path", "name_filter", "name_prefix", "selected"])
+    watched = (
+        (state.compare, ["a", "b", "atol", "rtol", "changed_only", "selected", "result"]),
+        (state.resume, ["a", "b", "report_obj", "examined"]),
+        (state.timeline, ["run_dir", "built", "timeline", "pair", "lr_scale"]),
+        (state.steps, ["tensor", "result"]),
+    )
+    for obj, names in watched:
+        obj.param.watch(later, [*names, "running"])
 
 
 def _quote(text: str) -> str:

@@ -119,6 +119,13 @@ TABLE_CSS = """
 .tabulator-cell.wrap {white-space: normal !important; overflow-wrap: anywhere;
   text-overflow: clip !important;}
 """
+# a table fitted to the page: every column shown, titles and text wrapped (no sideways scroll)
+FIT_CSS = """
+.tabulator .tabulator-header .tabulator-col .tabulator-col-title {white-space: normal;
+  overflow-wrap: anywhere; text-overflow: clip;}
+.tabulator-row .tabulator-cell {white-space: normal; overflow-wrap: anywhere;
+  text-overflow: clip;}
+"""
 NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
 # text columns that hold names and paths: never cut, they wrap at "." and "/" instead
 NAME_COLUMNS = (
@@ -134,19 +141,21 @@ NAME_COLUMNS = (
     "source",
 )
 NAME_WIDTH = 460  # px a name column starts at most (wider names wrap)
-# names break after "." and "/" (a <wbr>, no character: copied names stay exact)
+# names break after "." and "/" only (a <wbr>, no character: copied names stay exact); never
+# at "_" or "-", which would split a word such as in_proj or model-00001
 JS_BREAKABLE = """function(cell) {
   const v = cell.getValue();
   if (v === null || v === undefined) return '';
   const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
-  return String(v).replace(/[&<>"']/g, (c) => map[c]).replace(/([./_-])/g, '$1<wbr>');
+  return String(v).replace(/[&<>"']/g, (c) => map[c]).replace(/([./])/g, '$1<wbr>');
 }"""
 
 
 def table(df: Any, **kw: Any) -> Table:
     """A read-only table with the dashboard's defaults: numbers by the one display rule
     (:func:`~ckpt_explorer.ui.numbers.display_frame`), text sorted in natural order, names
-    and paths wrapped instead of cut (with the whole value as a tooltip)."""
+    and paths wrapped instead of cut (with the whole value as a tooltip); ``fit=True``: every
+    column fitted to the page's width, titles and text wrapped."""
     numeric: list[str] = []
     texts: list[str] = []
     given = df
@@ -154,7 +163,9 @@ def table(df: Any, **kw: Any) -> Table:
         df = display_frame(df)
         numeric = number_columns(df)
         texts = text_columns(df)
-    names = [c for c in texts if c in NAME_COLUMNS or c in kw.get("wrap", ())]
+    fit = kw.pop("fit", False)
+    wrap = texts if fit else kw.get("wrap", ())
+    names = [c for c in texts if c in NAME_COLUMNS or c in wrap]
     kw.pop("wrap", None)
     columns = [
         {
@@ -174,8 +185,13 @@ def table(df: Any, **kw: Any) -> Table:
             "columnDefaults": {"headerTooltip": True, "tooltip": True},
             "columns": columns,
         },
-        "stylesheets": [TABLE_CSS],
+        "stylesheets": [TABLE_CSS, FIT_CSS] if fit else [TABLE_CSS],
     }
+    if fit:  # every column within the page's width, text wrapped in it
+        defaults["layout"] = "fit_columns"
+        for col in columns:
+            col.pop("maxInitialWidth", None)
+        defaults["configuration"]["columnDefaults"]["headerWordWrap"] = True
     defaults["formatters"] = {
         **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
         **dict.fromkeys(names, JSCode(JS_BREAKABLE)),
@@ -307,3 +323,25 @@ def later(work: Callable[[], Any], then: Callable[[Any], None], name: str) -> No
 def watch(obj: Any, fn: Callable[..., Any], names: str | list[str]) -> None:
     """``obj.param.watch(fn, names)``, with ``fn`` run in the page's session."""
     obj.param.watch(in_session(fn), names)
+
+
+def keep_sort(app: Any, tab: str, tbl: Any) -> None:
+    """``tbl`` sorted as ``app.sorts[tab]`` says (a link's ``sort=``), and a click on its
+    headers kept there (and so in the address). A sort by a column the table lacks is
+    ignored."""
+    apply_sort(app, tab, tbl)
+
+    def back(e: Any) -> None:
+        new = [{"field": s.get("field"), "dir": s.get("dir")} for s in e.new or []]
+        if new != app.sorts.get(tab, []):
+            app.sorts = {**app.sorts, tab: new}
+
+    tbl.param.watch(back, "sorters")
+
+
+def apply_sort(app: Any, tab: str, tbl: Any) -> None:
+    """Sort ``tbl`` as ``app.sorts[tab]`` says, when its columns allow."""
+    want = app.sorts.get(tab) or []
+    cols = set(map(str, tbl.value.columns)) if tbl.value is not None else set()
+    if want and all(s.get("field") in cols for s in want) and tbl.sorters != want:
+        tbl.sorters = [dict(s) for s in want]

@@ -22,6 +22,7 @@ from .common import (
     error_pane,
     fmt_bytes,
     job_status,
+    keep_sort,
     placeholder,
     plot,
     section,
@@ -125,13 +126,16 @@ class CompareView(pn.viewable.Viewer):
             value=0, max=1000, bar_color="primary", sizing_mode="stretch_width", visible=False
         )
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self._changed_only = pn.widgets.Switch(value=True, width=40, align="center")
+        self._changed_only = pn.widgets.Switch(value=c.changed_only, width=40, align="center")
+        sync(c, "changed_only", self._changed_only, "value")
+        self._tbl: Any = None  # the result's table, and its rows
+        self._rows: Any = None
         self._results = pn.Column(sizing_mode="stretch_width")
         self._ab = ABView(c)
         self._partial_at = 0.0
         watch(c, self._on_progress, ["running", "progress", "message", "error"])
-        watch(c, lambda *_: self._render(), ["result", "partial"])
-        self._changed_only.param.watch(lambda *_: self._render(), "value")
+        watch(c, lambda *_: self._render(), ["result", "partial", "changed_only"])
+        watch(c, lambda *_: self._show_selected(), "selected")
         form = pn.Row(
             pn.Column(self._a, self._b, sizing_mode="stretch_width"),
             pn.Column(pn.Row(self._atol, self._rtol), pn.Row(self._run, self._cancel)),
@@ -179,6 +183,7 @@ class CompareView(pn.viewable.Viewer):
         c = self.app.compare
         r = c.result
         if r is None:
+            self._tbl = self._rows = None
             self._ab_section.visible = False
             if c.partial:
                 self._render_partial(c.partial)
@@ -204,7 +209,7 @@ class CompareView(pn.viewable.Viewer):
                 ("Values changed", str(s["values_changed"]), "steps, lr, ..."),
             ]
         )
-        rows = diff_rows(r.tensors, self._changed_only.value)
+        rows = diff_rows(r.tensors, c.changed_only)
         tbl = table(
             rows,
             pagination="remote",
@@ -219,9 +224,13 @@ class CompareView(pn.viewable.Viewer):
         def on_select(event: Any) -> None:
             if event.new and 0 <= event.new[0] < len(rows):
                 row = rows.iloc[event.new[0]]
-                if row["status"] not in ("only_in_a", "only_in_b"):
-                    c.select(str(row["name"]), names_b.get(str(row["name"]), ""))
+                name = str(row["name"])
+                if row["status"] not in ("only_in_a", "only_in_b") and name != c.selected:
+                    c.select(name, names_b.get(name, ""))
 
+        keep_sort(self.app, "Compare", tbl)
+        self._tbl, self._rows = tbl, rows
+        self._show_selected()
         tbl.param.watch(on_select, "selection")
         tbl.style.apply(  # type: ignore[union-attr]
             _row_style, axis=1
@@ -243,7 +252,7 @@ class CompareView(pn.viewable.Viewer):
                     css_classes=["all-identical"],
                 ),
             ]
-            if not self._changed_only.value:
+            if not c.changed_only:
                 blocks.append(section("Tensors", tbl))
         else:
             blocks = [
@@ -268,6 +277,21 @@ class CompareView(pn.viewable.Viewer):
             vals = vals.assign(a=vals["a"].map(fmt_value), b=vals["b"].map(fmt_value))
             blocks.append(section("Values that differ", table(vals, pagination="local")))
         self._results[:] = blocks
+
+    def _show_selected(self) -> None:
+        """The row of the tensor shown A/B selected, on the page that holds it (a link's
+        tensor, selected once the diff it re-ran ends)."""
+        tbl, rows, name = self._tbl, self._rows, self.app.compare.selected
+        if tbl is None or rows is None or not name:
+            return
+        hits = rows.index[rows["name"] == name]
+        if not len(hits):
+            return
+        i = int(hits[0])
+        if tbl.selection != [i]:
+            view = tbl.current_view
+            pos = list(view.index).index(i) if i in view.index else 0
+            tbl.param.update(page=pos // (tbl.page_size or 15) + 1, selection=[i])
 
     @staticmethod
     def _only(r: Any) -> pn.viewable.Viewable | None:

@@ -126,7 +126,7 @@ def _button(callback: Any, filename: str, label: str) -> pn.widgets.FileDownload
         filename=filename,
         label=label,
         button_type="light",
-        width=70,
+        width=84,  # "JSON" and the download icon, never clipped
         embed=False,
     )
 

@@ -9,7 +9,7 @@ import panel as pn
 from ..state import AppState
 from ..subject import code
 from ..tables import optimizer_of
-from .common import cards, error_pane, placeholder, section, table, watch
+from .common import cards, error_pane, keep_sort, placeholder, section, table, watch
 from .export import export_buttons, export_name
 
 
@@ -85,7 +85,11 @@ class OptimizerView(pn.viewable.Viewer):
             pn.pane.Markdown(f"Optimizer of {where}.", sizing_mode="stretch_width"),
             kpis,
             section(
-                "param_groups", *_exportable(table(groups), export_name("param_groups", b.path))
+                "param_groups",
+                *_exportable(
+                    table(groups, fit=True, css_classes=["param-groups"]),
+                    export_name("param_groups", b.path),
+                ),
             ),
             section(
                 "Parameters with optimizer state (click a row to open its state in the weight map)",
@@ -118,6 +122,7 @@ class OptimizerView(pn.viewable.Viewer):
                 self.app.go("Weight map")
 
         t.param.watch(on_select, "selection")
+        keep_sort(self.app, "Optimizer", t)
         return t
 
     def _render_stats(self) -> None:

@@ -69,6 +69,19 @@ class Table(pn.widgets.Tabulator):  # type: ignore[misc]
         self._ranked: Any = None
         super().__init__(value, **params)
 
+    def _get_properties(self, doc: Any = None) -> dict[str, Any]:
+        """Panel's properties, with a selection made before the table is drawn given as rows
+        of the page shown (Panel gives the rows of the whole table, which a page past the
+        first then shows on the wrong row or not at all)."""
+        props: dict[str, Any] = super()._get_properties(doc)
+        if self.pagination == "remote" and self.selection and self.value is not None:
+            size = self.page_size or self.initial_page_size
+            start = (self.page - 1) * size
+            shown = self._processed.index[start : start + size]  # type: ignore[union-attr]
+            labels = self.value.index[self.selection]
+            props["source"].selected.indices = [int(shown.get_loc(x)) for x in labels if x in shown]
+        return props
+
     def _rank(self, field: str) -> np.ndarray:
         if self._ranked is not self.value:
             self._ranks, self._ranked = {}, self.value

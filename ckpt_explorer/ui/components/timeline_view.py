@@ -262,6 +262,12 @@ class TimelineView(pn.viewable.Viewer):
         self._pair.param.watch(lambda e: setattr(st, "pair", e.new or 0), "value")
         self._compare = pn.widgets.Button(name="Compare this pair", width=160, align="end")
         self._compare.on_click(self._compare_clicked)
+        self._scale = pn.widgets.RadioButtonGroup(
+            options=["linear", "log"], value=st.lr_scale, width=140, css_classes=["lr-scale"]
+        )
+        sync(st, "lr_scale", self._scale, "value")
+        self._lr: pn.pane.Plotly | None = None
+        watch(st, lambda *_: self._render_lr(), "lr_scale")
         self.heatmap: pn.pane.Plotly | None = None
         self._steps = TensorStepsView(app.steps)
         self._results = pn.Column(sizing_mode="stretch_width")
@@ -367,8 +373,10 @@ class TimelineView(pn.viewable.Viewer):
             self.heatmap = None
             blocks.append(placeholder("One readable checkpoint: no pair to show updates for."))
         s = t.series()
+        self._lr = None
         if s["lr"]:
-            blocks.append(section("Learning rate", plot(lines_figure(t, "", s["lr"], "lr"))))
+            self._lr = plot(self._lr_figure(), name="timeline-lr")
+            blocks.append(section("Learning rate", self._scale, self._lr))
         if s["moments"]:
             fig = lines_figure(t, "", s["moments"], "norm", log_y=True)
             blocks.append(section("Optimizer moment norms per group", plot(fig)))
@@ -390,6 +398,16 @@ class TimelineView(pn.viewable.Viewer):
             df = pd.DataFrame([{"checkpoint": Path(c.path).name, "error": c.error} for c in bad])
             blocks.append(section("Unreadable checkpoints", table(df)))
         self._results[:] = blocks
+
+    def _lr_figure(self) -> Any:
+        """The learning rate over steps, on the y axis chosen (linear or log)."""
+        st = self.app.timeline
+        t = st.timeline
+        return lines_figure(t, "", t.series()["lr"], "lr", log_y=st.lr_scale == "log")
+
+    def _render_lr(self) -> None:
+        if self._lr is not None and self.app.timeline.timeline is not None:
+            self._lr.object = self._lr_figure()
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self._body

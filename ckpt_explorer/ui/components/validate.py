@@ -9,9 +9,12 @@ import panel as pn
 from ..state import AppState
 from ..subject import acts_on, results_of
 from .common import (
+    BAD,
+    GOOD,
     SEVERITY_COLOURS,
     cards,
     error_pane,
+    keep_sort,
     placeholder,
     section,
     table,
@@ -20,6 +23,25 @@ from .common import (
 from .export import export_buttons, export_name
 
 SEVERITY_ORDER = {"critical": 0, "error": 1, "warning": 2, "warn": 2, "info": 3, "ok": 4}
+# a severity card's border: the colour of its severity (a warning is never green)
+SEVERITY_ACCENTS = {
+    "critical": "#b91c1c",
+    "error": BAD,
+    "warning": "#f59e0b",
+    "warn": "#f59e0b",
+    "info": "#0ea5e9",
+    "ok": GOOD,
+}
+# findings fitted to the page: the fix (hint) beside its message, both wrapped
+FINDING_WIDTHS = {
+    "rule": "13%",
+    "severity": "7%",
+    "message": "27%",
+    "hint": "26%",
+    "tensor": "10%",
+    "file": "10%",
+    "param_id": "6%",
+}
 
 
 def _severity_style(row: Any) -> list[str]:
@@ -58,6 +80,10 @@ class ValidateView(pn.viewable.Viewer):
             active=True, bar_color="primary", width=240, visible=False, align="center"
         )
         self._results = pn.Column(sizing_mode="stretch_width")
+        self._why = pn.pane.Alert(
+            "", alert_type="info", visible=False, sizing_mode="stretch_width", css_classes=["why"]
+        )
+        watch(v, self._on_note, "note")
         watch(v, self._on_progress, ["running", "message", "error", "target", "checked"])
         watch(v, lambda *_: self._render(), "findings")
         watch(self.app.browse, lambda *_: self._on_progress(), "path")
@@ -99,27 +125,47 @@ class ValidateView(pn.viewable.Viewer):
         kpis = cards(
             [
                 ("Findings", str(len(df)), v.checked),
-                *((s.capitalize(), str(int(n)), "") for s, n in dict(counts).items()),
+                *(
+                    (s.capitalize(), str(int(n)), "", SEVERITY_ACCENTS.get(s, "#6b7280"))
+                    for s, n in dict(counts).items()
+                ),
             ]
         )
-        tbl = table(df, pagination="remote", page_size=20, selectable=1, css_classes=["findings"])
+        widths = {c: w for c, w in FINDING_WIDTHS.items() if c in df.columns}
+        tbl = table(
+            df,
+            pagination="remote",
+            page_size=20,
+            selectable=1,
+            css_classes=["findings"],
+            fit=True,
+            widths=widths,
+        )
         if "severity" in df:
             tbl.style.apply(  # type: ignore[union-attr]
                 _severity_style, axis=1
             )
         tbl.param.watch(lambda e: self._follow(df, e.new), "selection")
+        keep_sort(self.app, "Validate", tbl)
         note = pn.pane.Markdown(
             "Select a finding to open its tensor or file in the weight map.",
             styles={"color": "#6b7280"},
         )
+        self._why.object = v.note
+        self._why.visible = bool(v.note)
         self._results[:] = [
             kpis,
             section(
                 "Findings (worst first)",
                 pn.Row(note, export_buttons(tbl, export_name("findings", v.checked))),
+                self._why,
                 tbl,
             ),
         ]
+
+    def _on_note(self, *_: Any) -> None:
+        note = self.app.validate.note
+        self._why.param.update(object=note or "", visible=bool(note))
 
     def _follow(self, df: Any, selection: list[int]) -> None:
         if selection:

@@ -11,7 +11,16 @@ from ..numbers import fmt_int, plural
 from ..state import AppState
 from ..tables import short_labels
 from ..view_cache import weights_shown
-from .common import JS_BREAKABLE, PALETTE, placeholder, section, table, watch
+from .common import (
+    JS_BREAKABLE,
+    PALETTE,
+    apply_sort,
+    keep_sort,
+    placeholder,
+    section,
+    table,
+    watch,
+)
 from .export import export_buttons, export_name, name_exports
 from .module_tree import ModuleTree
 from .svg_chart import CHART_CSS, bars
@@ -29,8 +38,22 @@ WRAP_CSS = """
 .tabulator-cell[tabulator-field='parameter'] {
   white-space: normal !important; overflow-wrap: break-word; text-overflow: clip;
 }
+.tabulator-cell[tabulator-field='file'] {font-size: 12px !important;}
 """
-BREAKABLE = dict.fromkeys(("name", "parameter", "file"), JSCode(JS_BREAKABLE))
+# file names break at "/" only: each folder and the shard's name kept whole on its line
+# (a browser would also break after "-", as in model-00001)
+JS_PATH_BREAKABLE = """function(cell) {
+  const v = cell.getValue();
+  if (v === null || v === undefined) return '';
+  const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
+  const parts = String(v).replace(/[&<>"']/g, (c) => map[c]).split('/');
+  return parts.map((p, i) => '<span style="white-space:nowrap">' + p
+    + (i < parts.length - 1 ? '/' : '') + '</span>').join('<wbr>');
+}"""
+BREAKABLE = {
+    **dict.fromkeys(("name", "parameter"), JSCode(JS_BREAKABLE)),
+    "file": JSCode(JS_PATH_BREAKABLE),
+}
 TREE_TITLE = "Modules (click a module to filter, a tensor to see its values; ▸ opens)"
 
 
@@ -62,12 +85,12 @@ class WeightMap(pn.viewable.Viewer):
             layout="fit_columns",  # no fixed height: every row of the page shows, one scrollbar
             hidden_columns=["numel", "key"],
             widths={
-                "name": "28%",
-                "parameter": "22%",
-                "dtype": 80,
-                "shape": 100,
-                "bytes": 100,
-                "file": "18%",
+                "name": "30%",
+                "parameter": "18%",
+                "dtype": "8%",
+                "shape": "10%",
+                "bytes": "8%",
+                "file": "25%",
             },
             formatters=BREAKABLE,
             css_classes=["weight-map"],
@@ -82,6 +105,7 @@ class WeightMap(pn.viewable.Viewer):
             )
         )
         self._table.param.watch(self._on_select, "selection")
+        keep_sort(app, "Weight map", self._table)
         self._table.param.watch(lambda *_: self._update_count(), ["filters", "value", "page"])
         watch(b, lambda *_: self._filters_changed(), ["name_filter", "file_filter", "name_prefix"])
         self._export = export_buttons(self._table, "tensors")
@@ -172,6 +196,7 @@ class WeightMap(pn.viewable.Viewer):
             page=1,
             hidden_columns=["numel", "key"] + ([] if folded else ["parameter"]),
         )
+        apply_sort(self.app, "Weight map", self._table)
         name_exports(self._export, export_name("tensors", b.path))
         self._sync_inputs()
         self._update_count()
