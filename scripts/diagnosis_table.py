@@ -6,7 +6,8 @@ Without FOLDER it runs the makers named in ``MAKERS`` (``realworld_hf``, ``realw
 ``realworld_dist``, ``realworld_lightning``, ``realworld_multiproc``, ``realworld_trainer_ds``,
 ``realworld_diffusers``, ``realworld_optim``, ``realworld_megatron``, ``realworld_dsuniversal``,
 ``realworld_tune``, ``realworld_colossal_extra``, ``realworld_timm``, ``realworld_fvcore``,
-``realworld_litgpt``, ``realworld_swa``, ``realworld_tiedlm``)
+``realworld_litgpt``, ``realworld_swa``, ``realworld_tiedlm``, ``realworld_profiles``,
+``resume_calib``)
 through the test suite's cache (``.fixture-cache/``, keyed by the maker's source); a FOLDER is a maker output
 holding ``manifest.json``. Each state is scored with ``tests/realworld_check.py``: per setup,
 clean states with 0 errors / 0 false warnings, optimizer ids named right / ambiguous / unknown /
@@ -43,6 +44,8 @@ MAKERS = (
     "realworld_litgpt",
     "realworld_swa",
     "realworld_tiedlm",
+    "realworld_profiles",
+    "resume_calib",
 )
 COMMAND = ".venv/bin/python scripts/diagnosis_table.py --out DIAGNOSIS.md"
 
