@@ -182,7 +182,7 @@ def test_every_report_keeps_the_report_contract(
     reports: dict[str, tuple[Any, int]] = {}
     diff = diff_checkpoints(a, b)
     reports["diff"] = (diff, len(diff.tensors))
-    val = validate_checkpoint(a)
+    val = validate_checkpoint(demo / "after_resume")  # a resume that lost its scheduler
     reports["validate"] = (val, len(val.findings))
     doc = resume_doctor(demo / "resumed_from", demo / "after_resume")
     reports["doctor"] = (doc, len(doc.causes))
