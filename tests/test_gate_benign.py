@@ -149,16 +149,64 @@ _MAKERS = sorted(
 )
 
 
+# the writer's own source tree a maker keeps beside its outputs (llama.cpp's converter and its
+# gguf-py, which do shadow the installed gguf when Python starts in gguf-py/): not an output
+_TOOL_TREES = {"gguf": ("llama.cpp",)}
+
+
+def _is_code_by_nature(v: Any) -> bool:
+    """Files that are code and that a writer puts beside its checkpoints on purpose: Python
+    sources (mmengine dumps its config as a ``.py`` that ``Config.fromfile`` executes) and
+    TorchScript archives. The gate must call them ``code``: never ``safe`` or ``data``."""
+    return v.path.suffix == ".py" or "TorchScript" in " ".join(v.reasons)
+
+
 @pytest.mark.parametrize("maker", _MAKERS)
 def test_every_fixture_file_is_safe_or_data(maker: str, real_checkpoints: Any) -> None:
     """Every file the real writers made for the test-suite (torch, transformers, accelerate,
-    DeepSpeed, DCP, Lightning, ColossalAI, Megatron, torchtune, diffusers...) passes: each is
-    a pickle of inert objects or a format the gate proves to be data."""
+    DeepSpeed, DCP, Lightning, ColossalAI, Megatron, torchtune, diffusers, mmengine, timm,
+    fvcore, LitGPT, llama.cpp's converter...) passes: each is a pickle of inert objects or a
+    format the gate proves to be data; a writer's own code files are ``code``, nothing else."""
     folder, _ = real_checkpoints(maker)
-    report = scan_paths([folder])
+    skip = [folder / t for t in _TOOL_TREES.get(maker, ())]
+    roots = [p for p in folder.iterdir() if p not in skip]
+    report = scan_paths(roots)
     bad = {str(v.path): (v.verdict, v.reasons[:1]) for v in report.verdicts}
-    bad = {k: v for k, v in bad.items() if v[0] not in ("safe", "data")}
+    bad = {
+        k: v
+        for k, v in bad.items()
+        if v[0] not in ("safe", "data")
+        and not (v[0] == "code" and _is_code_by_nature(_by_path(report)[k]))
+    }
     assert report.verdicts and not bad, bad
+
+
+def _by_path(report: Any) -> dict[str, Any]:
+    return {str(v.path): v for v in report.verdicts}
+
+
+def test_a_folder_named_like_a_package_shadows_only_what_it_holds(tmp_path: Path) -> None:
+    """A work dir named after the package its pickles import (``mmengine/``, no ``__init__``)
+    is a namespace portion: the installed package wins over it, and where none is installed it
+    runs only a module file on an imported dotted path. Its checkpoints are judged as files;
+    a planted ``mmengine/logging/history_buffer.py`` shadows."""
+    pytest.importorskip("mmengine")
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    work = tmp_path / "mmengine" / "run"
+    work.mkdir(parents=True)
+    buf = HistoryBuffer()
+    buf.update(1.0)
+    torch.save({"message_hub": {"log_scalars": {"loss": buf}}}, work / "iter_4.pth")
+    (work / "last_checkpoint").write_text(str(work / "iter_4.pth"))
+    verdicts = {v.path.name: v.verdict for v in scan_paths([tmp_path]).verdicts}
+    assert verdicts == {"iter_4.pth": "safe", "last_checkpoint": "data"}, verdicts
+    planted = tmp_path / "mmengine" / "logging" / "history_buffer.py"
+    planted.parent.mkdir()
+    planted.write_text("import os\nos.mkdir('PWNED')\n")
+    out = {v.path.name: v for v in scan_paths([tmp_path]).verdicts}
+    assert out["history_buffer.py"].verdict == "unsafe"
+    assert "mmengine.logging.history_buffer" in " ".join(out["history_buffer.py"].reasons)
 
 
 def test_transformers_folders_with_tokenizers_are_data(tmp_path: Path) -> None:

@@ -76,6 +76,7 @@ class FileVerdict:
     nbytes: int = 0
     unreadable: str = ""  # the path could not be read at all
     imports: set[str] = field(default_factory=set)  # top-level modules its pickles import
+    modules: set[str] = field(default_factory=set)  # the same, as the full dotted names
 
     @property
     def unsafe(self) -> bool:
@@ -179,8 +180,8 @@ def decide(verdict: FileVerdict, judged: Judged, unsafe: list[str], doubts: list
     verdict.findings = _unique([replace(f, file=label) for f in out])
     verdict.pickles = sum(1 for s in judged.streams if s.walk.did_anything)
     for s in judged.streams:
-        verdict.imports |= {g.module.split(".")[0] for g in s.walk.globals}
-        verdict.imports |= {m.split(".")[0] for m in s.walk.failed_imports}
+        verdict.modules |= {g.module for g in s.walk.globals} | set(s.walk.failed_imports)
+    verdict.imports |= {m.split(".")[0] for m in verdict.modules}
     formats = [f for f in judged.formats if f]
     verdict.format = formats[0] if formats else ""
     rules = {f.rule for f in verdict.findings if f.severity == "error"}

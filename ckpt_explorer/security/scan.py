@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -177,7 +178,7 @@ def scan_paths(
                 ],
             )
             by_path[link.path] = v
-    _folder_code(tree, by_path, root)
+    _folder_code(tree, by_path, root, [p for p in given if isinstance(p, Path) and p.is_dir()])
     _remote_code(tree, by_path)
     _pointers(tree, by_path, _roots(given))
     report.verdicts = sorted(by_path.values(), key=lambda v: str(v.path))
@@ -246,14 +247,26 @@ def _verdict(
     return v
 
 
-def _folder_code(tree: Tree, by_path: dict[AnyPath, FileVerdict], root: AnyPath | None) -> None:
+def _folder_code(
+    tree: Tree,
+    by_path: dict[AnyPath, FileVerdict],
+    root: AnyPath | None,
+    scanned_dirs: Sequence[Path] = (),
+) -> None:
     """Python modules, packages and site ``.pth`` files in the scanned folders: ``unsafe``
     when they shadow what the loads import (and so are the pickles importing them), else
-    ``code``. Shadowing reaches files beside a file scanned alone; code only files scanned."""
+    ``code``. Shadowing reaches files beside a file scanned alone; code only files scanned.
+    Every folder of a scanned tree counts, also one holding only folders: a Python started
+    there loads ``run/iter_4.pth`` with ``./mmengine/`` first on its path."""
     imported = set().union(*(v.imports for v in by_path.values())) if by_path else set()
+    modules = set().union(*(v.modules for v in by_path.values())) if by_path else set()
     folders = {p.parent for p in tree.files}
+    for top in scanned_dirs:
+        for f in list(folders):
+            if isinstance(f, Path):
+                folders |= {a for a in f.parents if a == top or top in a.parents}
     for folder in sorted(folders, key=str):
-        for found in folder_code(folder, imported, by_path):
+        for found in folder_code(folder, imported, by_path, modules):
             if found.shadows:
                 _shadowing(found, folder, by_path, root)
             elif found.installed:
@@ -275,7 +288,7 @@ def _shadowing(
     """A shadowing module's files, and the pickles of its folder that import it: unsafe."""
     entry = found.entry
     name = entry.name.split(".")[0] if entry.is_file() else entry.name
-    for f in package_files(entry) or [entry]:
+    for f in package_files(entry, modules_only=True) or [entry]:  # data files run nothing
         v = _verdict(by_path, f, root)
         _add(v, CODE, [f"{v.label}: {found.why}"])
     for v in by_path.values():

@@ -6,7 +6,12 @@ imports ``./omegaconf/`` if the folder holds one, and its code runs, allow-list 
 module file, a package (with or without ``__init__``) or a compiled module is *shadowing*
 (verdict ``unsafe``: a plain load runs it) when its name is that of a module the load imports
 (named by a pickle in the scan), of the standard library, of an installed distribution, or of
-the libraries checkpoints are loaded with. Every other importable entry is code all the same
+the libraries checkpoints are loaded with. A folder without ``__init__`` is a namespace portion,
+as Python's path finder reads it: a regular package or module of that name anywhere on
+``sys.path`` wins over it, and where none exists it runs only the module files an import names
+by their dotted path; so it shadows only when it holds a module file on the path of a module the
+pickles import (``mmengine/logging/history_buffer.py`` for ``mmengine.logging.history_buffer``),
+never by its name alone. Every other importable entry is code all the same
 (verdict ``code``): named after what a library tries to import at start-up
 (:mod:`.startup_imports`), it runs when that library is imported there; else it runs when
 anything imports it. A ``.pth`` file with a line ``site`` executes (:mod:`.site_pth`) is code
@@ -131,14 +136,59 @@ def installed_copy(entry: Location) -> str:
     return ""
 
 
+def _module_file(d: Location, name: str) -> Location | None:
+    """The file an import of submodule ``name`` runs from folder ``d``: ``name/__init__.*``,
+    ``name.py`` (or another module suffix), else None (a namespace folder or nothing)."""
+    try:
+        entries = list(d.iterdir())
+    except OSError:
+        return None
+    for p in entries:
+        if p.is_file() and module_name(p) == name:
+            return p
+        if p.is_dir() and p.name == name:
+            init = next(
+                (q for q in p.iterdir() if q.is_file() and module_name(q) == "__init__"), None
+            )
+            if init is not None:
+                return init
+    return None
+
+
+def namespace_runs(entry: Location, modules: set[str]) -> list[str]:
+    """The imported dotted names whose import would run a module file of the namespace folder
+    ``entry`` (where no regular package of its name is installed), each with that file."""
+    out = []
+    for module in sorted(modules):
+        parts = module.split(".")
+        if parts[0] != entry.name or len(parts) < 2:
+            continue
+        d: Location | None = entry
+        for part in parts[1:]:
+            if d is None:
+                break
+            found = _module_file(d, part)
+            if found is not None:
+                out.append(f"{module} ({found.name})")
+                break
+            sub = d / part
+            d = sub if sub.is_dir() else None
+    return out
+
+
 def folder_code(
-    folder: Path | Location, imported: set[str], scanned: Container[Any] = ()
+    folder: Path | Location,
+    imported: set[str],
+    scanned: Container[Any] = (),
+    modules: set[str] | None = None,
 ) -> list[FolderCode]:
     """Every entry of ``folder`` that Python imports or runs when found, with the sentence why.
 
     Args:
         imported: top-level module names the pickles of the scan import.
         scanned: the files of the scan: only their ``.pth`` files are read (each one whole).
+        modules: the full dotted names the pickles import (for namespace folders; without
+            them, ``imported`` names are taken as imported whole).
     """
     out: list[FolderCode] = []
     folder = as_location(folder)
@@ -163,14 +213,26 @@ def folder_code(
         if same:
             out.append(FolderCode(entry, False, f"{entry.name} is {same}", installed=True))
             continue
+        if entry.is_dir() and not _has_init(entry):
+            runs = namespace_runs(entry, modules if modules is not None else set())
+            if runs:
+                out.append(
+                    FolderCode(
+                        entry,
+                        True,
+                        f"{entry.name} is a folder without __init__ (a namespace package): where "
+                        f"no package {name} is installed, a Python started in {where} imports "
+                        f"{'; '.join(runs[:3])} from it when a pickle in the scan is loaded, "
+                        "and its code runs",
+                    )
+                )
+            continue  # a namespace folder runs nothing by its name alone
         if name in imported:
             why = f"a pickle in the scan imports {name}"
         elif name in _known_modules():
             why = f"{name} is a module of Python, of an installed package or of a loader"
-        elif entry.is_file() or _has_init(entry):  # a namespace package runs nothing itself
-            out.append(FolderCode(entry, False, _code_why(entry, name, what, where)))
-            continue
         else:
+            out.append(FolderCode(entry, False, _code_why(entry, name, what, where)))
             continue
         out.append(
             FolderCode(
