@@ -27,6 +27,12 @@ MAKERS = (
     "realworld_lightning",
     "realworld_torch",
     "realworld_optim",
+    "realworld_timm",
+    "realworld_fvcore",
+    "realworld_swa",
+    "realworld_litgpt",
+    "realworld_tiedlm",
+    "realworld_profiles",
 )
 
 
