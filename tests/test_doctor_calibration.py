@@ -27,6 +27,12 @@ MAKERS = (
     "realworld_lightning",
     "realworld_torch",
     "realworld_optim",
+    "realworld_timm",
+    "realworld_fvcore",
+    "realworld_swa",
+    "realworld_litgpt",
+    "realworld_tiedlm",
+    "realworld_profiles",
 )
 
 
@@ -126,3 +132,25 @@ def test_pointer_names(tmp_path):
     for name in ("epoch=0-step=8.ckpt", "step_16.pt", "blast.pt"):
         (tmp_path / name).write_bytes(b"x")
         assert not is_pointer(tmp_path / name), name
+
+
+@pytest.mark.parametrize(
+    ("maker", "case_id", "quoted"),
+    [
+        ("realworld_timm", "timm_resnet_no_resume_opt", "no_resume_opt=True"),
+        ("realworld_swa", "swa_optimizer_not_restored", "n_averaged is 18"),
+        ("realworld_swa", "swa_main_scheduler_not_restored", "per-epoch schedulers"),
+        ("realworld_fvcore", "fvcore_optimizer_not_restored", "the optimizer step 4 is behind"),
+    ],
+)
+def test_b_own_finding_is_the_evidence(real_checkpoints, maker, case_id, quoted):
+    """Where the counters of A and B alone cannot show the restart (a run position in epochs,
+    none at all, or an index the rate misreads), the finding B's own parts give names the
+    cause and is quoted as its evidence."""
+    root, manifest = real_checkpoints(maker)
+    cases = manifest["cases"]
+    case = cases[case_id]
+    report = resume_doctor(root / cases[case["resume_of"]]["path"], root / case["path"])
+    top = report.causes[0]
+    assert top.cause == case["expect"], report.format_text()
+    assert any(quoted in e for e in top.evidence), top.evidence

@@ -514,30 +514,47 @@ LEFT_BEHIND = (("schedul", "scheduler_not_restored"), ("optim", "optimizer_momen
 STRONG = ("bundle.step_mismatch", "bundle.epoch_mismatch")
 
 
-def _part_findings(a: Side, b: Side) -> list[tuple[str, str, str]]:
-    """(side, rule, message) of each disagreement between a state's own parts."""
+PartFinding = tuple[str, str, str, str | None]  # side, rule, message, the cause it names
+
+# the findings a writer's profile makes from what the run itself recorded (writer_facts): each
+# says outright which part the resume left fresh, so its rule names the cause
+WRITER_FACT_CAUSE = {
+    "bundle.optimizer_step": "optimizer_moments_reset",
+    "bundle.scheduler_step": "scheduler_not_restored",
+}
+
+
+def _part_findings(a: Side, b: Side) -> list[PartFinding]:
+    """(side, rule, message, cause) of each disagreement between a state's own parts; cause
+    is the one the finding names (the part whose counter lags, or the part the writer's
+    recorded facts say the resume left fresh), None where it names none."""
+    from ..validate import writer_facts
     from ..validate.bundle import check_bundle
     from ..validate.counters import weigh
 
-    out = []
+    out: list[PartFinding] = []
     for side, name in ((a, "A"), (b, "B")):
         if side.view.kind != "training_state":
             continue
         for f in check_bundle(side.view.path, side.parts):
             if f.rule in STRONG:
-                out.append((name, f.rule, f.message))
+                out.append((name, f.rule, f.message, _left_behind(f.rule, f.message)))
         pairs = pair_schedulers(side.parts.optimizers, side.parts.schedulers)
         claims = position_claims(side.view.path, side.parts)
         for f in weigh(side.parts, claims, pairs):
             if f.severity != "info":
-                out.append((name, f.rule, f.message))
+                out.append((name, f.rule, f.message, _left_behind(f.rule, f.message)))
+        for f in writer_facts.check(side.parts):
+            if f.severity != "info":
+                out.append((name, f.rule, f.message, WRITER_FACT_CAUSE.get(f.rule)))
     return out
 
 
 def _left_behind(rule: str, message: str) -> str | None:
-    """The cause a B-only step disagreement names: the part whose counter is behind."""
+    """The cause a step disagreement names: the part whose counter is behind."""
     import re
 
+    behind: str | None = None
     if rule == "bundle.step_mismatch":  # "... a (...) = 4, b (...) = 2"
         claims = re.findall(r"([^,:]+?) = (\d+(?:\.\d+)?)", message)
         if len(claims) < 2:
@@ -548,7 +565,22 @@ def _left_behind(rule: str, message: str) -> str | None:
         if found is None:
             return None
         behind = "scheduler" if int(found[1]) < int(found[2]) else "optimizer"
-    else:
+    elif rule == "bundle.optimizer_step":
+        # counters.py: "the optimizer step N is behind: ...", "... are both behind ...",
+        # "the optimizer step is N but the run position M (...)" (with the scheduler agreeing
+        # or absent): the optimizer lags when N < M; both lagging, the optimizer is the one
+        # whose restart makes the loss jump (the scheduler is said in the same message)
+        if re.search(r"the optimizer step [\d.]+ is behind|are both behind", message):
+            behind = "optimizer"
+        else:
+            found = re.search(r"optimizer step is ([\d.]+) but the run position (\d+)", message)
+            if found is not None and float(found[1]) < float(found[2]):
+                behind = "optimizer"
+    elif rule == "bundle.scheduler_step":  # "<scheduler> last_epoch N but the run position M"
+        found = re.search(r" (\d+)\S* but the run position (\d+)", message)
+        if found is not None and int(found[1]) < int(found[2]):
+            behind = "scheduler"
+    if behind is None:
         return None
     return next((cause for word, cause in LEFT_BEHIND if word in behind), None)
 
@@ -570,27 +602,27 @@ def _from_parts(cause: str) -> Cause:
     return Cause(cause, title, 0.8, (), hint)
 
 
-def _with_part_steps(causes: list[Cause], found: list[tuple[str, str, str]]) -> list[Cause]:
+def _with_part_steps(causes: list[Cause], found: list[PartFinding]) -> list[Cause]:
     """``causes`` with the parts' disagreements: one a cause explains is added to that cause
     as its symptom in B; the rest make the cause "the parts record different steps"."""
     named = {c.cause: c for c in causes}
     symptoms: dict[str, list[str]] = {}
     rest: list[str] = []
     strong = False
-    in_a = {rule for side, rule, _ in found if side == "A"}
-    b_rules = {f"{side}: {message}": rule for side, rule, message in found}
+    in_a = {rule for side, rule, _, _ in found if side == "A"}
+    b_rules = {f"{side}: {message}": rule for side, rule, message, _ in found}
 
     def rule_in_a(entry: str) -> bool:
         return b_rules.get(entry) in in_a
 
     ranked = sorted(named.values(), key=lambda c: -c.score)
-    for side, rule, message in found:
+    for side, rule, message, names in found:
         owner = next(
             (c.cause for c in ranked if side == "B" and rule in SYMPTOM_OF.get(c.cause, ())),
             None,
         )
         if owner is None and side == "B" and rule not in in_a:
-            owner = _left_behind(rule, message)
+            owner = names
             if owner is not None and owner not in named:
                 named[owner] = _from_parts(owner)
                 causes = [*causes, named[owner]]
