@@ -115,7 +115,7 @@ def build(corpora: list[tuple[Path, dict[str, Any]]]) -> str:
             elif not st.state_shows:  # one state cannot show it: validate must say so
                 s["faults"] += 1
                 s["found"] += any(f.rule == UNDECIDABLE for f in st.findings)
-            elif st.shape_visible:
+            elif st.shape_visible and not st.pair_only:
                 s["faults"] += 1
                 s["found"] += bool(st.fault_found)
             if st.shape_visible:
@@ -136,6 +136,8 @@ def build(corpora: list[tuple[Path, dict[str, Any]]]) -> str:
             found = "crash" if st.crash else ("–" if st.fault_found is None else st.fault_found)
             if st.expect != "clean" and not st.shape_visible:
                 found = "n/a (same-shape swap)"
+            elif st.pair_only:
+                found = "n/a (pair only)"
             elif st.expect != "clean" and not st.state_shows:
                 said = any(f.rule == UNDECIDABLE for f in st.findings)
                 found = "said undecidable (no step counter)" if said else "False"
@@ -212,7 +214,10 @@ def build(corpora: list[tuple[Path, dict[str, Any]]]) -> str:
         "WRONG; planted faults found by validate; planted cause ranked first by the doctor; the "
         "highest cause score on correct resumes (a false cause when >= 0.5). Same-shape param "
         "swaps (`shape_visible: false`) are left out of the name and validate columns: their "
-        "files cannot show the fault; the doctor column includes them.",
+        "files cannot show the fault; the doctor column includes them. So are causes only a "
+        "pair can show (resumed from another run, RNG not restored, resumed from a stale "
+        "pointer: the state saved after such a resume is a normal state): validate is not "
+        "scored on them, the doctor is.",
         "",
         *_table(
             [

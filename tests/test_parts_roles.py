@@ -312,8 +312,11 @@ def test_one_file_training_state_validates(one_file: tuple[Path, dict[str, Any]]
 def test_one_file_without_scheduler(tmp_path: Path) -> None:
     torch.save(_one_file_state(scheduler=False), tmp_path / "ckpt.pt")
     report = validate_checkpoint(tmp_path / "ckpt.pt", numeric=False)
-    # the optimizer groups carry initial_lr: a scheduler ran but was not saved
-    assert fired(report, "bundle.missing_scheduler", severity="warning")
+    # the optimizer groups carry initial_lr: a scheduler ran but was not saved; a nanoGPT-style
+    # loop saves one only where its author wrote it (its own LR is computed from iter_num), so
+    # whether this loop rebuilds it cannot be told from the file: said, not warned
+    (f,) = fired(report, "bundle.missing_scheduler", severity="info")
+    assert "initial_lr" in f.message and "cannot tell" in f.message
 
 
 def test_one_file_step_disagreeing_with_optimizer(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ CLEAN = [
 FAULTS = {
     "hf_resume_scheduler_lost": "bundle.optimizer_step",
     "hf_optimizer_from_other_save": "bundle.optimizer_step",
-    "mmengine_resume_no_scheduler": "bundle.step_mismatch",
+    "mmengine_resume_no_scheduler": "bundle.scheduler_step",
     "mmengine_resume_no_optimizer": "bundle.optimizer_step",
     "mmengine_stale_pointer": "bundle.stale_pointer",
     "lightning_stale_last": "bundle.stale_copy",

@@ -43,7 +43,7 @@ def evidence_of(view: CheckpointView) -> Evidence:
     path = view.path
     values: dict[str, Any] = dict(view.values)
     keys = set(view.parts)
-    for name in list(values) + [r.name for r in view.tensors]:
+    for name in [*values, *view.tensors.column("name")]:  # names only: no record is made
         first = _first(name)
         if first:
             keys.add(first)

@@ -537,7 +537,7 @@ def _part_findings(a: Side, b: Side) -> list[PartFinding]:
         if side.view.kind != "training_state":
             continue
         for f in check_bundle(side.view.path, side.parts):
-            if f.rule in STRONG:
+            if f.rule in STRONG or f.rule == "bundle.scheduler_step":  # (a writer's own key)
                 out.append((name, f.rule, f.message, _left_behind(f.rule, f.message)))
         pairs = pair_schedulers(side.parts.optimizers, side.parts.schedulers)
         claims = position_claims(side.view.path, side.parts)

@@ -208,17 +208,18 @@ def _missing_scheduler(parts: Components, used: bool, only_model: bool) -> Findi
             "The scheduler state was lost or never registered with the writer: a resume "
             "rebuilds the scheduler and restarts its warm-up/decay. " + profile.notes,
         )
-    cannot_tell = used and not profile.known and not only_model
+    cannot_tell = used and not only_model and profile.scheduler != "never"
+    why = (
+        f"the {profile.title} saves one only where the loop does"
+        if profile.known
+        else "no writer profile matches"
+    )
     return Finding(
         "bundle.missing_scheduler",
         "info",
         "no LR scheduler state is saved"
         + used_text
-        + (
-            ": cannot tell whether the writer saves one (no writer profile matches)"
-            if cannot_tell
-            else ""
-        ),
+        + (f": cannot tell whether this loop rebuilds it ({why})" if cannot_tell else ""),
         "A rebuilt scheduler restarts its warm-up/decay unless the training code rebuilds it "
         "at the run position; save lr_scheduler with the checkpoint.",
     )
@@ -292,7 +293,10 @@ def check_bundle(path: Path | Location, parts: Components) -> list[Finding]:
             )
         )
     claims = position_claims(path, parts)
-    if len(set(claims.values())) > 1:
+    behind = _scheduler_behind_position(claims)
+    if behind is not None:
+        out.append(behind)
+    elif len(set(claims.values())) > 1:
         shown = ", ".join(f"{k} = {v}" for k, v in claims.items())
         out.append(
             Finding(
@@ -306,6 +310,28 @@ def check_bundle(path: Path | Location, parts: Components) -> list[Finding]:
     out += _epoch(path, parts)
     out += _stale_pointers(path, parts)
     return out
+
+
+def _scheduler_behind_position(claims: dict[str, int]) -> Finding | None:
+    """The one scheduler counter among the run-position claims (mmengine's
+    ``param_schedulers.N._global_step``) behind every other claim, which agree: the scheduler
+    was not restored at the resume (it counted only the steps since), named as such."""
+    sched = [k for k in claims if "scheduler" in k.lower()]
+    others = {k: v for k, v in claims.items() if k not in sched}
+    if len(sched) != 1 or not others or len(set(others.values())) != 1:
+        return None
+    position = next(iter(others.values()))
+    if claims[sched[0]] >= position:
+        return None
+    shown = ", ".join(others)
+    return Finding(
+        "bundle.scheduler_step",
+        "warning",
+        f"the scheduler's counter {sched[0]} is {claims[sched[0]]} but the run position "
+        f"{position} ({shown})",
+        "The scheduler was not restored on resume (it counts only the steps since): load the "
+        "scheduler state before training continues.",
+    )
 
 
 POINTER_BYTES = 4096  # a pointer file names one path
