@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, REPO, free_port
+from conftest import CHROMIUM, REPO, free_port
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -189,13 +189,15 @@ def output_text(page: Any) -> str:
     return str(page.evaluate(OUTPUT_TEXT))
 
 
-def test_jupyterlab_shows_every_view_offline(tmp_path: Path, real_checkpoints: Any) -> None:
+def test_jupyterlab_shows_every_view_offline(
+    tmp_path: Path, real_checkpoints: Any, browser: Any
+) -> None:
     """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
-    Weight map's module tree included) with nothing fetched from outside 127.0.0.1."""
+    Weight map's module tree included) with nothing fetched from outside 127.0.0.1. (The
+    session's chromium: a second Playwright in the same thread is refused.)"""
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
 
     out, manifest = real_checkpoints("timeline")
     work = tmp_path / "work"
@@ -206,10 +208,9 @@ def test_jupyterlab_shows_every_view_offline(tmp_path: Path, real_checkpoints: A
     home.mkdir()
 
     offline, console, drawn, rows = Offline(), [], [], 0
-    with lab_server(work, home) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with lab_server(work, home) as url:
+        context = browser.new_context(viewport={"width": 1500, "height": 1100})
         try:
-            context = browser.new_context(viewport={"width": 1500, "height": 1100})
             context.route("**/*", offline)
             page = context.new_page()
             page.set_default_timeout(120_000)
@@ -239,7 +240,7 @@ def test_jupyterlab_shows_every_view_offline(tmp_path: Path, real_checkpoints: A
                 page.screenshot(path=str(shot))
         finally:
             (tmp_path / "console.log").write_text("\n".join(console))
-            browser.close()
+            context.close()
     problems = [m for m in console if "could not resolve type" in m]
     problems += [f"tab {d}" for d in drawn]
     if rows < 2:

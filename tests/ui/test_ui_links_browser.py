@@ -29,8 +29,8 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("links_browser")
     make_demo(root / "demo")
-    # the same state with its LR scheduler lost: the optimizer's groups carry initial_lr
-    shutil.copytree(root / A, root / "no_sched", ignore=shutil.ignore_patterns("lr_scheduler"))
+    # the same state with its optimizer lost: a warning about the state as a whole
+    shutil.copytree(root / A, root / "no_optim", ignore=shutil.ignore_patterns("optimizer"))
     return root
 
 
@@ -168,10 +168,10 @@ def assert_no_sideways_scroll(page: Any, scope: str) -> None:
 
 
 def test_findings_fit_the_page_and_say_where_they_lead(opened: Any) -> None:
-    """Validate a training state whose scheduler state was lost: the hint column lies
+    """Validate a training state whose optimizer state was lost: the hint column lies
     inside the findings table (the fix beside its finding), the Warning card's border is
     amber, and clicking a finding that names no tensor, or an index, says why."""
-    page = opened("?tab=Validate&ckpt=no_sched")
+    page = opened("?tab=Validate&ckpt=no_optim")
     page.get_by_role("button", name="Validate").click()
     page.locator("text=Findings (worst first)").first.wait_for()
     page.locator(".findings .tabulator-cell[tabulator-field='hint']").first.wait_for()

@@ -40,15 +40,20 @@ WRAP_CSS = """
 }
 .tabulator-cell[tabulator-field='file'] {font-size: 12px !important;}
 """
-# file names break at "/" only: each folder and the shard's name kept whole on its line
-# (a browser would also break after "-", as in model-00001)
+# file names break at "/" and, where the column is narrower than a shard's name, before its
+# suffix: each folder, the shard's stem and its suffix kept whole on their lines (a browser
+# would also break after "-", as in model-00001)
 JS_PATH_BREAKABLE = """function(cell) {
   const v = cell.getValue();
   if (v === null || v === undefined) return '';
   const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
   const parts = String(v).replace(/[&<>"']/g, (c) => map[c]).split('/');
-  return parts.map((p, i) => '<span style="white-space:nowrap">' + p
-    + (i < parts.length - 1 ? '/' : '') + '</span>').join('<wbr>');
+  const whole = (t) => '<span style="white-space:nowrap">' + t + '</span>';
+  return parts.map((p, i) => {
+    if (i < parts.length - 1) return whole(p + '/');
+    const dot = p.lastIndexOf('.');
+    return dot > 0 ? whole(p.slice(0, dot)) + '<wbr>' + whole(p.slice(dot)) : whole(p);
+  }).join('<wbr>');
 }"""
 BREAKABLE = {
     **dict.fromkeys(("name", "parameter"), JSCode(JS_BREAKABLE)),
