@@ -207,6 +207,7 @@ def test_a_folder_named_like_a_package_shadows_only_what_it_holds(tmp_path: Path
     out = {v.path.name: v for v in scan_paths([tmp_path]).verdicts}
     assert out["history_buffer.py"].verdict == "unsafe"
     assert "mmengine.logging.history_buffer" in " ".join(out["history_buffer.py"].reasons)
+    assert out["iter_4.pth"].verdict == "unsafe"  # loaded from tmp_path, it runs that file
 
 
 def test_transformers_folders_with_tokenizers_are_data(tmp_path: Path) -> None:

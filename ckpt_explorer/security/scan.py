@@ -285,19 +285,20 @@ def _folder_code(
 def _shadowing(
     found: FolderCode, folder: AnyPath, by_path: dict[AnyPath, FileVerdict], root: AnyPath | None
 ) -> None:
-    """A shadowing module's files, and the pickles of its folder that import it: unsafe."""
+    """A shadowing module's files, and the pickles in its folder or below it that import it
+    (a Python started in that folder loads them by relative path): unsafe."""
     entry = found.entry
     name = entry.name.split(".")[0] if entry.is_file() else entry.name
     for f in package_files(entry, modules_only=True) or [entry]:  # data files run nothing
         v = _verdict(by_path, f, root)
         _add(v, CODE, [f"{v.label}: {found.why}"])
     for v in by_path.values():
-        if v.path.parent == folder and name in v.imports:
+        if name in v.imports and folder in v.path.parents:
             _add(
                 v,
                 CODE,
                 [
-                    f"{v.label}: imports {name}, which {entry.name} in its folder "
+                    f"{v.label}: imports {name}, which {entry.name} in {folder.name or folder}/ "
                     "shadows: loading it from that folder runs that code"
                 ],
             )
