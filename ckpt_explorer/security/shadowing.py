@@ -137,8 +137,9 @@ def installed_copy(entry: Location) -> str:
 
 
 def _module_file(d: Location, name: str) -> Location | None:
-    """The file an import of submodule ``name`` runs from folder ``d``: ``name/__init__.*``,
-    ``name.py`` (or another module suffix), else None (a namespace folder or nothing)."""
+    """What an import of submodule ``name`` runs code from in folder ``d``: a module file
+    (``name.py`` or another module suffix) or a package (``name/`` with ``__init__``), else
+    None (a namespace folder or nothing)."""
     try:
         entries = list(d.iterdir())
     except OSError:
@@ -146,12 +147,8 @@ def _module_file(d: Location, name: str) -> Location | None:
     for p in entries:
         if p.is_file() and module_name(p) == name:
             return p
-        if p.is_dir() and p.name == name:
-            init = next(
-                (q for q in p.iterdir() if q.is_file() and module_name(q) == "__init__"), None
-            )
-            if init is not None:
-                return init
+        if p.is_dir() and p.name == name and _has_init(p):
+            return p
     return None
 
 
