@@ -104,7 +104,8 @@ def main() -> None:
     import gguf
 
     from ckpt_explorer.api import open_checkpoint
-    from ckpt_explorer.readers import gguf_file, safetensors_file
+    from ckpt_explorer.readers import safetensors_file
+    from ckpt_explorer.readers.gguf import file as gguf_file
 
     def ours() -> None:
         gguf_file._cached_header.cache_clear()

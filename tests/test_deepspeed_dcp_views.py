@@ -17,7 +17,7 @@ import pytest
 from ckpt_explorer import open_checkpoint
 from ckpt_explorer.errors import CkptExplorerError
 from ckpt_explorer.plain import to_plain
-from ckpt_explorer.readers.dcp_optim import state_records
+from ckpt_explorer.readers.dcp.optim import state_records
 from ckpt_explorer.validate.parts import collect
 from ckpt_explorer.view import CheckpointView
 

@@ -27,7 +27,7 @@ from ckpt_explorer import CkptExplorerError
 from ckpt_explorer.io.safetensors_header import parse_header
 from ckpt_explorer.io.torch_file import read_torch_bytes
 from ckpt_explorer.plain import to_plain
-from ckpt_explorer.readers.sharded_index import read_index_json
+from ckpt_explorer.readers.hf.sharded_index import read_index_json
 from ckpt_explorer.readers.tree import flatten
 
 EXAMPLES = int(os.environ.get("CKPT_FUZZ_EXAMPLES", "300"))

@@ -26,8 +26,8 @@ from _convert_helpers import snapshot
 from ckpt_explorer import diff_checkpoints, open_checkpoint, plan_conversion, run_conversion
 from ckpt_explorer.cli import main
 from ckpt_explorer.errors import CkptExplorerError
-from ckpt_explorer.readers.megatron_hf import hf_view, megatron_hf
-from ckpt_explorer.readers.megatron_hf_config import hf_spec
+from ckpt_explorer.readers.megatron.hf import hf_view, megatron_hf
+from ckpt_explorer.readers.megatron.hf_config import hf_spec
 from ckpt_explorer.types import Detection
 from ckpt_explorer.view import CheckpointView
 

@@ -303,7 +303,7 @@ def test_unknown_scheme_stays_a_local_path() -> None:
 def test_dcp_listing_moves_metadata_and_bytes_items_only(
     served: tuple[RangeServer, Path], real_checkpoints: Any, tiny_blocks: None
 ) -> None:
-    from ckpt_explorer.readers.dcp import read_metadata
+    from ckpt_explorer.readers.dcp.folder import read_metadata
 
     out, _ = real_checkpoints("dcp")
     server, root = served

@@ -1,4 +1,4 @@
-"""torchtune output folders (readers/torchtune*.py) on the real torchtune 0.6.1 runs of the
+"""torchtune output folders (readers/torchtune/folder*.py) on the real torchtune 0.6.1 runs of the
 realworld_tune corpus: the full and the LoRA single-device recipes with FullModelHFCheckpointer.
 
 The manifest holds the truth: per case the epoch folder the recipe state belongs to

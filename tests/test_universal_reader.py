@@ -1,4 +1,4 @@
-"""DeepSpeed universal checkpoints (readers/deepspeed_universal*.py, convert/universal.py) on
+"""DeepSpeed universal checkpoints (readers/deepspeed/universal*.py, convert/universal.py) on
 real ``ds_to_universal`` output.
 
 Two sources: the realworld_dsuniversal corpus (a tiny LM trained by DeepSpeed ZeRO-1/2 in bf16

@@ -23,7 +23,7 @@ ObjPath = tuple[str | int, ...]
 def dcp_layout(folder: PathLike) -> tuple[list[str], dict[str, ObjPath]]:
     """(FQNs in metadata order, FQN -> original object path) of a DCP folder, read safely."""
     folder = as_location(folder)
-    from ..readers.dcp import MAX_METADATA_BYTES, _fields
+    from ..readers.dcp.folder import MAX_METADATA_BYTES, _fields
 
     meta = folder / ".metadata"
     if meta.stat().st_size > MAX_METADATA_BYTES:

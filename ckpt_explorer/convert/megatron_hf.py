@@ -1,6 +1,6 @@
 """A Megatron training state as the source of ``--to hf``: its model as the HF model it is.
 
-The tensors and ``config.json`` come from :mod:`..readers.megatron_hf`. Split and transposed
+The tensors and ``config.json`` come from :mod:`..readers.megatron.hf`. Split and transposed
 tensors (q/k/v out of ``linear_qkv``, gate/up out of ``linear_fc1``, GPT-2's ``Conv1D``
 weights) have no byte range of their own. Their loader cuts them from the Megatron tensor, and
 verification compares the written tensor with that cut, made afresh from the source. The
@@ -12,7 +12,7 @@ each named.
 from __future__ import annotations
 
 from ..io.location import Location
-from ..readers.megatron_hf import megatron_hf
+from ..readers.megatron.hf import megatron_hf
 from ..view import CheckpointView
 from .fastpath import record_pieces
 from .plan import PlannedTensor, format_bytes
@@ -24,7 +24,7 @@ def megatron_hf_source(view: CheckpointView) -> SourceContent:
 
     Raises:
         CkptExplorerError: the model is not one ckpt_explorer converts to HF
-            (see :mod:`..readers.megatron_hf_config`).
+            (see :mod:`..readers.megatron.hf_config`).
     """
     hf = megatron_hf(view)
     model = view.parts["model"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..errors import CkptExplorerError
 from ..io.location import Location, as_location
 from ..natural import natural_if_string_ordered
-from ..readers.diffusers_config import WEIGHT_STEM, model_config
+from ..readers.hf.diffusers_config import WEIGHT_STEM, model_config
 from ..view import CheckpointView
 from .plan import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
 from .renames import unwrap_names

@@ -1,7 +1,7 @@
 """A GGUF export diffed against an HF model is compared as the HF model it was made from.
 
 When one side is a GGUF file and the other a model, the GGUF side is replaced by its HF view
-(:func:`..readers.gguf_hf.hf_view`: GGUF names mapped to HF names through the ``gguf``
+(:func:`..readers.gguf.hf.hf_view`: GGUF names mapped to HF names through the ``gguf``
 package's name map, the converter's Q/K permutation, expert stacking and norm offsets undone),
 so the engine compares each HF tensor with what the export holds for it. After the engine's
 figures, :func:`attach_budgets` gives every paired row what its storage type should cost and
@@ -10,7 +10,7 @@ a verdict (:mod:`.quant_budget`), and every unpaired row the reason.
 
 from __future__ import annotations
 
-from ..readers.gguf_hf import export_of, export_values, hf_view, is_gguf
+from ..readers.gguf.hf import export_of, export_values, hf_view, is_gguf
 from ..view import CheckpointView
 from .export_config import config_checks
 from .quant_budget import budget

@@ -4,15 +4,15 @@ Megatron fuses what HF keeps apart: ``linear_qkv`` holds q, k and v, and SwiGLU'
 ``linear_fc1`` holds gate and up. GPT-2's ``Conv1D`` also stores its weights transposed. Names
 alone cannot pair such tensors. When one side is a Megatron state and the other a model whose
 names are more the HF model's than Megatron's, the Megatron side is replaced by its HF view
-(:func:`..readers.megatron_hf.hf_view`). Each HF tensor is then compared with what the Megatron
+(:func:`..readers.megatron.hf.hf_view`). Each HF tensor is then compared with what the Megatron
 tensors convert to, under the HF name. When the Megatron model has no HF twin (see
-:mod:`..readers.megatron_hf_config`), both sides are diffed as they are.
+:mod:`..readers.megatron.hf_config`), both sides are diffed as they are.
 """
 
 from __future__ import annotations
 
 from ..errors import CkptExplorerError
-from ..readers.megatron_hf import hf_view, is_megatron
+from ..readers.megatron.hf import hf_view, is_megatron
 from ..view import CheckpointView
 from .align import strip_wrappers
 

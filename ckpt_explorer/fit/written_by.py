@@ -107,7 +107,7 @@ def _name_clues(names: list[str]) -> list[LayoutClue]:
 def _dcp_clue(root: Location) -> list[LayoutClue]:
     if not (root / ".metadata").is_file():
         return []
-    from ..readers.dcp import read_metadata
+    from ..readers.dcp.folder import read_metadata
 
     most, dims = 1, set()
     for item in read_metadata(root).state_dict_metadata.values():

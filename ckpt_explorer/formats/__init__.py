@@ -10,23 +10,17 @@ group it was registered in.
 
 from __future__ import annotations
 
-from ..readers import (
-    dcp,
-    deepspeed,
-    deepspeed_universal,
-    gguf_file,
-    hf_folder,
-    json_files,
-    litgpt,
-    megatron_dist,
-    megatron_legacy,
-    peft_adapter,
-    safetensors_file,
-    sharded_index,
-    torch_pickle,
-    torchtune,
-    torchtune_recipe,
-)
+from ..readers import json_files, litgpt, safetensors_file, torch_pickle
+from ..readers.dcp import folder as dcp
+from ..readers.deepspeed import folder as deepspeed
+from ..readers.deepspeed import universal as deepspeed_universal
+from ..readers.gguf import file as gguf_file
+from ..readers.hf import folder as hf_folder
+from ..readers.hf import peft_adapter, sharded_index
+from ..readers.megatron import dist as megatron_dist
+from ..readers.megatron import legacy as megatron_legacy
+from ..readers.torchtune import folder as torchtune
+from ..readers.torchtune import recipe as torchtune_recipe
 from . import precedence, torchtune_output, training_state
 from .detect import detect
 from .registry import FormatSpec, register, spec_for, specs

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ..errors import CkptExplorerError, FormatDetectionError
 from ..io.location import Location, PathLike, as_location
 from ..io.numpy_files import NPY_MAGIC, describe_npy
-from ..readers.diffusers_config import pipeline_summary
+from ..readers.hf.diffusers_config import pipeline_summary
 from ..types import Detection
 from .registry import FormatSpec, specs
 

@@ -15,7 +15,9 @@ could claim it is decided here, over the readers' results:
 from __future__ import annotations
 
 from ..io.location import Location
-from ..readers import deepspeed, deepspeed_universal, peft_adapter
+from ..readers.deepspeed import folder as deepspeed
+from ..readers.deepspeed import universal as deepspeed_universal
+from ..readers.hf import peft_adapter
 from ..types import Detection
 from . import training_state
 

@@ -1,9 +1,9 @@
 """torchtune output folders and recipe states, composed from the epoch's model and adapter
-views and the recipe state's parts (see ``readers/torchtune.py``, ``readers/torchtune_recipe.py``).
+views and the recipe state's parts (see ``readers/torchtune/folder.py``, ``readers/torchtune/recipe.py``).
 
 The epoch's weights are opened by the HF entries of the registry (sharded index, one file); the
 recipe state's optimizer ids are named in torchtune's parameter order, which the epoch's model
-and adapters give (``readers/torchtune_names.py``).
+and adapters give (``readers/torchtune/names.py``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 
 from ..errors import CorruptCheckpointError
 from ..io.location import Location
-from ..readers import peft_adapter, torch_pickle
+from ..readers import torch_pickle
+from ..readers.hf import peft_adapter
 from ..readers.one_file import RUN_PART
 from ..readers.param_alignment import ParamOrder
-from ..readers.torchtune import (
+from ..readers.torchtune.folder import (
     ADAPTER_PT,
     CONFIG_FILE,
     choose_epoch,
@@ -26,8 +27,8 @@ from ..readers.torchtune import (
     recipe_path,
     ties_embeddings,
 )
-from ..readers.torchtune_names import name_optimizer, torchtune_order
-from ..readers.torchtune_recipe import (
+from ..readers.torchtune.names import name_optimizer, torchtune_order
+from ..readers.torchtune.recipe import (
     EPOCHS_KEY,
     FAMILY,
     OPT_KEY,

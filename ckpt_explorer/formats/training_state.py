@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from ..errors import CkptExplorerError
 from ..io.location import Location
-from ..readers import bundle, deepspeed, peft_adapter
-from ..readers.sharded_index import TMP_DIR
+from ..readers import bundle
+from ..readers.deepspeed import folder as deepspeed
+from ..readers.hf import peft_adapter
+from ..readers.hf.sharded_index import TMP_DIR
 from ..types import Detection
 from ..view import CheckpointView
 from .registry import FormatSpec, spec_for, specs

@@ -31,7 +31,7 @@ def load(p: Path, target: str, layout: Layout) -> list[Verdict]:
                 True,
             )
         ]
-    from ..readers.dcp import read_metadata
+    from ..readers.dcp.folder import read_metadata
 
     try:
         files = sorted({s.relative_path for s in read_metadata(p).storage_data.values()})

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import CkptExplorerError
 from ..io.dist_version import installed_version
 from ..io.location import Location, as_location
-from ..readers.sharded_index import read_index_json
+from ..readers.hf.sharded_index import read_index_json
 
 COLOSSAL_INDEX_GLOB = "*.index.*json"  # colossalai has_index_file: Path.glob, non-recursive
 INDEX_FILE = re.compile(r"(.*?).index((\..*)?).json")  # colossalai's own (unescaped) pattern

@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from ..readers.diffusers_config import model_config
+from ..readers.hf.diffusers_config import model_config
 from .files import Listing, index_doc, is_safetensors, refused_global, weight_files
 from .model import Layout, Verdict
 

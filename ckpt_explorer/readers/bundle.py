@@ -26,11 +26,11 @@ from typing import Any
 from ..io.location import Location
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
-from . import diffusers_config
-from .deepspeed import SAVE_DIR_FILES
-from .hf_folder import WEIGHT_FILES
-from .peft_adapter import ADAPTER_FILES
-from .sharded_index import find_index, load_index
+from .deepspeed.folder import SAVE_DIR_FILES
+from .hf import diffusers_config
+from .hf.folder import WEIGHT_FILES
+from .hf.peft_adapter import ADAPTER_FILES
+from .hf.sharded_index import find_index, load_index
 
 FAMILY = "training-state"
 STATE_KINDS = {"model", "optimizer", "scheduler", "rng", "running_state", "adapter", "args"}

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..types import TensorRecord
 from ..view import CheckpointView
-from .dcp_optim import groups_from_settings
+from .dcp.optim import groups_from_settings
 
 GROUP_PARAMS = re.compile(r"^(.*?)param_groups\.(\d+)\.params$")
 

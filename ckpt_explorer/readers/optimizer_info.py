@@ -20,7 +20,7 @@ from typing import Any
 
 from ..io.raw_values import record_scalar
 from ..types import OptimizerInfo, TensorRecord
-from .dcp_optim import fqn_optimizer_info
+from .dcp.optim import fqn_optimizer_info
 
 NAME_SOURCE = "parameter names recorded as the optimizer's state keys"
 

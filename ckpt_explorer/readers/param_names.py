@@ -17,7 +17,7 @@ from dataclasses import replace
 from ..io.location import Location
 from ..types import OptimizerInfo, ParamName, TensorRecord
 from ..view import CheckpointView
-from . import diffusers_config
+from .hf import diffusers_config
 from .optimizer_info import keeps_parameter_order, split_state_name
 from .param_alignment import ParamOrder, Shape, align
 from .part_pairing import paired

@@ -27,7 +27,7 @@ from ..types import (
     TensorRecord,
 )
 from ..view import CheckpointView
-from .dcp_optim import groups_from_settings
+from .dcp.optim import groups_from_settings
 from .fqn_state import fqn_optimizers, ids_for_groups
 from .one_file import part_prefix
 from .roles import RUN_KEYS, has_rng_state, is_rng_tensor

@@ -240,7 +240,7 @@ def open_torch(path: Location, detection: Detection) -> CheckpointView:
     if detection.kind == "optimizer":
         optimizer = optimizer_info_from_tree(records, values)
     if detection.traits.flat_optimizer:  # DeepSpeed ZeRO: flat partitions per group
-        from .deepspeed_parts import flat_optimizer_info
+        from .deepspeed.parts import flat_optimizer_info
 
         optimizer = flat_optimizer_info(CheckpointView(path, detection, (), tuple(records), values))
     parts = {}

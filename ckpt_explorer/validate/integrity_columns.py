@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import CkptExplorerError
 from ..io.location import Location
-from ..readers.sharded_index import read_index_json
+from ..readers.hf.sharded_index import read_index_json
 from ..record_table import RecordTable, record_column
 from ..types import TensorRecord
 

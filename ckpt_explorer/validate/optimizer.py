@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from ..readers.dcp_optim import ORPHAN
+from ..readers.dcp.optim import ORPHAN
 from .findings import Finding
 from .numeric import TensorStats
 from .parts import ModelPart, OptimizerPart, model_tensors_by_suffix, parameter_records

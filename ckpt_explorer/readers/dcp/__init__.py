@@ -1,0 +1,1 @@
+"""torch.distributed.checkpoint folders: metadata, storage reads and the optimizer inside."""

@@ -1,0 +1,1 @@
+"""DeepSpeed checkpoints: tag folders, their parts, ZeRO partitions and universal checkpoints."""

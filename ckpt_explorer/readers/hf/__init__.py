@@ -1,0 +1,1 @@
+"""Hugging Face folder layouts: unsharded weights, sharded indexes, PEFT adapters, diffusers configs."""

@@ -1,0 +1,1 @@
+"""torchtune output folders: weights, recipe state and torchtune's parameter names."""
