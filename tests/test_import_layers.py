@@ -2,8 +2,9 @@
 imports only the layers below it (the table in ARCHITECTURE.md).
 
 Every module of ``ckpt_explorer/`` is parsed with ``ast``. An import counts wherever it is
-written (a lazy import inside a function is a dependency too), except inside an
-``if TYPE_CHECKING:`` block (annotations only). In a module that calls
+written (a lazy import inside a function is a dependency too); one inside an
+``if TYPE_CHECKING:`` block (annotations only) is no dependency for the layer table, but it
+closes a module cycle like any other (no cycle at all, even one only annotations make). In a module that calls
 ``importlib.import_module``, a string that names a module of the package counts as an import of
 it. A ``python -m`` target run in a child process
 is no import.
@@ -102,6 +103,7 @@ class Import:
     source: str  # importing module, e.g. "readers.bundle" ("" for the package itself)
     target: str  # imported module
     where: str  # file:line
+    typing_only: bool = False  # written under ``if TYPE_CHECKING:`` (annotations only)
 
     def __str__(self) -> str:
         return f"{self.where}: {self.source or PACKAGE} imports {self.target or PACKAGE}"
@@ -128,13 +130,14 @@ def _is_type_checking(node: ast.AST) -> bool:
     )
 
 
-def _nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every node, but those under an ``if TYPE_CHECKING:`` body (its ``else`` counts)."""
+def _nodes(tree: ast.AST, typing: bool = False) -> list[ast.AST]:
+    """Every node, but those under an ``if TYPE_CHECKING:`` body (its ``else`` counts);
+    ``typing``: those too."""
     out, todo = [], [tree]
     while todo:
         node = todo.pop()
         out.append(node)
-        if _is_type_checking(node):
+        if _is_type_checking(node) and not typing:
             assert isinstance(node, ast.If)
             todo += node.orelse
         else:
@@ -192,16 +195,21 @@ def _imports() -> list[Import]:
         rel = path.relative_to(ROOT.parent).as_posix()
         nodes = _nodes(tree)
         by_name = _imports_by_name(nodes)
-        for node in nodes:
+        counted = set(map(id, nodes))
+        for node in _nodes(tree, typing=True):
             for target in _targets(module, node, by_name):
                 if target == module:
                     continue
+                typing_only = id(node) not in counted
                 for t in _with_packages(module, target):
-                    out[Import(module, t, f"{rel}:{getattr(node, 'lineno', 0)}")] = None
+                    where = f"{rel}:{getattr(node, 'lineno', 0)}"
+                    out[Import(module, t, where, typing_only)] = None
     return list(out)
 
 
-IMPORTS = _imports()
+ALL_IMPORTS = _imports()
+# the dependencies the layer table judges: annotation-only imports left out
+IMPORTS = [i for i in ALL_IMPORTS if not i.typing_only]
 
 
 def layer(module: str) -> str:
@@ -261,7 +269,7 @@ def _explain(groups: list[list[str]], key: Callable[[str], str]) -> str:
         members = set(group)
         lines.append(f"cycle through {', '.join(m or PACKAGE for m in group)}:")
         pairs: dict[tuple[str, str], list[Import]] = defaultdict(list)
-        for i in IMPORTS:
+        for i in ALL_IMPORTS:
             a, b = key(i.source), key(i.target)
             if a != b and a in members and b in members:
                 pairs[a, b].append(i)
@@ -294,6 +302,8 @@ def test_the_parser_counts_lazy_imports_and_skips_type_checking_blocks() -> None
     ]
     assert _with_packages("readers.bundle", "formats.registry") == ["formats", "formats.registry"]
     assert _with_packages("readers.bundle", "readers.roles") == ["readers.roles"]
+    typed = [t for node in _nodes(snippet, typing=True) for t in _targets("readers.bundle", node)]
+    assert sorted(set(typed) - set(found)) == ["api"]
     by_name = [t for node in _nodes(snippet) for t in _targets("readers.bundle", node, True)]
     assert "cli" in by_name
     # the real graph: formats composes the readers; the dashboard imports the engines itself
@@ -315,8 +325,10 @@ def test_the_table_is_a_layering() -> None:
 
 
 def test_no_module_cycle() -> None:
+    """Annotation-only imports count here: a cycle they close is still two modules that cannot
+    be understood one without the other."""
     edges: dict[str, set[str]] = defaultdict(set)
-    for i in IMPORTS:
+    for i in ALL_IMPORTS:
         edges[i.source].add(i.target)
     groups = _cycles(edges)
     assert not groups, "import cycles between modules:\n" + _explain(groups, str)

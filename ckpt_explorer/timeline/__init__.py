@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .build import build_timeline
     from .cache import SummaryCache, default_cache_dir
-    from .model import Anomaly, CheckpointSummary, PairSummary, TensorFacts, Timeline
+    from .model import Anomaly, CheckpointSummary, PairSummary, TensorFacts
+    from .result import Timeline
 
 # Each name is imported on first use: the CLI imports .command to build its parser, and
 # .build pulls in the diff engine, which no other command needs.
@@ -29,7 +30,7 @@ _HOME = {
     "PairSummary": ".model",
     "SummaryCache": ".cache",
     "TensorFacts": ".model",
-    "Timeline": ".model",
+    "Timeline": ".result",
     "build_timeline": ".build",
     "default_cache_dir": ".cache",
 }

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..contracts import Cancel, Progress, ProgressFn, is_cancelled
 from ..errors import CkptExplorerError
 from .discover import Candidate, discover
-from .model import Timeline
+from .result import Timeline
 
 if TYPE_CHECKING:
     import torch

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .model import Anomaly, CheckpointSummary, PairSummary, Timeline
+from .model import Anomaly, CheckpointSummary, PairSummary
+from .result import Timeline
 
 
 def _num(x: float | int | None) -> str:

@@ -173,7 +173,7 @@ def _openable(t: Any, path: str) -> str:
 
 def summary_line(t: Any) -> str:
     """``6 checkpoints, 5 pairs, 3 anomalies (2 errors); 6 summaries from the cache``."""
-    from ..timeline.model import Timeline
+    from ..timeline.result import Timeline
 
     assert isinstance(t, Timeline)
     n_err = sum(a.severity == "error" for a in t.anomalies)

@@ -24,14 +24,14 @@ The view's parts (see :mod:`.common` for scheduler / running_state / args):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ...errors import CorruptCheckpointError
 from ...io.location import Location
-from ...types import Detection, FileInfo, TensorRecord, shape_numel
+from ...types import Detection, FileInfo, TensorRecord
 from ...view import CheckpointView, prefixed
-from ..dcp.folder import BytesMeta, DcpMetadata, StorageInfo, TensorMeta, bytes_items, read_metadata
+from ..dcp.folder import read_metadata
 from ..roles import rng_entries
 from ..torch_pickle import torch_structure
 from ..tree import flatten
@@ -45,8 +45,8 @@ from .common import (
     state_parts,
     tracked_folder,
 )
+from .dist_folder import DistFolder, ModelParam
 from .names import expand_layers, is_local_spec, layer_count, layer_name, stacked_key
-from .slices import MetadataCache, region_loader, whole_loader
 
 FAMILY = "megatron-dist"
 BACKEND = "torch_dist"
@@ -107,79 +107,6 @@ def probe(path: Location) -> Detection | None:
     iteration = common.get("iteration", iteration_of(folder))
     detail = f"megatron-core dist_checkpointing (torch_dist), iteration {iteration}"
     return Detection(str(path), FAMILY, kind, tuple(evidence), detail)
-
-
-@dataclass(frozen=True)
-class ModelParam:
-    """A parameter of the model part: its name, the saved key and its layer (stacked keys)."""
-
-    name: str
-    key: str
-    layer: int | None
-    shape: tuple[int, ...]
-    dtype: str
-
-
-class DistFolder:
-    """An opened iteration folder: metadata, storage lookups and the loaders' cache."""
-
-    def __init__(self, folder: Location) -> None:
-        self.folder = folder
-        self.meta: DcpMetadata = read_metadata(folder)
-        self.cache = MetadataCache(self.meta)
-        self.chunks: dict[str, list[tuple[tuple[int, ...], StorageInfo]]] = {}
-        for index, info in self.meta.storage_data.items():
-            self.chunks.setdefault(index.fqn, []).append((index.offset or (), info))
-        self._objects: dict[str, Any] | None = None
-
-    def tensors(self) -> dict[str, TensorMeta]:
-        return {k: v for k, v in self.meta.state_dict_metadata.items() if isinstance(v, TensorMeta)}
-
-    def objects(self) -> list[str]:
-        return [k for k, v in self.meta.state_dict_metadata.items() if isinstance(v, BytesMeta)]
-
-    def first_chunk(self, fqn: str, layer: int | None = None) -> StorageInfo | None:
-        entries = self.chunks.get(fqn, [])
-        if layer is not None:
-            entries = [e for e in entries if e[0] and e[0][0] == layer]
-        return min(entries, key=lambda e: e[0])[1] if entries else None
-
-    def object_value(self, fqn: str) -> Any:
-        if self._objects is None:  # every object's blob at the first ask, in one batch
-            names = self.objects()
-            found = bytes_items(self.folder, [self.first_chunk(n) for n in names])
-            self._objects = dict(zip(names, found, strict=True))
-        value = (
-            self._objects[fqn]
-            if fqn in self._objects
-            else bytes_items(self.folder, [self.first_chunk(fqn)])[0]
-        )
-        while isinstance(value, list) and len(value) == 1:  # ShardedObject data, one level down
-            value = value[0]
-        return value
-
-    def record(
-        self, name: str, fqn: str, meta: TensorMeta, layer: int | None = None
-    ) -> TensorRecord:
-        """A record of ``fqn`` (of its layer ``layer`` when stacked), loading only that box."""
-        dtype = meta.properties.dtype
-        size = tuple(meta.size)
-        info = self.first_chunk(fqn, layer)
-        if layer is None:
-            shape, loader = size, whole_loader(self.folder, self.cache, fqn, size)
-        else:
-            shape = size[1:]
-            offsets = (layer,) + (0,) * len(shape)
-            loader = region_loader(self.folder, self.cache, fqn, offsets, (1, *shape), 1)
-        return TensorRecord(
-            name=name,
-            dtype=dtype.name,
-            shape=shape,
-            nbytes=shape_numel(shape) * dtype.itemsize,
-            file=info.relative_path if info else "",
-            offset=info.offset if info else None,
-            loader=loader,
-        )
 
 
 def _object_name(fqn: str, layers: int | None, local: bool) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...io.location import Location
 from ...io.raw_values import record_scalar
@@ -36,11 +36,8 @@ from ...types import Detection, OptimizerInfo, ParamName, TensorRecord
 from ...view import CheckpointView
 from ..torch_pickle import records_and_values
 from .common import files_of
+from .dist_folder import DistFolder, ModelParam
 from .ids import Numbering, Param, file_order_agrees, number_ids
-
-if TYPE_CHECKING:
-    from .dist import DistFolder, ModelParam
-
 
 FAMILY = "megatron-dist"
 OPTIM_KEY = re.compile(r"^(?:chained_\d+\.)?optimizer\.")
