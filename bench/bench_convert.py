@@ -175,7 +175,13 @@ def case(name: str) -> dict[str, Any]:
         import torch.distributed.checkpoint
 
         from ckpt_explorer import plan_conversion, run_conversion
-        from ckpt_explorer.convert import jobs, planner, sources, verify, writers  # noqa: F401
+        from ckpt_explorer.convert import (  # noqa: F401
+            planner,
+            runner,
+            source_reading,
+            verify,
+            writers,
+        )
 
         src = {"convert": DATA / "model.bin", "dcp_convert": DATA / "dcp"}.get(name)
         src = src or next(DATA.glob("zero2_*"))

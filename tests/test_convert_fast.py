@@ -155,7 +155,7 @@ def _data_range(path: Path, name: str) -> tuple[int, int]:
 def test_a_byte_corrupted_after_writing_fails_the_job(
     sources: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ckpt_explorer.convert.jobs as jobs
+    import ckpt_explorer.convert.runner as jobs
 
     write_extras = jobs.write_extras
 

@@ -269,7 +269,7 @@ def test_overwrite_folder_replaced_whole(big_bin: Path, tmp_path: Path) -> None:
 def test_failed_verification_installs_nothing(
     big_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ckpt_explorer.convert.jobs as jobs
+    import ckpt_explorer.convert.runner as jobs
 
     monkeypatch.setattr(jobs, "verify_output", lambda plan, out: ["x: bytes differ"])
     result = run_conversion(plan_conversion(big_bin, tmp_path / "o.safetensors", "safetensors"))

@@ -12,7 +12,7 @@ import torch
 
 from ckpt_explorer import plan_conversion, run_conversion
 from ckpt_explorer.convert import bytecheck
-from ckpt_explorer.convert.plan import Piece
+from ckpt_explorer.convert.plan_types import Piece
 from ckpt_explorer.convert.verify import verify_output
 
 

@@ -168,7 +168,7 @@ def test_cut_tensors_are_verified_against_their_own_slices(
 ) -> None:
     """k_proj and v_proj (same shape, both cut from linear_qkv) trade data in the written
     file, and config.json loses a field: the job fails on each, and installs nothing."""
-    import ckpt_explorer.convert.jobs as jobs
+    import ckpt_explorer.convert.runner as jobs
 
     root, cases = corpus
     write_extras = jobs.write_extras

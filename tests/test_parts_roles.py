@@ -17,7 +17,7 @@ from torch import nn
 from validate_util import fired
 
 from ckpt_explorer import open_checkpoint
-from ckpt_explorer.readers.one_file import RUN_PART
+from ckpt_explorer.readers.training_state_file import RUN_PART
 from ckpt_explorer.validate import validate_checkpoint
 from ckpt_explorer.validate.parts import collect
 

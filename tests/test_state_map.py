@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ckpt_explorer import diff_checkpoints, open_checkpoint
-from ckpt_explorer.convert.sources import read_source
+from ckpt_explorer.convert.source_reading import read_source
 from ckpt_explorer.inspect_report import inspect_report
 from ckpt_explorer.types import Slot
 from ckpt_explorer.ui.tables import folded_names, model_parameter_count

@@ -20,8 +20,8 @@ import pytest
 
 from ckpt_explorer.cli import main
 from ckpt_explorer.timeline import build_timeline
-from ckpt_explorer.timeline.model import PairSummary
 from ckpt_explorer.timeline.spikes import update_outliers
+from ckpt_explorer.timeline.summaries import PairSummary
 
 LOUD = ("error", "warning")
 

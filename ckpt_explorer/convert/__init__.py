@@ -1,8 +1,8 @@
 """Conversions: planned, streamed, atomic and verified bit for bit (see ``plan_conversion``)."""
 
-from .jobs import ConversionResult, run_conversion
-from .plan import ConversionPlan, PlannedFile, PlannedTensor
+from .plan_types import ConversionPlan, PlannedFile, PlannedTensor
 from .planner import DestinationExistsError, plan_conversion
+from .runner import ConversionResult, run_conversion
 from .writers import ConversionCancelled, parse_size
 
 __all__ = [

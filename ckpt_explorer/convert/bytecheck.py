@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..io.location import Location
-from .plan import Piece
+from .plan_types import Piece
 
 BLOCK = 2**20
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from ..contracts import Cancel, Progress, ProgressFn
 from ..errors import CkptExplorerError
 from .colossal_plan import EnginePlan, plan_engine_job
-from .jobs import ConversionResult
+from .runner import ConversionResult
 
 CONFIG_FILES = ("config.json", "generation_config.json")
 _ECHOES = ("Connection closed by peer", "Connection reset by peer", "remote worker")

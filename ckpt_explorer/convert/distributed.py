@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CkptExplorerError
-from .jobs import ConversionResult, output_root, write_extras, write_files
-from .plan import ConversionPlan, PlannedFile
+from .plan_types import ConversionPlan, PlannedFile
+from .runner import ConversionResult, output_root, write_extras, write_files
 
 
 def share_files(files: Sequence[PlannedFile], n: int) -> list[list[PlannedFile]]:

@@ -23,7 +23,7 @@ from ..errors import TruncatedFileError
 from ..io.location import Location, as_location
 from ..types import TensorRecord
 from .bytecheck import OpenFiles
-from .plan import Piece
+from .plan_types import Piece
 
 if TYPE_CHECKING:
     import torch

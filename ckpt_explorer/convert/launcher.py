@@ -10,7 +10,7 @@ from typing import Any
 from ..contracts import Cancel, ProgressFn
 from ..errors import CkptExplorerError
 from ..io.torchrun import Nodes, run_torchrun
-from .plan import ConversionPlan
+from .plan_types import ConversionPlan
 
 
 def job_arguments(plan: ConversionPlan, result_path: Path) -> list[str]:

@@ -15,7 +15,7 @@ from ..io.location import Location
 from ..readers.megatron.hf import megatron_hf
 from ..view import CheckpointView
 from .fastpath import record_pieces
-from .plan import PlannedTensor, format_bytes
+from .plan_types import PlannedTensor, format_bytes
 from .source_content import SourceContent
 
 

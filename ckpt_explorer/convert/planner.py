@@ -12,10 +12,10 @@ from ..io.location import Location, as_location
 from ..natural import natural_if_string_ordered
 from ..readers.hf.diffusers_config import WEIGHT_STEM, model_config
 from ..view import CheckpointView
-from .plan import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
+from .plan_types import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
 from .renames import unwrap_names
 from .source_content import SourceContent
-from .sources import read_source
+from .source_reading import read_source
 from .writers import parse_size
 
 if TYPE_CHECKING:

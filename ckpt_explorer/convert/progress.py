@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from ..contracts import Progress
-from .plan import format_bytes
+from .plan_types import format_bytes
 
 
 class ProgressBar:

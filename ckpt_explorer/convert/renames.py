@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .plan import PlannedTensor
+from .plan_types import PlannedTensor
 
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 

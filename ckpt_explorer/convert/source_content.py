@@ -10,7 +10,7 @@ from ..io.location import Location
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .fastpath import record_pieces
-from .plan import PlannedTensor
+from .plan_types import PlannedTensor
 
 if TYPE_CHECKING:
     import torch

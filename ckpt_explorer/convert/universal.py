@@ -27,7 +27,7 @@ from ..io.location import Location
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .fastpath import record_pieces
-from .plan import PlannedTensor, format_bytes
+from .plan_types import PlannedTensor, format_bytes
 from .source_content import SIDE_FILES, SourceContent, planned
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from ..errors import CkptExplorerError
 from ..io.location import Location
 from .bytecheck import MappedComparer, OpenFiles, RangeComparer
 from .fastpath import add_pieces, record_pieces
-from .plan import ConversionPlan, Piece, PlannedFile, PlannedTensor
+from .plan_types import ConversionPlan, Piece, PlannedFile, PlannedTensor
 
 if TYPE_CHECKING:
     from ..types import TensorRecord

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Cancelled, CkptExplorerError
 from .bytecheck import OpenFiles
 from .fastpath import add_pieces, copy_pieces, piece_bytes
-from .plan import Piece, PlannedFile, PlannedTensor
+from .plan_types import Piece, PlannedFile, PlannedTensor
 
 if TYPE_CHECKING:
     import torch

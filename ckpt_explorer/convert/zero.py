@@ -25,7 +25,7 @@ from ..io.location import Location
 from ..io.safe_pickle import OpaqueObject
 from ..types import TensorRecord
 from ..view import CheckpointView
-from .plan import Piece
+from .plan_types import Piece
 
 OPTIM = re.compile(r"(?:^|/)(bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
 MODEL = re.compile(r"(?:^|/)(?:zero_pp_rank_(\d+)_)?mp_rank_(\d+)_model_states\.pt$")

@@ -15,7 +15,6 @@ from ..errors import CorruptCheckpointError
 from ..io.location import Location
 from ..readers import torch_pickle
 from ..readers.hf import peft_adapter
-from ..readers.one_file import RUN_PART
 from ..readers.param_alignment import ParamOrder
 from ..readers.torchtune.folder import (
     ADAPTER_PT,
@@ -37,6 +36,7 @@ from ..readers.torchtune.recipe import (
     RECIPE_KEYS,
     recipe_parts,
 )
+from ..readers.training_state_file import RUN_PART
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView, prefixed
 from .registry import specs

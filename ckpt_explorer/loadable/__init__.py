@@ -19,7 +19,7 @@ from ..io.location import Location, as_location
 from . import accelerate, colossalai, conflicts, damaged, dcp, deepspeed, torch_load, transformers
 from .files import torch_version
 from .layout import targets
-from .model import Conflict, Layout, LoaderTable, Verdict
+from .verdicts import Conflict, Layout, LoaderTable, Verdict
 
 # Every loader: (path, target, layout) -> verdicts; [] where it does not apply.
 LOADERS = (

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from .files import Listing, refused_global
-from .model import Layout, Verdict
+from .verdicts import Layout, Verdict
 
 LOADER = "accelerate.load_state"
 FSDP_MODEL = "pytorch_model_fsdp"  # FULL .bin, _rank<N>.bin and SHARDED _<i>/ folders

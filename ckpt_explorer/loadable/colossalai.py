@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import CkptExplorerError
 from .files import INDEX_FILE, Listing, index_doc, is_safetensors, refused_global, weight_files
-from .model import Layout, Verdict
+from .verdicts import Layout, Verdict
 
 MODEL, OPTIM, SCHED = (
     "colossalai.load_model",

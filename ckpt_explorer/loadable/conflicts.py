@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .model import Conflict, Verdict
+from .verdicts import Conflict, Verdict
 
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth")
 

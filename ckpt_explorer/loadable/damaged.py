@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..io.location import Location
 from .files import Listing
-from .model import Layout
+from .verdicts import Layout
 
 _P = r"(?:\.[^.\-]+)?"  # ColossalAI's optional prefix component: pytorch_model.<prefix>-00001.bin
 HF_MODEL_SHARD = re.compile(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import CkptExplorerError
-from .model import Layout, Verdict
+from .verdicts import Layout, Verdict
 
 LOADER = "dcp.load"
 

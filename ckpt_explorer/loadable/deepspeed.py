@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .damaged import DS_STATES, deepspeed_tags
 from .files import Listing
-from .model import Layout, Verdict
+from .verdicts import Layout, Verdict
 
 LOADER = "deepspeed.load_checkpoint"
 _NO_LATEST = (

@@ -10,7 +10,7 @@ from ..readers.traits import traits_of
 from ..types import Detection, Traits
 from . import damaged
 from .files import Listing, is_safetensors
-from .model import Layout
+from .verdicts import Layout
 
 ACCELERATE_MARKS = ("optimizer.bin", "random_states_0.pkl", "scheduler.bin")
 MAX_PARTS = 32

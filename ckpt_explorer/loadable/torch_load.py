@@ -25,7 +25,7 @@ from .files import (
     torch_load_dispatches_safetensors,
     weights_only_default,
 )
-from .model import Layout, Verdict
+from .verdicts import Layout, Verdict
 
 LOADER = "torch.load"
 JIT_LOADER = "torch.jit.load"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..readers.hf.diffusers_config import model_config
 from .files import Listing, index_doc, is_safetensors, refused_global, weight_files
-from .model import Layout, Verdict
+from .verdicts import Layout, Verdict
 
 LOADER = "transformers.from_pretrained"
 ORDER = (

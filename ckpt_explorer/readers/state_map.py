@@ -29,8 +29,8 @@ from ..types import (
 from ..view import CheckpointView
 from .dcp.optim import groups_from_settings
 from .fqn_state import fqn_optimizers, ids_for_groups
-from .one_file import part_prefix
 from .roles import RUN_KEYS, has_rng_state, is_rng_tensor
+from .training_state_file import part_prefix
 
 STATE_NAME = re.compile(r"^(.*?)state\.(\d+)\.([^.]+|__bnb_optimizer_quant_state__\.[^.]+)$")
 EMPTY_STATE = re.compile(r"^(.*?)state\.(\d+)$")  # an id whose state is an empty dict (Gemini)

@@ -11,7 +11,7 @@ from ..io.safe_pickle import LazyTensor, OpaqueObject
 from ..io.torch_file import TorchFileStructure, read_torch_structure, sniff_torch
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
-from . import one_file, roles
+from . import roles, training_state_file
 from .optimizer_info import optimizer_info_from_tree
 from .roles import META_KEYS, RNG_KEYS
 from .tree import flatten
@@ -87,14 +87,14 @@ def classify(root: Any, nested: bool = False) -> tuple[str, str, list[str]]:
             else:
                 detail = "RNG states and run position" if keys & META_KEYS else "RNG states"
             return "rng", detail, rng_evidence
-        found_parts = [] if nested else one_file.components(root, _classify_entry)
-        if one_file.is_one_file_state(found_parts):
+        found_parts = [] if nested else training_state_file.components(root, _classify_entry)
+        if training_state_file.is_one_file_state(found_parts):
             shown = ", ".join(f"{c[0]!r} ({c[1]})" for c in found_parts)
             evidence = [f"entries {shown} side by side"]
             writer = root.get("pytorch-lightning_version")
             if isinstance(writer, str):
                 evidence.append(f"{LIGHTNING_EVIDENCE} {writer} (ModelCheckpoint)")
-            return "training_state", one_file.DETAIL, evidence
+            return "training_state", training_state_file.DETAIL, evidence
         if keys & RNG_KEYS:
             found = ", ".join(sorted(keys & RNG_KEYS))
             return "rng", "RNG / run metadata", [f"RNG state keys {found}"]
@@ -245,7 +245,9 @@ def open_torch(path: Location, detection: Detection) -> CheckpointView:
         optimizer = flat_optimizer_info(CheckpointView(path, detection, (), tuple(records), values))
     parts = {}
     if detection.kind == "training_state" and isinstance(root, dict):
-        parts = one_file.split_parts(path, detection.family, root, records, values, _classify_entry)
+        parts = training_state_file.split_parts(
+            path, detection.family, root, records, values, _classify_entry
+        )
     warnings: tuple[str, ...] = ()
     if structure.report.dangerous_globals:
         warnings = (

@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .build import build_timeline
     from .cache import SummaryCache, default_cache_dir
-    from .model import Anomaly, CheckpointSummary, PairSummary, TensorFacts
     from .result import Timeline
+    from .summaries import Anomaly, CheckpointSummary, PairSummary, TensorFacts
 
 # Each name is imported on first use: the CLI imports .command to build its parser, and
 # .build pulls in the diff engine, which no other command needs.
 _HOME = {
-    "Anomaly": ".model",
-    "CheckpointSummary": ".model",
-    "PairSummary": ".model",
+    "Anomaly": ".summaries",
+    "CheckpointSummary": ".summaries",
+    "PairSummary": ".summaries",
     "SummaryCache": ".cache",
-    "TensorFacts": ".model",
+    "TensorFacts": ".summaries",
     "Timeline": ".result",
     "build_timeline": ".build",
     "default_cache_dir": ".cache",

@@ -18,9 +18,9 @@ from ..readers.roles import MOMENTS
 from ..resume.doctor import moments_cause, scheduler_cause
 from ..resume.evidence import Side
 from ..validate.scheduler import drives_momentum
-from .model import Anomaly, CheckpointSummary, PairSummary
 from .passes import is_model_tensor
 from .spikes import update_outliers
+from .summaries import Anomaly, CheckpointSummary, PairSummary
 
 ROLES = ("model", "optimizer", "scheduler", "rng", "run_state")
 ORDER = {"error": 0, "warning": 1, "info": 2}

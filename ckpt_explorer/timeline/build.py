@@ -14,10 +14,10 @@ from ..view import CheckpointView
 from .cache import SummaryCache, checkpoint_files, identity
 from .discover import Candidate, discover
 from .facts import Part, moment_norms, summarize_view
-from .model import CheckpointSummary, PairSummary
 from .parts import summarize_parts
 from .passes import pair_pass_parts, value_pass_parts
 from .result import Timeline
+from .summaries import CheckpointSummary, PairSummary
 
 SMALL_CHECKPOINT = 64 * 2**20  # bytes; read ahead whole by the build, not per pair
 

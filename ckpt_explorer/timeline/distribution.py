@@ -1,7 +1,7 @@
 """One tensor across a run: its distribution of values at every checkpoint, on common bins.
 
 What TensorBoard's histogram dashboard shows for a logged tensor, read from the checkpoints
-themselves: for each checkpoint of a :class:`~.model.Timeline` (in step order) the tensor is
+themselves: for each checkpoint of a :class:`~.result.Timeline` (in step order) the tensor is
 loaded lazily and a sample of contiguous blocks spread over it (all of it when small) is
 binned on edges shared by every step, so the steps' histograms compare bin by bin (a heatmap
 of bins x steps, or curves offset by step). Exact min, max, mean and std over the sample are
@@ -63,7 +63,7 @@ class TensorDistribution:
     missing: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        from .model import _json_safe
+        from .summaries import _json_safe
 
         return _json_safe(self.__dict__)  # type: ignore[no-any-return]
 

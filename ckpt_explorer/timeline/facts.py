@@ -23,7 +23,7 @@ from ..validate.parts import (
 from ..validate.scheduler import effective_step, optimizer_step
 from ..view import CheckpointView
 from .discover import Candidate
-from .model import CheckpointSummary, TensorFacts
+from .summaries import CheckpointSummary, TensorFacts
 
 HYPER_KEYS = ("lr", "initial_lr", "betas", "eps", "weight_decay", "momentum", "amsgrad")
 _GROUP_VALUE = re.compile(r"(?:^|[/.])param_groups\.")

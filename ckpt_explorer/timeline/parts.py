@@ -17,7 +17,7 @@ from pathlib import Path
 from ..view import CheckpointView
 from .discover import Candidate
 from .facts import Part, is_ema_copy, recorded_step, summarize_view
-from .model import CheckpointSummary
+from .summaries import CheckpointSummary
 
 ORDER = ("model", "optimizer", "scheduler", "rng", "run_state")
 EMA = "EMA of the model"

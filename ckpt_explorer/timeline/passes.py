@@ -22,7 +22,7 @@ from ..readers.roles import MOMENTS
 from ..validate.parts import Components
 from ..view import CheckpointView
 from .facts import Part, extra_optimizer_views, main_part, state_records
-from .model import CheckpointSummary, PairSummary, TensorFacts, _is_float
+from .summaries import CheckpointSummary, PairSummary, TensorFacts, _is_float
 
 _LAYER = re.compile(r"^(.*?(?:^|\.)\d+)\.")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .model import Anomaly, CheckpointSummary, PairSummary
 from .result import Timeline
+from .summaries import Anomaly, CheckpointSummary, PairSummary
 
 
 def _num(x: float | int | None) -> str:

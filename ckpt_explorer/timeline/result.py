@@ -1,5 +1,5 @@
 """A run's timeline: its checkpoints in step order, their pairs and the anomalies found, with
-the series and tables made from them (the value types are in :mod:`.model`).
+the series and tables made from them (the value types are in :mod:`.summaries`).
 """
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .model import Anomaly, CheckpointSummary, PairSummary, _json_safe
 from .series import build_series
+from .summaries import Anomaly, CheckpointSummary, PairSummary, _json_safe
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .model import CheckpointSummary, PairSummary
+    from .summaries import CheckpointSummary, PairSummary
 
 
 def build_series(checkpoints: list[CheckpointSummary], pairs: list[PairSummary]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from statistics import median
 
-from .model import Anomaly, CheckpointSummary, PairSummary
+from .summaries import Anomaly, CheckpointSummary, PairSummary
 
 MIN_PAIRS = 5
 MIN_LAYERS = 3

@@ -17,7 +17,7 @@ import param
 
 from ..contracts import Progress
 from ..convert import ConversionCancelled, plan_conversion, run_conversion
-from ..convert.plan import TARGETS, ConversionPlan
+from ..convert.plan_types import TARGETS, ConversionPlan
 from ..diff import DiffResult, TensorDiff, diff_checkpoints
 from ..errors import CkptExplorerError
 from ..resume import DoctorReport, resume_doctor

@@ -16,7 +16,7 @@ from ..io.location import Location, PathLike, as_location
 from ..io.paths import resolve_inside
 from ..io.torch_file import NotACheckpointError
 from ..readers.hf.sharded_index import INDEX_NAME, STAGE_SHARD, TMP_DIR, find_index
-from ..readers.single_file import open_file_records
+from ..readers.weights_file import open_file_records
 from ..types import TensorRecord
 from .findings import Finding
 from .integrity_columns import all_in_place, counted_bytes, index_without_duplicates

@@ -17,7 +17,7 @@ from . import bundle, config, counters, integrity, optimizer, scheduler, writer_
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .findings import Finding, ValidationReport
-from .loadable import check_loadable
+from .loadable_rules import check_loadable
 from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
 from .scheduler_pairing import pair_schedulers
 

@@ -7,7 +7,7 @@ from ...io.location import Location
 from ...types import Detection, FileInfo, Traits
 from ...view import CheckpointView
 from ..json_files import optional_json
-from ..single_file import open_file_records
+from ..weights_file import open_file_records
 from . import diffusers_config
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", *diffusers_config.WEIGHT_FILES)

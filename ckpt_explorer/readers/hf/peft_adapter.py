@@ -7,7 +7,7 @@ from ...io.location import Location
 from ...types import Detection, FileInfo
 from ...view import CheckpointView
 from ..json_files import read_small_json
-from ..single_file import open_file_records
+from ..weights_file import open_file_records
 
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 

@@ -185,7 +185,7 @@ def probe_file(path: Location) -> Detection | None:
 
 def open_sharded(path: Location, detection: Detection) -> CheckpointView:
     """Open every shard the index names (headers / pickle structure only)."""
-    from ..single_file import open_file_records  # late: single_file imports the file readers
+    from ..weights_file import open_file_records  # late: weights_file imports the file readers
 
     doc = load_index(path)
     shards: dict[str, RecordTable] = {}  # the shards in the index's order

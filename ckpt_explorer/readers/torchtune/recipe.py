@@ -8,7 +8,7 @@ and ``rng_state``). There is no LR scheduler state: the recipe rebuilds the sche
 with ``last_epoch = epochs_run * steps_per_epoch - 1``; no RNG state either, the seed only.
 
 The file is one training state split by content: ``optimizer`` (kind optimizer, the torch
-``state_dict`` named ``state.<id>.<name>``) and :data:`~.one_file.RUN_PART` (kind
+``state_dict`` named ``state.<id>.<name>``) and :data:`~..training_state_file.RUN_PART` (kind
 running_state: ``epochs_run``, ``total_epochs``, ``max_steps_per_epoch``, ``seed``,
 ``dataloader`` ...), as other one-file training states are. Opened alone, its optimizer ids are
 named from the output folder around it (``formats/torchtune_output.py``).
@@ -24,9 +24,9 @@ from ...io.torch_file import sniff_torch
 from ...types import Detection, FileInfo, TensorRecord, Traits
 from ...view import CheckpointView
 from .. import torch_pickle
-from ..one_file import RUN_PART
 from ..optimizer_info import optimizer_info_from_tree
 from ..roles import DETAIL_SCHEDULER_FROM_POSITION
+from ..training_state_file import RUN_PART
 
 FAMILY = "torchtune"
 RECIPE_DIR = "recipe_state"

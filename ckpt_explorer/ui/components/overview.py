@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
-from ...fit.writer import writer_clues
+from ...fit.writer_clues import writer_clues
 from ...fit.written_by import view_clues
 from ...security import view_security_findings
 from ..state import AppState
@@ -46,7 +46,7 @@ def parameters_card(view: Any) -> tuple[str, str, str]:
 def written_by_card(clues: Sequence[Any], writer: Sequence[Any] = ()) -> tuple[str, str, str]:
     """(title, value, subtitle): the layout that wrote the checkpoint where its files show it
     (``fit.written_by``), else what they say of the program that wrote them
-    (``fit.writer``: a transformers version, HF shard names, header metadata); when they
+    (``fit.writer_clues``: a transformers version, HF shard names, header metadata); when they
     say neither, that plainly, never a guess."""
     if clues:
         value = ", ".join(f"{c.fact} {c.value}" for c in clues)

@@ -13,7 +13,7 @@ from ..contracts import Cancel, Meter, Progress, ProgressFn, is_cancelled
 from ..io.torchrun import Nodes
 from .atomic import clean_stale, discard, install, make_parents, make_temp, remove_made
 from .flush import BackgroundSync
-from .plan import ConversionPlan, PlannedFile
+from .plan_types import ConversionPlan, PlannedFile
 from .verify import verify_output
 from .writers import (
     ConversionCancelled,

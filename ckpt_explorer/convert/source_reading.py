@@ -18,7 +18,7 @@ from ..io.location import Location
 from ..view import CheckpointView
 from .fastpath import read_pieces
 from .megatron_hf import megatron_hf_source
-from .plan import Piece, PlannedTensor, format_bytes
+from .plan_types import Piece, PlannedTensor, format_bytes
 from .source_content import SIDE_FILES, SourceContent, planned, tensor_loader
 from .universal import universal_source
 
