@@ -112,7 +112,7 @@ fi
 # ---- 2. the cuda tests -----------------------------------------------------------------------
 # only test files that need neither colossalai, deepspeed nor playwright to import
 step cuda_tests 120 1 "$PY" -m pytest -q -m cuda -p no:cacheprovider -o addopts="" \
-    --junitxml="$OUT/cuda_tests.xml" tests/test_diff_cuda.py tests/test_diff.py
+    --junitxml="$OUT/cuda_tests.xml" tests/diff/test_diff_cuda.py tests/diff/test_diff.py
 
 # ---- 3. the GPU diff benchmark: cold and warm, raw-read baseline in the same run ------------------
 step bench_diff 270 1 "$PY" bench/bench_diff.py --device cuda --layers 36 --changed all \

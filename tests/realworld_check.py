@@ -5,7 +5,7 @@ true (``expect``: "clean" or the planted cause, ``resume_of``, ``id_names``); th
 ``validate`` / ``resume_doctor`` / the optimizer naming on the case and says how each verdict
 compares: :func:`check_state` for one state, :func:`check_resume` for a (resumed-from, saved
 after) pair; :func:`state_problems` / :func:`resume_problems` list what breaks the contract.
-``tests/test_realworld_*.py`` assert on them and ``scripts/diagnosis_table.py`` tabulates them.
+``tests/realworld/test_realworld_*.py`` assert on them and ``scripts/diagnosis_table.py`` tabulates them.
 
 Two optional case keys refine ``expect``: ``also`` lists further causes truly present in the
 state (Trainer restores optimizer and scheduler together or not at all, so deleting one file

@@ -2,7 +2,7 @@
 
 A pickle names ``torch.float32`` or ``torch.Size``; reading its *structure* needs only the
 name, the element size and the shape. :data:`DTYPES` is a static copy of the installed torch's
-dtype table (tests/test_cli_no_torch.py compares it with the live one, so drift is caught);
+dtype table (tests/cli/test_cli_no_torch.py compares it with the live one, so drift is caught);
 :meth:`DType.to_torch` gives the real ``torch.dtype`` where a caller needs one.
 """
 

@@ -1,6 +1,6 @@
 """Globals that load or unpickle bytes or a file, and allow-listed functions that call an argument.
 
-How the table was derived: tests/test_gate_byte_loaders.py parses (``ast``) every module of the
+How the table was derived: tests/security/test_gate_byte_loaders.py parses (``ast``) every module of the
 installed torch, numpy, pandas and joblib and finds the module-level functions that pass one of
 their parameters (or a value made from one) to ``pickle.load``/``loads``/``Unpickler`` (or a
 subclass of it), ``torch.load``, ``numpy.load``, ``marshal.loads`` or, transitively, to a

@@ -3,7 +3,7 @@ bytes as it does.
 
 A file passes only if, for every consumer here, the part named reads it the way that consumer
 would, and finds nothing that runs code. A consumer not in this table is not modelled (see
-:data:`NOT_MODELLED`). ``tests/test_gate_consumers.py`` keeps the table and the walk together:
+:data:`NOT_MODELLED`). ``tests/security/test_gate_consumers.py`` keeps the table and the walk together:
 each module and view named exists, and every view of ``views*.py`` serves a consumer here.
 """
 

@@ -2,7 +2,7 @@
 
 A dist checkpoint keys optimizer states by parameter (``optimizer.state.exp_avg.<key>``), so
 it records no ids; the ids shown are those the live torch optimizer had, rebuilt by this rule
-(checked against the live optimizers' ids on real runs, tests/test_megatron_reader.py):
+(checked against the live optimizers' ids on real runs, tests/readers/test_megatron_reader.py):
 
 1. ``_get_param_groups`` (megatron/core/optimizer/__init__.py) walks ``named_parameters()``
    and puts each trainable parameter in the group of its overrides. The standard overrides
