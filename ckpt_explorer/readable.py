@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from typing import Any
 
 DIGITS = 6
@@ -47,10 +48,35 @@ def readable_pair(a: Any, b: Any) -> tuple[str, str]:
     return repr(a), repr(b)
 
 
-def human_bytes(n: float) -> str:
-    """A byte count in binary units: ``1536`` -> ``1.5 KiB``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def human_bytes(n: float, significant: int | None = None) -> str:
+    """A byte count in binary units, the one byte formatter of the project: ``1536`` ->
+    ``1.5 KiB`` (one decimal, up to TiB: the reports); with ``significant`` digits, up to PiB
+    (the dashboard's 3): ``252 MiB``, ``74.5 GiB``, ``12 B``."""
+    x = float(n)
+    units = _BINARY if significant else _BINARY[:-1]
+    for unit in units:
+        if abs(x) < 1024 or unit == units[-1]:
+            break
+        x /= 1024
+    if unit == "B":
+        return f"{int(x)} B" if significant else f"{x:.0f} B"
+    return f"{x:.{significant}g} {unit}" if significant else f"{x:.1f} {unit}"
+
+
+def parse_size(text: str) -> int:
+    """The one size parser: ``"80GB"`` -> 80e9 bytes, ``"80GiB"`` -> 80 * 2**30, ``"5K"`` ->
+    5000, ``"1024"`` -> 1024; ValueError when unreadable."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise ValueError(f"size {text!r}: expected a number with a unit such as 80GB or 80GiB")
+    unit = (m.group(2) or "").upper()
+    if unit and not unit.endswith("B"):
+        unit += "B"
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_UNITS.update({"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40})

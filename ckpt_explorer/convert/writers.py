@@ -11,12 +11,12 @@ import io
 import json
 import os
 import pickle
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Cancelled, CkptExplorerError
+from ..readable import parse_size as readable_size
 from .bytecheck import OpenFiles
 from .fastpath import add_pieces, copy_pieces, piece_bytes
 from .plan_types import Piece, PlannedFile, PlannedTensor
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from ..contracts import Cancel
 
 Tick = Callable[[int], None]
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-_UNITS.update({"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40})
 ST_DTYPES = {
     "bool": "BOOL",
     "uint8": "U8",
@@ -58,13 +56,10 @@ def parse_size(text: str | int | None) -> int | None:
     """``"5GB"`` -> 5_000_000_000, ``"500MiB"`` -> 524288000, ``1024`` -> 1024 (HF's units)."""
     if text is None or isinstance(text, int):
         return text
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*", text, re.IGNORECASE)
-    if not m:
-        raise CkptExplorerError(None, "a size such as 5GB, 500MB or 2GiB", repr(text))
-    unit = (m.group(2) or "").upper()
-    if unit and not unit.endswith("B"):
-        unit += "B"
-    size = int(float(m.group(1)) * _UNITS[unit])
+    try:
+        size = readable_size(text)
+    except ValueError:
+        raise CkptExplorerError(None, "a size such as 5GB, 500MB or 2GiB", repr(text)) from None
     if size <= 0:
         raise CkptExplorerError(None, "a positive shard size", repr(text))
     return size

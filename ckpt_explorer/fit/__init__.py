@@ -5,9 +5,10 @@ Knows no plugin code: the rules are ColossalAI 0.5.0's ShardFormer / plugin chec
 
 from __future__ import annotations
 
+from ..readable import parse_size
 from .arch import ArchFacts, read_arch
 from .checks import Check, run_checks
-from .layout import Layout, parse_size
+from .layout import Layout
 from .report import FitReport, fit_checkpoint
 
 __all__ = [

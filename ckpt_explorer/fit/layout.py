@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 PLUGINS = ("hybrid", "gemini", "lowlevelzero", "ddp", "fsdp")
 # the ZeRO stage each plugin runs when none is asked (ColossalAI defaults; FSDP FULL_SHARD)
 DEFAULT_ZERO = {"hybrid": 0, "gemini": 3, "lowlevelzero": 1, "ddp": 0, "fsdp": 3}
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-_UNITS = {
-    "": 1,
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-    "TIB": 2**40,
-}
-
-
-def parse_size(text: str) -> int:
-    """``"80GB"`` -> 80e9 bytes, ``"80GiB"`` -> 80 * 2**30; ValueError when unreadable."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B?)\s*", text, re.IGNORECASE)
-    if not m or m.group(2).upper() not in _UNITS:
-        raise ValueError(f"size {text!r}: expected a number with a unit such as 80GB or 80GiB")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
 @dataclass(frozen=True)

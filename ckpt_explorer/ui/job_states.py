@@ -20,6 +20,7 @@ from ..convert import ConversionCancelled, plan_conversion, run_conversion
 from ..convert.plan_types import TARGETS, ConversionPlan
 from ..diff import DiffResult, TensorDiff, diff_checkpoints
 from ..errors import CkptExplorerError
+from ..readable import human_bytes
 from ..resume import DoctorReport, resume_doctor
 from ..validate import ValidationReport, validate_checkpoint
 from .jobs import Job, Throttle
@@ -75,12 +76,6 @@ class JobState(param.Parameterized):
         self.job = Job(work, done, self.fail, name=name).start()
         if wait:
             self.job.join()
-
-
-def _bytes(n: float) -> str:
-    from ..inspect_report import human_bytes
-
-    return human_bytes(n)
 
 
 class CompareState(JobState):
@@ -173,7 +168,9 @@ class CompareState(JobState):
         rows: list[TensorDiff] = []
         push_rows = Throttle(lambda: setattr(self, "partial", list(rows)), 0.3)
         tick = Throttle(
-            lambda e: self.report(e.fraction, f"{_bytes(e.done)} of {_bytes(e.total)} compared"),
+            lambda e: self.report(
+                e.fraction, f"{human_bytes(e.done)} of {human_bytes(e.total)} compared"
+            ),
             0.1,
         )
 
@@ -334,7 +331,7 @@ def log_lines(e: Progress, logged: dict[str, Any], files: int) -> list[str]:
     done_writing = (e.stage == "write" and e.total and e.done >= e.total) or e.stage == "verify"
     if done_writing and not logged["written"]:
         logged["written"] = True
-        what = f"{_bytes(e.total)} in {files} file{'s' if files != 1 else ''}"
+        what = f"{human_bytes(e.total)} in {files} file{'s' if files != 1 else ''}"
         out.append(f"{1:6.1%}  written: {what} (in a temporary folder until verified)")
     if e.stage == "verify" and not logged["verify"]:
         logged["verify"] = True

@@ -15,13 +15,14 @@ import numbers
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..readable import human_bytes
+
 if TYPE_CHECKING:
     import pandas as pd
 
 DIGITS = 6
 SCI_FROM = 1e6  # |x| from here on, and below 1e-4, in scientific notation (as ``.6g``)
 MAX_TEXT = 160
-_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 _DECIMAL = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
 # Tabulator cell formatter: fmt_number in the browser (text cells are escaped, shown as text)
@@ -95,13 +96,8 @@ def fmt_count(n: int) -> str:
 
 def fmt_bytes(n: float) -> str:
     """A byte size in binary units, said as such, 3 significant digits: ``252 MiB``,
-    ``74.5 GiB``, ``12 B``."""
-    x = float(n)
-    for unit in _BINARY:
-        if abs(x) < 1024 or unit == _BINARY[-1]:
-            return f"{int(x)} B" if unit == "B" else f"{x:.3g} {unit}"
-        x /= 1024
-    raise AssertionError("unreachable")
+    ``74.5 GiB``, ``12 B`` (:func:`ckpt_explorer.readable.human_bytes`)."""
+    return human_bytes(n, 3)
 
 
 def fmt_size_typed(text: str, n: int) -> str:

@@ -80,7 +80,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # faces: the command line, the dashboard, the public API
     "ui": frozenset(
         {
-            *("view", "io", "natural", "plain", "remote", "api", "diff", "fit"),
+            *("view", "io", "natural", "readable", "plain", "remote", "api", "diff", "fit"),
             *("inspect_report", "timeline", "security", "validate", "resume", "convert"),
             "loadable",
         }
