@@ -27,6 +27,7 @@ from ..readers import (
     torchtune,
     torchtune_recipe,
 )
+from ..readers.quantized import folder as quantized_folder
 from . import precedence, torchtune_output, training_state
 from .detect import detect
 from .registry import FormatSpec, register, spec_for, specs
@@ -61,6 +62,16 @@ register(
         50,
         sharded_index.probe_dir,
         sharded_index.open_sharded,
+    )
+)
+register(  # before the plain HF entries: a folder whose config.json names a quantization_config
+    FormatSpec(
+        "hf-quantized",
+        (quantized_folder.FAMILY,),
+        "dir",
+        45,
+        quantized_folder.probe,
+        quantized_folder.open_quantized,
     )
 )
 register(FormatSpec("hf-single", ("hf-single",), "dir", 60, hf_folder.probe, hf_folder.open_folder))
