@@ -93,7 +93,12 @@ def group(
                     8,
                     "row",
                     parts,
-                    {"levels": 127.0, "symmetric": True, "strategy": "channel"},
+                    {
+                        "levels": 127.0,
+                        "symmetric": True,
+                        "strategy": "channel",
+                        "input_dtype": "float16",
+                    },
                     dequantize_int8,
                 )
             )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import torch
 
 FAMILY = "hf-quantized"
+QUANT_KEY = "__metadata__.quantization"  # informational in a diff, like file metadata
 SCHEMES: dict[str, Grouper] = {
     compressed.METHOD: compressed.group,
     fp8_block.METHOD: fp8_block.group,
@@ -106,7 +107,7 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     values["config.json"] = config
     shapes = {n: tuple(r.shape) for n, r in raw.items()}
     checks = check_config(q, weights, [r.name for r in records], shapes)
-    values["quantization"] = {
+    values[QUANT_KEY] = {
         "method": q["quant_method"],
         "weights": {w.name: w.describe() for w in weights},
         "checks": checks,
