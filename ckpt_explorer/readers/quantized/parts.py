@@ -57,12 +57,12 @@ class QuantWeight:
 
     def describe(self) -> dict[str, Any]:
         return {
+            **{k: v for k, v in self.params.items() if isinstance(v, int | float | str | bool)},
             "scheme": self.scheme,
             "type": self.kind,
             "bits": self.bits,
             "block": self.block,
             "parts": dict(self.parts),
-            **{k: v for k, v in self.params.items() if isinstance(v, int | float | str | bool)},
         }
 
     def values(self, load: Load) -> torch.Tensor:
