@@ -120,10 +120,7 @@ def group(
             continue
         args = dict(scheme["weights"])
         fmt = scheme.get("format") or config.get("format")
-        parts = {"weight_scale": name}
-        zp = f"{module}.weight_zero_point"
-        if zp in records:
-            parts["weight_zero_point"] = zp
+        parts: dict[str, str] = {}
         packed = f"{module}.weight_packed"
         if packed in records:
             parts["weight_packed"] = packed
@@ -140,6 +137,9 @@ def group(
             stored = records[parts["weight"]].dtype
         else:
             continue
+        parts["weight_scale"] = name
+        if f"{module}.weight_zero_point" in records:
+            parts["weight_zero_point"] = f"{module}.weight_zero_point"
         params = {k: v for k, v in args.items() if v is not None}
         params["format"] = fmt
         found.append(
