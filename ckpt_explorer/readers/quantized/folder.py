@@ -117,7 +117,12 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     if not any(f.path == "config.json" for f in files):
         files.append(FileInfo("config.json", (path / "config.json").stat().st_size))
     kinds = sorted({w.label for w in weights})
-    evidence = (*detection.evidence, f"{len(weights)} quantized weights: {', '.join(kinds)}")
+    readers = ", ".join(n["runtime"] for n in values[QUANT_KEY]["runtimes"] if n["reads"])
+    evidence = (
+        *detection.evidence,
+        f"{len(weights)} quantized weights: {', '.join(kinds)}",
+        *([f"read by {readers} (their documentation; unverified here)"] if readers else []),
+    )
     view = CheckpointView(
         path,
         replace(detection, evidence=evidence),
