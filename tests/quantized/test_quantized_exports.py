@@ -20,6 +20,8 @@ from safetensors.torch import load_file
 from ckpt_explorer.api import open_checkpoint
 from ckpt_explorer.diff import diff_checkpoints
 from ckpt_explorer.diff.quant_budget import BEYOND, EXACT, RULES, WITHIN
+from ckpt_explorer.readers.quantized.checks import RULE_IGNORED, RULE_PARTS
+from ckpt_explorer.validate import validate_checkpoint
 
 CT = ("ct_w4a16", "ct_w4_asym", "ct_w8a8", "ct_fp8", "ct_fp8_block")
 BNB = ("bnb_nf4", "bnb_fp4", "bnb_int8")
@@ -234,6 +236,41 @@ def test_config_disagreeing_with_files_is_said(made: Any, tmp_path: Path) -> Non
         result = diff_checkpoints(out / "hf", folder)
         assert not result.faithful
         assert any(v.key.startswith("export.quantized.") for v in result.values)
+        report = validate_checkpoint(folder, numeric=False)
+        assert {f.rule for f in report.findings} & {RULE_IGNORED, RULE_PARTS}
+
+
+def test_unchanged_exports_validate_clean(made: Any) -> None:
+    out, cases = made
+    for case in ("ct_w4_asym", "bnb_nf4", "fp8_block"):
+        report = validate_checkpoint(out / cases[case]["path"], numeric=False)
+        assert not [f for f in report.findings if f.rule.startswith("quantized.")]
+        assert report.ok, [f.message for f in report.findings]
+
+
+def test_sharded_export_reads_and_pairs(made: Any, tmp_path: Path) -> None:
+    """The same export split into two shards with an index, as save_pretrained shards it."""
+    from safetensors.torch import save_file
+
+    out, cases = made
+    src = out / cases["fault_scale"]["path"]
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((src / "config.json").read_bytes())
+    stored = _stored(src)
+    names = sorted(stored)
+    weight_map = {}
+    for i, chunk in enumerate((names[::2], names[1::2])):
+        shard = f"model-0000{i + 1}-of-00002.safetensors"
+        save_file({n: stored[n] for n in chunk}, str(folder / shard), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(chunk, shard))
+    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    view = open_checkpoint(folder)
+    assert view.family == "hf-quantized"
+    assert len(view.values["__metadata__.quantization"]["weights"]) == 14
+    ranked = diff_checkpoints(out / "hf", folder).export_rows()
+    assert ranked[0].name == cases["fault_scale"]["fault"] and ranked[0].verdict == BEYOND
 
 
 def test_rules_cover_every_scheme_kind() -> None:
