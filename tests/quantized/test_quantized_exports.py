@@ -285,3 +285,28 @@ def test_fp8_layout_matches_deepseek_config(made: Any) -> None:
     assert s == [2, 1]  # 256 x 128 weight, 128 x 128 blocks
     view = open_checkpoint(out / cases["fp8_block"]["path"])
     assert view.detection.detail == "fp8"
+
+
+def test_parts_that_do_not_fit_are_said_not_crashed(made: Any, tmp_path: Path) -> None:
+    """A block scale of the wrong shape: listing works, validate says which module, loading
+    raises the tool's error (not a torch one), the diff names it."""
+    from safetensors.torch import save_file
+
+    from ckpt_explorer.errors import CkptExplorerError
+
+    out, cases = made
+    folder = tmp_path / "bad"
+    src = out / cases["fp8_block"]["path"]
+    folder.mkdir()
+    (folder / "config.json").write_bytes((src / "config.json").read_bytes())
+    stored = _stored(src)
+    name = "model.layers.0.mlp.gate_proj.weight"
+    stored[name + "_scale_inv"] = stored[name + "_scale_inv"][:1].contiguous()
+    save_file(stored, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    view = open_checkpoint(folder)
+    assert view.record(name).dtype == "fp8_e4m3/block128x128"
+    with pytest.raises(CkptExplorerError):
+        view.load(name)
+    report = validate_checkpoint(folder, numeric=False)
+    bad = [f for f in report.findings if f.rule == RULE_PARTS]
+    assert [f.tensor for f in bad] == [name] and not report.ok

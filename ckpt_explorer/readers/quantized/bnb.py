@@ -110,13 +110,18 @@ def _four_bit(records: Mapping[str, TensorRecord], name: str, load: Load) -> lis
     weight = f"{module}.weight"
     if weight not in records:
         return []
-    state = json_part(load(name))
+    try:
+        state = json_part(load(name))
+        shape = tuple(int(v) for v in state.get("shape", ()))
+        block = int(state.get("blocksize", 64))
+        if block <= 0:
+            raise ValueError(block)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return []  # not a quant state this reader understands: its parts stay listed as stored
     parts = {"weight": weight, "state": name}
     for role in ("absmax", "quant_map", "nested_absmax", "nested_quant_map"):
         if f"{weight}.{role}" in records:
             parts[role] = f"{weight}.{role}"
-    shape = tuple(int(v) for v in state.get("shape", ()))
-    block = int(state.get("blocksize", 64))
     nested = "nested_absmax" in parts
     params = {"blocksize": block, "double_quant": nested, "quant_type": qtype}
     return [

@@ -78,7 +78,11 @@ def _parts_findings(
 ) -> list[dict[str, str]]:
     module = w.name.removesuffix(".weight")
     found = []
-    for role, shape in _expected_parts(w, q).items():
+    try:
+        expected = _expected_parts(w, q)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+        return [_finding(RULE_PARTS, module, f"the scheme's sizes cannot be read ({e!r})")]
+    for role, shape in expected.items():
         have = shapes.get(w.parts.get(role, ""))
         if have is not None and tuple(have) != shape and math.prod(have) != math.prod(shape):
             found.append(

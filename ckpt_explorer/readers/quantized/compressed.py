@@ -127,7 +127,10 @@ def group(
             parts["weight_shape"] = f"{module}.weight_shape"
             if parts["weight_shape"] not in records:
                 continue
-            shape = tuple(int(v) for v in load(parts["weight_shape"]).tolist())
+            stored_shape = load(parts["weight_shape"])
+            if stored_shape.dim() != 1 or stored_shape.numel() != 2:
+                continue  # not a 2-D weight's shape: the parts stay listed as stored
+            shape = tuple(int(v) for v in stored_shape.tolist())
             fn = _unpacked
             stored = "int32"
         elif f"{module}.weight" in records:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ...errors import CkptExplorerError
 from ...io.location import Location
 from ...types import Detection, FileInfo, TensorRecord, Traits
 from ...view import CheckpointView
@@ -100,7 +101,7 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
                     nbytes=nbytes,
                     offset=None,
                     storage_key=None,
-                    loader=_loader(w, base.load),
+                    loader=_loader(path, w, base.load),
                 )
             )
     values = dict(base.values)
@@ -135,5 +136,18 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     return view
 
 
-def _loader(w: QuantWeight, load: Callable[[str], torch.Tensor]) -> Callable[[], torch.Tensor]:
-    return lambda: w.values(load)
+def _loader(
+    path: Location, w: QuantWeight, load: Callable[[str], torch.Tensor]
+) -> Callable[[], torch.Tensor]:
+    def values() -> torch.Tensor:
+        try:
+            return w.values(load)
+        except (RuntimeError, ValueError, IndexError, KeyError) as e:
+            raise CkptExplorerError(
+                path,
+                f"the parts of {w.name} ({w.kind} {w.block}) to dequantize",
+                f"parts that do not fit together: {e}",
+                "compare the parts' shapes with quantization_config (validate lists them)",
+            ) from e
+
+    return values

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ...types import TensorRecord
 
+MAX_JSON_BYTES = 1 << 20
 Load = Callable[[str], "torch.Tensor"]  # a stored part's values by its name
 
 
@@ -82,6 +83,8 @@ def json_part(t: torch.Tensor) -> dict[str, Any]:
     """A JSON document stored as a uint8 tensor (bitsandbytes' quant state)."""
     import json
 
+    if t.numel() > MAX_JSON_BYTES:
+        raise ValueError(f"a {t.numel()}-byte quant state (at most {MAX_JSON_BYTES} read)")
     doc = json.loads(bytes(t.reshape(-1).tolist()).decode("utf-8"))
     if not isinstance(doc, dict):
         raise ValueError("the quant state is not a JSON object")
