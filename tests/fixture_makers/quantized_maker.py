@@ -16,7 +16,9 @@ Cases (``hf`` is the source: a tiny ``LlamaForCausalLM``, norms away from 1):
   quant), ``bnb_fp4``, ``bnb_int8``.
 * FP8 the way DeepSeek-V3 ships it: ``fp8_block`` (e4m3) and ``fp8_e5m2``, each Linear of the
   layers as float8 with a float32 ``weight_scale_inv`` per 128x128 block (scale = block
-  max|x| / fp8 max), ``quantization_config`` {quant_method: fp8, weight_block_size}.
+  max|x| / fp8 max), ``quantization_config`` {quant_method: fp8, weight_block_size};
+  transformers' ``FineGrainedFP8Config(dequantize=True)`` reading saved as
+  ``<case>.oracle.safetensors`` (``oracle_error`` where it cannot read the case).
 * faults: ``fault_scale`` (ct W4A16 with ``layers.1.self_attn.o_proj`` quantized by the tool
   with twice its scale), ``fault_norm`` (``ct_w4a16`` with ``layers.0.post_attention_layernorm``
   times 1.5), ``fault_rows`` (``ct_w8a8`` with rows 3 and 5 of ``layers.0.mlp.gate_proj``
@@ -262,11 +264,28 @@ def deepseek_fp8(out: Path) -> dict[str, Any]:
             "weight_block_size": [128, 128],
         }
         (folder / "config.json").write_text(json.dumps(config, indent=2))
-        cases[case] = _case(case, scheme="fp8")
+        cases[case] = _case(case, scheme="fp8", oracle_error=_fp8_oracle(out, case))
     name = "model.layers.1.mlp.down_proj.weight_scale_inv"
     _rewrite(out / "fp8_block", out / "fault_block", {name: _double_first})
     cases["fault_block"] = _case("fault_block", fault=name.removesuffix("_scale_inv"))
     return cases
+
+
+def _fp8_oracle(out: Path, case: str) -> str | None:
+    """transformers' FineGrainedFP8Config(dequantize=True) reading of the export, saved as
+    ``<case>.oracle.safetensors``; the error where it cannot read it."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, FineGrainedFP8Config
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            out / case, quantization_config=FineGrainedFP8Config(dequantize=True)
+        )
+    except Exception as e:  # recorded: the test says what transformers could not read
+        return f"{type(e).__name__}: {e}"[:500]
+    state = {k: v.detach().float().contiguous().clone() for k, v in model.state_dict().items()}
+    save_file(state, str(out / f"{case}.oracle.safetensors"))
+    return None
 
 
 def _double_first(t: torch.Tensor) -> torch.Tensor:

@@ -137,6 +137,17 @@ def test_fp8_block_values_equal_deepseek_dequant(made: Any, case: str) -> None:
         assert torch.equal(mine.to(torch.bfloat16), ref), name
 
 
+@pytest.mark.parametrize("case", FP8)
+def test_fp8_block_values_equal_transformers_fine_grained_fp8(made: Any, case: str) -> None:
+    out, cases = made
+    if cases[case]["oracle_error"]:
+        pytest.skip(f"transformers cannot read {case}: {cases[case]['oracle_error']}")
+    view = open_checkpoint(out / cases[case]["path"])
+    oracle = load_file(str(out / f"{case}.oracle.safetensors"))
+    for name in _linear_names():
+        assert torch.equal(view.load(name), oracle[name]), name
+
+
 @pytest.mark.parametrize("case", [*CT, *BNB, *FP8])
 def test_faithful_exports_are_within_their_budget(made: Any, case: str) -> None:
     out, cases = made
