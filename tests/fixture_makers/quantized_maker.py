@@ -10,7 +10,8 @@ Cases (``hf`` is the source: a tiny ``LlamaForCausalLM``, norms away from 1):
   transformers): ``ct_w4a16`` (int4 symmetric, groups of 32, pack-quantized), ``ct_w4_asym``
   (int4 asymmetric with packed zero points, groups of 32), ``ct_w8a8`` (int8 per channel,
   int-quantized), ``ct_fp8`` (FP8 e4m3 per tensor, float-quantized), ``ct_fp8_block`` (FP8
-  128x128 blocks). transformers' ``from_pretrained(..., CompressedTensorsConfig(
+  128x128 blocks), ``ct_fp8_static`` (FP8 weights and static per-tensor FP8 input scales,
+  ``input_scale`` set to a fixed range where calibration would measure one). transformers' ``from_pretrained(..., CompressedTensorsConfig(
   dequantize=True))`` state_dict is saved as ``<case>.oracle.safetensors``.
 * bitsandbytes through transformers' ``BitsAndBytesConfig`` on CPU: ``bnb_nf4`` (double
   quant), ``bnb_fp4``, ``bnb_int8``.
@@ -63,7 +64,14 @@ def _source(out: Path) -> dict[str, Any]:
     return {"hf": {"path": "hf", "family": "hf-single", "kind": "model"}}
 
 
-def _ct(out: Path, case: str, weights: dict[str, Any], fmt: str, wrong: str = "") -> None:
+def _ct(
+    out: Path,
+    case: str,
+    weights: dict[str, Any],
+    fmt: str,
+    wrong: str = "",
+    inputs: dict[str, Any] | None = None,
+) -> None:
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import (
         QuantizationArgs,
@@ -76,7 +84,11 @@ def _ct(out: Path, case: str, weights: dict[str, Any], fmt: str, wrong: str = ""
 
     model = AutoModelForCausalLM.from_pretrained(out / "hf", dtype=torch.float32)
     args = QuantizationArgs(**weights)
-    scheme = QuantizationScheme(targets=["Linear"], weights=args)
+    scheme = QuantizationScheme(
+        targets=["Linear"],
+        weights=args,
+        input_activations=QuantizationArgs(**inputs) if inputs else None,
+    )
     qc = QuantizationConfig(config_groups={"group_0": scheme}, ignore=["lm_head"], format=fmt)
     apply_quantization_config(model, qc)
     for name, m in model.named_modules():
@@ -97,6 +109,8 @@ def _ct(out: Path, case: str, weights: dict[str, Any], fmt: str, wrong: str = ""
         if name == wrong:
             scale = scale * 2
         m.weight_scale.data = scale.to(m.weight_scale.dtype).reshape(m.weight_scale.shape)
+        if hasattr(m, "input_scale"):  # what calibration would set: a fixed activation range
+            m.input_scale.data = torch.full_like(m.input_scale, 4.0 / 448)
         if hasattr(m, "weight_zero_point"):
             m.weight_zero_point.data = zp.to(m.weight_zero_point.dtype).reshape(
                 m.weight_zero_point.shape
@@ -159,6 +173,11 @@ def compressed(out: Path) -> dict[str, Any]:
     for case, (weights, fmt) in CT_CASES.items():
         _ct(out, case, weights, fmt)
         cases[case] = _case(case, scheme="compressed-tensors", oracle=f"{case}.oracle.safetensors")
+    static = {"num_bits": 8, "type": "float", "strategy": "tensor", "symmetric": True}
+    _ct(out, "ct_fp8_static", CT_CASES["ct_fp8"][0], "float-quantized", inputs=static)
+    cases["ct_fp8_static"] = _case(
+        "ct_fp8_static", scheme="compressed-tensors", oracle="ct_fp8_static.oracle.safetensors"
+    )
     wrong = "model.layers.1.self_attn.o_proj"
     _ct(out, "fault_scale", CT_CASES["ct_w4a16"][0], "pack-quantized", wrong=wrong)
     cases["fault_scale"] = _case("fault_scale", fault=f"{wrong}.weight")

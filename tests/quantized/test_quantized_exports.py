@@ -23,7 +23,7 @@ from ckpt_explorer.diff.quant_budget import BEYOND, EXACT, RULES, WITHIN
 from ckpt_explorer.readers.quantized.checks import RULE_IGNORED, RULE_PARTS
 from ckpt_explorer.validate import validate_checkpoint
 
-CT = ("ct_w4a16", "ct_w4_asym", "ct_w8a8", "ct_fp8", "ct_fp8_block")
+CT = ("ct_w4a16", "ct_w4_asym", "ct_w8a8", "ct_fp8", "ct_fp8_block", "ct_fp8_static")
 BNB = ("bnb_nf4", "bnb_fp4", "bnb_int8")
 FP8 = ("fp8_block", "fp8_e5m2")
 FAULTS = ("fault_scale", "fault_norm", "fault_rows", "fault_block")
@@ -33,6 +33,7 @@ KINDS = {
     "ct_w8a8": "int8/channel",
     "ct_fp8": "fp8_e4m3/tensor",
     "ct_fp8_block": "fp8_e4m3/block128x128",
+    "ct_fp8_static": "fp8_e4m3/tensor",
     "bnb_nf4": "nf4/block64",
     "bnb_fp4": "fp4/block64",
     "bnb_int8": "int8/row",

@@ -10,7 +10,8 @@
 - ``int-quantized`` / ``float-quantized`` / ``naive-quantized``: ``<m>.weight`` stored as int8
   or float8 beside ``<m>.weight_scale`` (and ``<m>.weight_zero_point``).
 
-Dequantizing is compressed-tensors' own: ``(q - zero_point) * scale`` in the scale's dtype,
+Static activation scales (``<m>.input_scale`` ...) are listed as parts of their module's
+weight. Dequantizing is compressed-tensors' own: ``(q - zero_point) * scale`` in the scale's dtype,
 the scale broadcast over its tensor, channel (row), group (``group_size`` columns) or block.
 """
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ...types import TensorRecord
 
 METHOD = "compressed-tensors"
+ACTIVATION_PARTS = ("input_scale", "input_zero_point", "output_scale", "output_zero_point")
 FLOAT8 = {"float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
 
 
@@ -143,6 +145,9 @@ def group(
         parts["weight_scale"] = name
         if f"{module}.weight_zero_point" in records:
             parts["weight_zero_point"] = f"{module}.weight_zero_point"
+        for role in ACTIVATION_PARTS:  # static activation scales: the module's, not a weight
+            if f"{module}.{role}" in records:
+                parts[role] = f"{module}.{role}"
         params = {k: v for k, v in args.items() if v is not None}
         params["format"] = fmt
         found.append(
