@@ -44,8 +44,8 @@ def attach_quant_budgets(
         src_name, exp_name = (other, row.name) if export_is_a else (row.name, other)
         w = weights.get(exp_name)
         if w is not None:
-            params = {**w.params, "bits": w.bits}
-            if w.params.get("double_quant"):
+            params = {k: v for k, v in w.params.items() if k != "moved_by"} | {"bits": w.bits}
+            if w.params.get("double_quant") or w.params.get("moved_by"):
                 params["approximate"] = True
             kind, tensor = w.kind, ", ".join(w.parts.values())
         else:
@@ -64,6 +64,11 @@ def attach_quant_budgets(
         row.export_tensor = tensor
         if figures.approximate:
             row.note = f"approximate budget: {figures.rule}"
+            if w is not None and w.params.get("moved_by"):
+                row.note += (
+                    f"; the weights were changed before rounding ({w.params['moved_by']}): "
+                    "errors beyond it are expected there"
+                )
     return "a" if export_is_a else "b"
 
 

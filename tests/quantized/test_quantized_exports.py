@@ -322,3 +322,26 @@ def test_parts_that_do_not_fit_are_said_not_crashed(made: Any, tmp_path: Path) -
     report = validate_checkpoint(folder, numeric=False)
     bad = [f for f in report.findings if f.rule == RULE_PARTS]
     assert [f.tensor for f in bad] == [name] and not report.ok
+
+
+def test_error_feedback_export_is_flagged_approximate(made: Any, tmp_path: Path) -> None:
+    """llm-compressor writes recipe.yaml beside its exports; a GPTQ recipe moves weights
+    before rounding, so the min-max budget is marked approximate there."""
+    import shutil
+
+    out, cases = made
+    folder = tmp_path / "gptq_like"
+    shutil.copytree(out / cases["fault_scale"]["path"], folder)
+    (folder / "recipe.yaml").write_text(
+        "default_stage:\n  default_modifiers:\n    GPTQModifier: {}\n"
+    )
+    view = open_checkpoint(folder)
+    assert (
+        view.values["__metadata__.quantization"]["weights"][cases["fault_scale"]["fault"]][
+            "moved_by"
+        ]
+        == "GPTQModifier"
+    )
+    row = diff_checkpoints(out / "hf", folder).export_rows()[0]
+    assert row.name == cases["fault_scale"]["fault"]
+    assert row.note and "GPTQModifier" in row.note and "approximate" in row.note

@@ -66,6 +66,26 @@ def probe(path: Location) -> Detection | None:
     )
 
 
+MOVING = ("GPTQModifier", "AWQModifier", "SparseGPTModifier", "SmoothQuantModifier")
+MIN_MAX = (None, "minmax", "memoryless_minmax", "static_minmax", "memoryless")
+
+
+def error_feedback(path: Location, q: dict[str, Any]) -> str:
+    """What moved the weights before rounding (GPTQ's error feedback, AWQ / SmoothQuant
+    scaling: llm-compressor's ``recipe.yaml`` names its modifiers) or chose a scale other than
+    min-max (an MSE observer); "" when the export is plain min-max rounding of the source."""
+    found = []
+    recipe = path / "recipe.yaml"
+    if recipe.is_file() and recipe.stat().st_size < 1 << 20:
+        text = recipe.read_bytes().decode("utf-8", "replace")
+        found += [m for m in MOVING if m in text]
+    for group in (q.get("config_groups") or {}).values():
+        args = group.get("weights") if isinstance(group, dict) else None
+        if isinstance(args, dict) and args.get("observer") not in MIN_MAX:
+            found.append(f"observer {args.get('observer')}")
+    return ", ".join(dict.fromkeys(found))
+
+
 def quant_weights(view: CheckpointView) -> dict[str, QuantWeight] | None:
     """The quantized weights of a view this reader opened (None for any other view)."""
     return _WEIGHTS.get(view)
@@ -82,6 +102,9 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     q = config["quantization_config"]
     raw = {r.name: r for r in base.tensors}
     weights = SCHEMES[q["quant_method"]](raw, q, base.load)
+    moved = error_feedback(path, q)
+    if moved:
+        weights = [replace(w, params={**w.params, "moved_by": moved}) for w in weights]
     by_part = {part: w for w in weights for part in w.parts.values()}
     records: list[TensorRecord] = []
     seen: set[str] = set()
