@@ -14,6 +14,7 @@ from ..readers.gguf.hf import export_of, export_values, hf_view, is_gguf
 from ..view import CheckpointView
 from .export_config import config_checks
 from .quant_budget import budget
+from .quant_export import attach_quant_budgets, quant_checks
 from .rows import ONLY_IN_A, ONLY_IN_B, TensorDiff, ValueDiff
 
 
@@ -34,7 +35,7 @@ def attach_budgets(
     """Fill ``quant``, ``verdict``, ``budget``, ``budget_ratio``, ``export_tensor`` and
     ``note`` of the rows of an export diff; return which side is the export (``"a"``,
     ``"b"``; None for other diffs, whose rows are left as they are)."""
-    side_name = None
+    side_name = attach_quant_budgets(rows, view_a, view_b)
     for source, side, export_is_a in ((view_a, view_b, False), (view_b, view_a, True)):
         found = export_of(side)
         if found is None:
@@ -68,6 +69,9 @@ def attach_budgets(
 
 def export_checks(view_a: CheckpointView, view_b: CheckpointView) -> list[ValueDiff]:
     """The export's metadata against the source's config.json (:mod:`.export_config`)."""
+    quantized = quant_checks(view_a, view_b)
+    if quantized:
+        return quantized
     for source, side in ((view_a, view_b), (view_b, view_a)):
         found = export_of(side)
         if found is not None:

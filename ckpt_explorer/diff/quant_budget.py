@@ -23,9 +23,11 @@ the largest budget, and the worst ratio error / budget. Verdict: ``exact``, ``wi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from . import quant_rules
 
 if TYPE_CHECKING:
     import torch
@@ -122,12 +124,19 @@ def _approx(bits: float, block: int) -> Callable[[torch.Tensor], torch.Tensor]:
     return rule
 
 
-RULES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
+RULES: dict[str, tuple[Callable[..., torch.Tensor], str]] = {
     "Q8_0": (_q8_0, "half a step of each 32-block's scale max|x|/127 (F16 scale)"),
     "Q4_0": (_symmetric(8), "one step of each 32-block's scale m/-8 (F16 scale)"),
     "Q5_0": (_symmetric(16), "one step of each 32-block's scale m/-16 (F16 scale)"),
     "Q4_1": (_affine(15), "half a step of each 32-block's (max-min)/15 (F16 scale, min)"),
     "Q5_1": (_affine(31), "half a step of each 32-block's (max-min)/31 (F16 scale, min)"),
+    # quantized safetensors (:mod:`.quant_rules`): the export's parameters are passed in
+    "int4": (quant_rules.integer, "half a step of each share's min-max int4 scale"),
+    "int8": (quant_rules.integer, "half a step of each share's min-max int8 scale"),
+    "fp8_e4m3": (quant_rules.fp8, "half an e4m3 ulp of x / (amax/448) per share"),
+    "fp8_e5m2": (quant_rules.fp8, "half an e5m2 ulp of x / (amax/57344) per share"),
+    "nf4": (quant_rules.four_bit, "half the NF4 code gap times each block's absmax"),
+    "fp4": (quant_rules.four_bit, "half the bitsandbytes FP4 code gap times each block's absmax"),
 }
 APPROX_BITS: dict[str, tuple[float, int]] = {  # type -> (bits per weight, block)
     "Q2_K": (2, 256),
@@ -154,9 +163,16 @@ APPROX_BITS: dict[str, tuple[float, int]] = {  # type -> (bits per weight, block
 }
 
 
-def budget(ggml_type: str, expected: torch.Tensor, actual: torch.Tensor) -> Budget:
+def budget(
+    ggml_type: str,
+    expected: torch.Tensor,
+    actual: torch.Tensor,
+    params: Mapping[str, Any] | None = None,
+) -> Budget:
     """The verdict for ``actual`` (the export's values, dequantized, in its own layout)
     against ``expected`` (the source after the converter's change, same layout).
+    ``params``: a quantized-safetensors scheme's parameters (its rule's keywords; an
+    ``approximate`` key marks the figures approximate).
 
     Raises:
         KeyError: a type no rule here knows.
@@ -178,7 +194,12 @@ def budget(ggml_type: str, expected: torch.Tensor, actual: torch.Tensor) -> Budg
             return Budget(ggml_type, EXACT, _max(err), _max(bound), 0.0, rule)
     elif ggml_type in RULES:
         fn, rule = RULES[ggml_type]
-        bound = fn(x)
+        if params is None:
+            bound = fn(x)
+        else:
+            kw = {k: v for k, v in params.items() if k != "approximate"}
+            bound = fn(x, kind=ggml_type, **kw)
+            approximate = bool(params.get("approximate"))
     elif ggml_type in APPROX_BITS:
         bits, block = APPROX_BITS[ggml_type]
         bound = _approx(bits, block)(x)

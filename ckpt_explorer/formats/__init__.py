@@ -19,6 +19,7 @@ from ..readers.hf import folder as hf_folder
 from ..readers.hf import peft_adapter, sharded_index
 from ..readers.megatron import dist as megatron_dist
 from ..readers.megatron import legacy as megatron_legacy
+from ..readers.quantized import folder as quantized_folder
 from ..readers.torchtune import folder as torchtune
 from ..readers.torchtune import recipe as torchtune_recipe
 from . import precedence, torchtune_output, training_state
@@ -55,6 +56,16 @@ register(
         50,
         sharded_index.probe_dir,
         sharded_index.open_sharded,
+    )
+)
+register(  # before the plain HF entries: a folder whose config.json names a quantization_config
+    FormatSpec(
+        "hf-quantized",
+        (quantized_folder.FAMILY,),
+        "dir",
+        45,
+        quantized_folder.probe,
+        quantized_folder.open_quantized,
     )
 )
 register(FormatSpec("hf-single", ("hf-single",), "dir", 60, hf_folder.probe, hf_folder.open_folder))

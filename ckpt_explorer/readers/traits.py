@@ -31,6 +31,7 @@ FAMILY_TRAITS: dict[str, Traits] = {
     "training-state": Traits(part_files=True),
     "hf-sharded": Traits(loader="from_pretrained"),
     "hf-single": Traits(loader="from_pretrained"),
+    "hf-quantized": Traits(loader="from_pretrained"),  # with the scheme's package installed
     "colossalai-sharded-model": Traits(loader="colossalai"),
     "colossalai-sharded-optimizer": Traits(loader="colossalai"),
     "peft-adapter": Traits(loader="peft"),

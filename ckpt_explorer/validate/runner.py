@@ -19,6 +19,7 @@ from . import numeric as numeric_rules
 from .findings import Finding, ValidationReport
 from .loadable_rules import check_loadable
 from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
+from .quantized import check_quantized
 from .scheduler_pairing import pair_schedulers
 
 
@@ -141,6 +142,7 @@ def validate_checkpoint(
     findings = weigh_refusals(findings, view)
     findings += _integrity_of_parts(view, {view.path})
     findings += _unrecognised_children(view)
+    findings += check_quantized(view)
     parts = collect(view, model_view)
     checked += ["config", "optimizer", "scheduler"]
     for m in parts.models:

@@ -1,0 +1,84 @@
+"""A quantized-safetensors export diffed against the HF model it was quantized from.
+
+The export's view (:mod:`..readers.quantized`) already lists each quantized weight under the
+HF name it encodes, dequantized, so the engine pairs it by name. Here every compared row gets
+what its storage should cost (:mod:`.quant_budget`, the scheme's rule with the export's own
+parameters; a float copy: the rounding to its dtype) and a verdict; the config-vs-files
+findings become value rows that count in the verdict.
+"""
+
+from __future__ import annotations
+
+from ..readers.quantized.folder import QUANT_KEY, quant_weights
+from ..view import CheckpointView
+from .quant_budget import FLOATS, budget
+from .rows import ONLY_IN_A, ONLY_IN_B, TensorDiff, ValueDiff
+
+FLOAT_TYPES = {dtype: name for name, (dtype, _, _) in FLOATS.items()}
+
+
+def _sides(
+    view_a: CheckpointView, view_b: CheckpointView
+) -> tuple[CheckpointView, CheckpointView, bool] | None:
+    """(source, export, export is a) when exactly one side is a quantized export."""
+    if quant_weights(view_b) is not None and quant_weights(view_a) is None:
+        return view_a, view_b, False
+    if quant_weights(view_a) is not None and quant_weights(view_b) is None:
+        return view_b, view_a, True
+    return None
+
+
+def attach_quant_budgets(
+    rows: list[TensorDiff], view_a: CheckpointView, view_b: CheckpointView
+) -> str | None:
+    """Fill the export columns of each compared row; return the export's side or None."""
+    found = _sides(view_a, view_b)
+    if found is None:
+        return None
+    source, export, export_is_a = found
+    weights = quant_weights(export) or {}
+    for row in rows:
+        if row.status in (ONLY_IN_A, ONLY_IN_B) or row.max_abs is None:
+            continue
+        other = row.name_b or row.name
+        src_name, exp_name = (other, row.name) if export_is_a else (row.name, other)
+        w = weights.get(exp_name)
+        if w is not None:
+            params = {k: v for k, v in w.params.items() if k != "moved_by"} | {"bits": w.bits}
+            if w.params.get("double_quant") or w.params.get("moved_by"):
+                params["approximate"] = True
+            kind, tensor = w.kind, ", ".join(w.parts.values())
+        else:
+            kind = FLOAT_TYPES.get(export.record(exp_name).dtype, "")
+            params, tensor = None, exp_name
+        if not kind:
+            continue
+        try:
+            figures = budget(kind, source.load(src_name), export.load(exp_name), params)
+        except KeyError:
+            continue
+        row.quant = w.label if w is not None else kind
+        row.verdict = figures.verdict
+        row.budget = figures.max_budget
+        row.budget_ratio = figures.ratio
+        row.export_tensor = tensor
+        if figures.approximate:
+            row.note = f"approximate budget: {figures.rule}"
+            if w is not None and w.params.get("moved_by"):
+                row.note += (
+                    f"; the weights were changed before rounding ({w.params['moved_by']}): "
+                    "errors beyond it are expected there"
+                )
+    return "a" if export_is_a else "b"
+
+
+def quant_checks(view_a: CheckpointView, view_b: CheckpointView) -> list[ValueDiff]:
+    """The export's quantization_config against its files, one changed row per finding."""
+    found = _sides(view_a, view_b)
+    if found is None:
+        return []
+    checks = found[1].values.get(QUANT_KEY, {}).get("checks", [])
+    return [
+        ValueDiff(f"export.{c['rule']} {c['module']}", "changed", "config", c["message"])
+        for c in checks
+    ]

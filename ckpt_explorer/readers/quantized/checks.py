@@ -1,0 +1,145 @@
+"""Does ``quantization_config`` agree with the files?
+
+Each finding is a dict ``{"rule", "module", "message"}``:
+
+- a stored part that disagrees with the scheme's sizes (packed width vs bits and shape, one
+  scale per group / block / row, bitsandbytes' absmax per block, its quant type);
+- a module the config's ``ignore`` list names that is stored quantized;
+- a module the config targets by regex, or a Linear-like ``*proj`` weight under a ``Linear``
+  target, stored in float (it would load unquantized, or not at all).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .parts import QuantWeight
+
+RULE_PARTS = "quantized.parts_disagree"
+RULE_IGNORED = "quantized.ignored_but_quantized"
+RULE_MISSING = "quantized.target_not_quantized"
+
+
+def _finding(rule: str, module: str, message: str) -> dict[str, str]:
+    return {"rule": rule, "module": module, "message": f"{module}: {message}"}
+
+
+def _matches(pattern: str, module: str) -> bool:
+    if pattern.startswith("re:"):
+        return re.match(pattern[3:], module) is not None
+    return module == pattern or module.endswith("." + pattern)
+
+
+def _ignore_list(q: dict[str, Any]) -> list[str]:
+    found = []
+    for key in ("ignore", "modules_to_not_convert", "llm_int8_skip_modules", "ignored_layers"):
+        value = q.get(key)
+        if isinstance(value, list):
+            found += [v for v in value if isinstance(v, str)]
+    return found
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _expected_parts(w: QuantWeight, q: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """role -> the shape the scheme gives that part for this weight's shape."""
+    p = w.params
+    if len(w.shape) != 2:
+        return {}
+    rows, cols = w.shape
+    want: dict[str, tuple[int, ...]] = {}
+    strategy = p.get("strategy")
+    if w.scheme == "compressed-tensors":
+        if strategy == "group":
+            want["weight_scale"] = (rows, _cdiv(cols, int(p["group_size"])))
+        elif strategy == "channel":
+            want["weight_scale"] = (rows, 1)
+        elif strategy == "block":
+            bh, bw = p["block_structure"]
+            want["weight_scale"] = (_cdiv(rows, bh), _cdiv(cols, bw))
+        if "weight_packed" in w.parts:
+            want["weight_packed"] = (rows, _cdiv(cols * w.bits, 32))
+    elif w.scheme == "fp8":
+        want["weight_scale_inv"] = (_cdiv(rows, p["block_rows"]), _cdiv(cols, p["block_cols"]))
+    elif w.scheme == "bitsandbytes" and w.bits == 4:
+        if not p.get("double_quant"):
+            want["absmax"] = (_cdiv(rows * cols, int(p["blocksize"])),)
+    elif w.scheme == "bitsandbytes":
+        want["SCB"] = (rows,)
+    return want
+
+
+def _parts_findings(
+    w: QuantWeight, q: dict[str, Any], shapes: dict[str, tuple[int, ...]]
+) -> list[dict[str, str]]:
+    module = w.name.removesuffix(".weight")
+    found = []
+    try:
+        expected = _expected_parts(w, q)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+        return [_finding(RULE_PARTS, module, f"the scheme's sizes cannot be read ({e!r})")]
+    for role, shape in expected.items():
+        have = shapes.get(w.parts.get(role, ""))
+        if have is not None and tuple(have) != shape and math.prod(have) != math.prod(shape):
+            found.append(
+                _finding(
+                    RULE_PARTS,
+                    module,
+                    f"{role} has shape {list(have)}; {w.kind} {w.block} of a "
+                    f"{list(w.shape)} weight needs {list(shape)}",
+                )
+            )
+    if w.scheme == "bitsandbytes":
+        four = bool(q.get("load_in_4bit") or q.get("_load_in_4bit"))
+        if (w.bits == 4) != four:
+            found.append(
+                _finding(
+                    RULE_PARTS, module, f"stored {w.kind}, the config says load_in_4bit={four}"
+                )
+            )
+        qtype = q.get("bnb_4bit_quant_type")
+        if w.bits == 4 and qtype and qtype != w.kind:
+            found.append(_finding(RULE_PARTS, module, f"stored {w.kind}, the config says {qtype}"))
+    elif w.scheme == "compressed-tensors" and w.params.get("num_bits") != w.bits:
+        found.append(_finding(RULE_PARTS, module, "bits disagree with the config group"))
+    return found
+
+
+def check_config(
+    q: dict[str, Any],
+    weights: list[QuantWeight],
+    names: list[str],
+    shapes: dict[str, tuple[int, ...]],
+) -> list[dict[str, str]]:
+    """Findings for ``q`` (the quantization_config) against the grouped ``weights``, the
+    view's tensor ``names`` (logical weights and the float tensors) and the stored parts'
+    ``shapes``."""
+    found = []
+    ignore = _ignore_list(q)
+    quantized = {w.name.removesuffix(".weight") for w in weights}
+    for module in sorted(quantized):
+        if any(_matches(p, module) for p in ignore):
+            found.append(
+                _finding(RULE_IGNORED, module, "the config ignores it, the files quantize it")
+            )
+    for w in weights:
+        found += _parts_findings(w, q, shapes)
+    targets = []
+    for group in (q.get("config_groups") or {}).values():
+        if isinstance(group, dict):
+            targets += [t for t in group.get("targets") or [] if isinstance(t, str)]
+    floats = [n.removesuffix(".weight") for n in names if n.endswith(".weight")]
+    for module in floats:
+        if module in quantized or any(_matches(p, module) for p in ignore):
+            continue
+        regex = any(t.startswith("re:") and _matches(t, module) for t in targets)
+        linear = "Linear" in targets and module.rsplit(".", 1)[-1].endswith("proj")
+        if regex or linear:
+            found.append(
+                _finding(RULE_MISSING, module, "the config targets it, the files keep it in float")
+            )
+    return found

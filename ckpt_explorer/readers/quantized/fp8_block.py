@@ -1,0 +1,65 @@
+"""FP8 weights with a float32 scale per block, as DeepSeek-V3 ships them.
+
+``quantization_config = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128,
+128]}``; each quantized ``<m>.weight`` is float8 (e4m3fn, or e5m2) beside
+``<m>.weight_scale_inv``, one float32 per 128x128 block (partial blocks at the edges). The
+value is ``fp8 * scale_inv`` in float32 (DeepSeek's ``fp8_cast_bf16.py`` computes exactly that,
+then casts to bf16). transformers' ``FineGrainedFP8Config`` reads the same layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from .parts import Load, QuantWeight, module_of
+from .unpack import expand_blocks
+
+if TYPE_CHECKING:
+    import torch
+
+    from ...types import TensorRecord
+
+METHOD = "fp8"
+FP8_DTYPES = {"float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
+
+
+def dequantize_block(weight: torch.Tensor, scale: torch.Tensor, bh: int, bw: int) -> torch.Tensor:
+    import torch
+
+    rows, cols = weight.shape
+    return weight.to(torch.float32) * expand_blocks(scale.to(torch.float32), rows, cols, bh, bw)
+
+
+def _dequantize_parts(p: dict[str, torch.Tensor], bh: int, bw: int) -> torch.Tensor:
+    return dequantize_block(p["weight"], p["weight_scale_inv"], bh, bw)
+
+
+def group(
+    records: Mapping[str, TensorRecord], config: dict[str, Any], load: Load
+) -> list[QuantWeight]:
+    block = config.get("weight_block_size") or [128, 128]
+    bh, bw = int(block[0]), int(block[1])
+    found = []
+    for name in records:
+        module = module_of(name, ".weight_scale_inv")
+        weight = f"{module}.weight" if module is not None else None
+        if weight is None or weight not in records:
+            continue
+        wrec = records[weight]
+        kind = FP8_DTYPES.get(wrec.dtype, wrec.dtype)
+        found.append(
+            QuantWeight(
+                weight,
+                tuple(wrec.shape),
+                METHOD,
+                kind,
+                8,
+                f"block {bh}x{bw}",
+                {"weight": weight, "weight_scale_inv": name},
+                {"block_rows": bh, "block_cols": bw, "fp8": kind, "scale_of": "scale_inv"},
+                partial(_dequantize_parts, bh=bh, bw=bw),
+            )
+        )
+    return found

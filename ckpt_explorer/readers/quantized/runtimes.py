@@ -1,0 +1,62 @@
+"""Which runtimes read a quantized export, from their documentation (not run here).
+
+Each note is ``{"runtime", "reads", "note", "source"}``; ``source`` always says that the note
+comes from the runtime's documentation and was not verified on this machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .parts import QuantWeight
+
+SOURCE = "documentation; unverified here"
+
+
+def _note(runtime: str, reads: bool | None, note: str) -> dict[str, Any]:
+    return {"runtime": runtime, "reads": reads, "note": note, "source": SOURCE}
+
+
+def runtime_notes(q: dict[str, Any], weights: list[QuantWeight]) -> list[dict[str, Any]]:
+    method = q.get("quant_method")
+    kinds = {w.kind for w in weights}
+    if method == "compressed-tensors":
+        return [
+            _note(
+                "vLLM",
+                True,
+                "compressed-tensors W4A16/W8A16 (int weights, group or channel), W8A8 int8 and "
+                f"FP8 (tensor, channel, 128x128 block) schemes; here: {', '.join(sorted(kinds))}; "
+                "kernels need an NVIDIA GPU (FP8 W8A8 Ada/Hopper or later, weight-only Marlin "
+                "on Ampere)",
+            ),
+            _note("transformers", True, "with the compressed-tensors package (decompresses)"),
+        ]
+    if method == "fp8":
+        return [
+            _note("vLLM", True, "fp8 with weight_block_size (DeepSeek-V3 layout)"),
+            _note("SGLang", True, "fp8 block-scaled checkpoints (DeepSeek-V3 layout)"),
+            _note(
+                "transformers",
+                True,
+                "FineGrainedFP8Config: runs on a GPU; dequantize=True gives bf16 on CPU",
+            ),
+        ]
+    if method == "bitsandbytes":
+        four = q.get("load_in_4bit") or q.get("_load_in_4bit")
+        return [
+            _note(
+                "transformers",
+                True,
+                "with bitsandbytes; loading needed CUDA before bitsandbytes 0.45's CPU/XPU "
+                "backends",
+            ),
+            _note(
+                "vLLM",
+                bool(four),
+                "pre-quantized bitsandbytes 4-bit checkpoints"
+                if four
+                else "bitsandbytes 8-bit (LLM.int8) checkpoints are not listed as supported",
+            ),
+        ]
+    return []
