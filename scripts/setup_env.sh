@@ -61,7 +61,7 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   uvi --no-deps "mmengine==0.10.7" "gguf==0.19.0"
   uvi -c "$PIN" "addict>=2.4" "yapf>=0.40" "termcolor>=2" "sentencepiece==0.2.3" pillow pyyaml \
       "tensorboardX>=2.6"
-  uvi -c "$PIN" "peft==0.13.2" einops contexttimer bitsandbytes "deepspeed==0.19.8" \
+  uvi -c "$PIN" "peft==0.13.2" einops contexttimer "bitsandbytes==0.50.2" "deepspeed==0.19.8" \
       rich click psutil packaging tqdm pydantic "lightning==2.5.6" "omegaconf==2.3.0" \
       "diffusers==0.42.1" "joblib==1.6.0" "megatron-core==0.16.1" "schedulefree==1.4.1"
   # detectron2's checkpointer (fvcore) and LitGPT (its own requirements would replace
