@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import CkptExplorerError
+from . import gguf_target
 from .layouts import HF_DEFAULT_SHARD, Planner, dcp_folder, one_file, shard_folder
 from .plan import ConversionPlan, PlannedFile
 
@@ -150,6 +151,7 @@ def _dcp(root: Path, pf: PlannedFile, tick: Tick | None, cancel: Cancel | None, 
 register_writer(WriterSpec("safetensors", _safetensors))
 register_writer(WriterSpec("torch", _torch))
 register_writer(WriterSpec("dcp", _dcp))
+register_writer(WriterSpec("gguf", gguf_target.write))
 
 _SAFETENSORS_FOLDER = shard_folder("safetensors", "model", "safetensors")
 register_target(
@@ -191,3 +193,15 @@ register_target(
     )
 )
 register_target(TargetSpec("dcp", "a torch DCP folder", dcp_folder, torchrun="rank0"))
+register_target(
+    TargetSpec(
+        "gguf",
+        "one GGUF file (llama.cpp): --dtype f32, f16 (default), bf16 or q8_0",
+        gguf_target.plan_gguf,
+        suffix=".gguf",
+        hf_model=True,
+        dtypes=gguf_target.DTYPES,
+        verify=gguf_target.verify,
+        torchrun="",
+    )
+)
