@@ -377,8 +377,11 @@ def tokenizer(
         ("tokenizer.ggml.scores", scores, "ARRAY", "FLOAT32"),
         ("tokenizer.ggml.token_type", types, "ARRAY", "INT32"),
     ]
-    for key, tid in (("bos", sp.bos_id()), ("eos", sp.eos_id())):
-        if tid >= 0:
+    config = _config(plan, content)
+    for key, tid in (("bos", sp.bos_id()), ("eos", sp.eos_id()), ("padding", -1)):
+        named = config.get(f"{'pad' if key == 'padding' else key}_token_id")
+        tid = named if isinstance(named, int) and not isinstance(named, bool) else tid
+        if tid >= 0:  # the converter's SpecialVocab: config.json's ids first
             kv.append((f"tokenizer.ggml.{key}_token_id", tid, "UINT32", None))
     return kv
 

@@ -73,6 +73,27 @@ def test_same_file_as_llama_cpp_converter(made: Any, ours: dict[str, Path], outt
         assert fa[key] == fb[key], key
 
 
+@pytest.mark.parametrize(("case", "outtype"), [("mixtral", "f16"), ("gemma", "f32")])
+def test_stacked_experts_and_norm_offsets_as_llama_cpp(
+    made: Any, tmp_path: Path, case: str, outtype: str
+) -> None:
+    """A MoE model (experts stacked per layer) and Gemma (norms stored as 1 + w): the same
+    tensors, byte for byte, as llama.cpp's converter writes; Mixtral's keys too."""
+    out, cases = made
+    dst = tmp_path / f"{case}.gguf"
+    result = run_conversion(plan_conversion(out / f"{case}_hf", dst, "gguf", dtype=outtype))
+    assert result.verified, result.mismatches
+    theirs, mine = gguf.GGUFReader(str(out / cases[case]["path"])), gguf.GGUFReader(str(dst))
+    a = {t.name: (t.tensor_type, list(t.shape), bytes(t.data)) for t in theirs.tensors}
+    b = {t.name: (t.tensor_type, list(t.shape), bytes(t.data)) for t in mine.tensors}
+    assert a == b
+    if case == "mixtral":
+        fa, fb = _fields(theirs), _fields(mine)
+        assert {k: v for k, v in fa.items() if k not in SAME_EXCEPT} == {
+            k: v for k, v in fb.items() if k not in SAME_EXCEPT
+        }
+
+
 @pytest.mark.parametrize("outtype", ["f16", "q8_0"])
 def test_ggufreader_values_equal_ours(ours: dict[str, Path], outtype: str) -> None:
     view = open_checkpoint(ours[outtype])
