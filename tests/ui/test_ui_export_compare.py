@@ -85,3 +85,23 @@ def test_metadata_and_config_rows_hidden_until_asked(root: Path) -> None:
     keys = list(shown.values.value["key"])
     assert any(k.startswith("__metadata__.") for k in keys)
     assert any(k.startswith("config.json.") for k in keys)
+
+
+def test_convert_form_writes_a_gguf(root: Path) -> None:
+    """The Convert form offers --to gguf with its own types and runs it verified."""
+    from ckpt_explorer.ui.components.convert import DTYPES, ConvertView, dtype_options
+
+    app = AppState(root)
+    view = ConvertView(app=app)
+    assert "gguf" in view._target.options
+    assert view._dtype.options == DTYPES
+    app.convert.param.update(source="hf", target="gguf")
+    assert view._dtype.options == dtype_options("gguf")
+    assert list(dtype_options("gguf")) == ["default", "f32", "f16", "bf16", "q8_0"]
+    app.convert.param.update(dtype="q8_0")
+    app.convert.destination = app.convert.suggest_destination()
+    assert app.convert.destination == "hf-gguf.gguf"
+    assert app.convert.make_plan(), app.convert.error
+    app.convert.run(wait=True)
+    assert app.convert.result is not None and app.convert.result.verified
+    assert (root / "hf-gguf.gguf").is_file()
