@@ -68,6 +68,8 @@ class TargetSpec:
         verify: its own verification; None: the output is reopened and compared bit for bit.
         torchrun: how the torchrun job writes it: "shared" (files shared out over ranks),
             "rank0" (one rank writes everything), "" (not supported: one process).
+        colossalai: what ColossalAI's Booster saves for it with ``--engine colossalai``
+            ("safetensors" or "torch" files); "" where that engine does not write it.
     """
 
     name: str
@@ -82,6 +84,7 @@ class TargetSpec:
     dtypes: Mapping[str, str] | None = None
     verify: Verifier | None = None
     torchrun: str = "shared"
+    colossalai: str = ""
 
 
 TARGETS: dict[str, TargetSpec] = {}
@@ -161,6 +164,7 @@ register_target(
         one_file("safetensors", _SAFETENSORS_FOLDER),
         suffix=".safetensors",
         shards=True,
+        colossalai="safetensors",
     )
 )
 register_target(
@@ -172,6 +176,7 @@ register_target(
         shards=True,
         optimizer_file=True,
         optimizer_shards=True,
+        colossalai="torch",
     )
 )
 register_target(
@@ -180,6 +185,7 @@ register_target(
         "a Hugging Face folder: safetensors shards (5GB), index, config.json",
         shard_folder("safetensors", "model", "safetensors", HF_DEFAULT_SHARD),
         hf_model=True,
+        colossalai="safetensors",
     )
 )
 register_target(
@@ -190,6 +196,7 @@ register_target(
         suffix=".pt",
         whole_state=True,
         optimizer_file=True,
+        colossalai="torch",
     )
 )
 register_target(TargetSpec("dcp", "a torch DCP folder", dcp_folder, torchrun="rank0"))
