@@ -463,7 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("source")
     p.add_argument("destination")
-    p.add_argument("--to", required=True, choices=["safetensors", "bin", "hf", "torch", "dcp"])
+    from .convert.targets import target_names
+
+    p.add_argument("--to", required=True, choices=target_names())
     p.add_argument("--max-shard-size", help="e.g. 5GB, 500MB: shard into a folder with an index")
     p.add_argument("--dtype", help="cast floating-point tensors (bf16, fp16, fp32); off by default")
     p.add_argument("--nproc", type=int, default=1, help="processes (torchrun job when > 1)")

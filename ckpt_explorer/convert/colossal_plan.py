@@ -31,7 +31,6 @@ FIT_PLUGIN = {
 }
 FIT_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 PATH_VARIABLE = "CKPT_EXPLORER_COLOSSALAI_PATH"  # folders put first on the ranks' PYTHONPATH
-TARGETS = {"safetensors": True, "hf": True, "bin": False, "torch": False}
 
 
 @dataclass(frozen=True)
@@ -246,11 +245,13 @@ def plan_engine_job(
     """
     from ..api import open_checkpoint
     from .planner import _check_paths
+    from .targets import TARGETS
 
     plugin = normalize_plugin(plugin)
-    if target not in TARGETS:
+    saves = {name: spec.colossalai for name, spec in TARGETS.items() if spec.colossalai}
+    if target not in saves:
         raise CkptExplorerError(
-            None, f"--to among {', '.join(TARGETS)} with --engine colossalai", repr(target)
+            None, f"--to among {', '.join(saves)} with --engine colossalai", repr(target)
         )
     if plugin != "hybrid" and tp * pp > 1:
         raise CkptExplorerError(
@@ -299,7 +300,7 @@ def plan_engine_job(
         dtype=dtype,
         shard=shard,
         size_per_shard_mb=size_per_shard_mb,
-        use_safetensors=TARGETS[target],
+        use_safetensors=saves[target] == "safetensors",
         overwrite=overwrite,
         tensors=len(records),
         total_bytes=sum(r.nbytes for r in records),

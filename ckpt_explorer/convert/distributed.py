@@ -25,6 +25,7 @@ from pathlib import Path
 from ..errors import CkptExplorerError
 from .plan_types import ConversionPlan, PlannedFile
 from .runner import ConversionResult, output_root, write_extras, write_files
+from .targets import target
 
 
 def share_files(files: Sequence[PlannedFile], n: int) -> list[list[PlannedFile]]:
@@ -111,8 +112,13 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
             plan.options["overwrite"] = args.overwrite
         root, opened = output_root(plan, tmp)
         t0 = time.perf_counter()
+        spec = target(plan.target)
+        if not spec.torchrun:
+            raise CkptExplorerError(
+                args.destination, "a target the torchrun job writes", f"--to {plan.target}"
+            )
         mine = share_files(plan.files, world)[rank]
-        if plan.files and plan.files[0].writer == "dcp":
+        if spec.torchrun == "rank0":  # one writer makes the whole output
             mine = plan.files if rank == 0 else []
         meter = Meter(rank_progress(), "write", sum(f.nbytes for f in mine))
         meter.emit(force=True)  # this rank's share, relayed to the launcher
@@ -122,7 +128,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         dist.barrier()
         seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
-        problems = verify_output(plan, opened, files=mine)
+        problems = (spec.verify or verify_output)(plan, opened, mine)
         gathered: list[object] | None = [None] * world if rank == 0 else None
         dist.gather_object(problems, gathered, dst=0)
         verified = False

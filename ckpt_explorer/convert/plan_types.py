@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     import pandas as pd
     import torch
 
-TARGETS = ("safetensors", "bin", "hf", "torch", "dcp")
-
 
 @dataclass(frozen=True)
 class Piece:
@@ -64,7 +62,10 @@ class PlannedTensor:
 class PlannedFile:
     """One output file, relative to the output root.
 
-    ``writer`` is "safetensors", "torch" (a torch.save zip) or "dcp". ``layout`` says how a torch
+    ``writer`` names a writer of :data:`~ckpt_explorer.convert.targets.WRITERS` ("safetensors",
+    "torch" (a torch.save zip), "dcp", "gguf"). ``named`` is False where the writer fills the
+    output folder itself rather than one file of this name (a DCP folder's ``.metadata`` and
+    data files). ``layout`` says how a torch
     file arranges its tensors: "flat" ``{name: tensor}``, "optimizer" (a full state_dict),
     "optimizer_shard" (``{id: {state: value}}``), "param_groups" (the group list) or "state"
     (a whole training state: every item at its original path, ``values["__paths__"]``).
@@ -76,6 +77,7 @@ class PlannedFile:
     tensors: tuple[PlannedTensor, ...]
     layout: str = "flat"
     values: dict[str, Any] = field(default_factory=dict, compare=False)
+    named: bool = True
 
     @property
     def nbytes(self) -> int:
@@ -89,7 +91,7 @@ class ConversionPlan:
     Attributes:
         source, destination: the paths; ``output_is_dir`` says whether the output is a folder.
         source_family, source_kind: what was detected.
-        target: one of :data:`TARGETS`.
+        target: a name of :data:`~ckpt_explorer.convert.targets.TARGETS`.
         files: the data files in write order.
         index: ``(file name, kind)`` of the index written by rank 0 ("hf" or
             "colossalai-optimizer"), or None.
@@ -128,7 +130,7 @@ class ConversionPlan:
         return sum(t.nbytes for t in self.tensors if t.fast)
 
     def output_files(self) -> list[str]:
-        names = [f.name for f in self.files if f.writer != "dcp"]
+        names = [f.name for f in self.files if f.named]
         if self.index is not None:
             names.append(self.index[0])
         return names + [dst for _, dst in self.copies] + [name for name, _ in self.written]

@@ -9,19 +9,17 @@ from typing import TYPE_CHECKING
 
 from ..errors import CkptExplorerError
 from ..io.location import Location, as_location
-from ..natural import natural_if_string_ordered
-from ..readers.hf.diffusers_config import WEIGHT_STEM, model_config
 from ..view import CheckpointView
-from .plan_types import TARGETS, ConversionPlan, PlannedFile, PlannedTensor
+from .plan_types import ConversionPlan, PlannedFile, PlannedTensor
 from .renames import unwrap_names
 from .source_content import SourceContent
 from .source_reading import read_source
+from .targets import TARGETS, TargetSpec, target
 from .writers import parse_size
 
 if TYPE_CHECKING:
     import torch
 
-HF_DEFAULT_SHARD = 5 * 10**9
 DTYPES = {
     "fp32": "float32",
     "float32": "float32",
@@ -56,13 +54,15 @@ def plan_conversion(
         source: any checkpoint ckpt_explorer opens (file or folder, or a remote location), or
             its open view.
         destination: the file or folder to create.
-        to: "safetensors" or "bin" (one file; a sharded folder with ``max_shard_size``),
-            "hf" (a folder: safetensors shards of at most ``max_shard_size``, 5GB by default,
-            the HF index, config.json/generation_config.json copied), "torch" (one torch.save
-            file; a full optimizer state_dict for optimizer sources) or "dcp" (a DCP folder).
+        to: a target of :data:`~ckpt_explorer.convert.targets.TARGETS`: "safetensors" or "bin"
+            (one file; a sharded folder with ``max_shard_size``), "hf" (a folder: safetensors
+            shards of at most ``max_shard_size``, 5GB by default, the HF index,
+            config.json/generation_config.json copied), "torch" (one torch.save file; a full
+            optimizer state_dict for optimizer sources), "dcp" (a DCP folder) ...
         max_shard_size: "5GB", "500MB", "2GiB" or bytes. For an optimizer with ``to="bin"``
             it makes a ColossalAI sharded optimizer folder.
-        dtype: cast floating-point tensors to this dtype ("bf16", "fp16", "fp32"); only when given.
+        dtype: cast floating-point tensors to this dtype ("bf16", "fp16", "fp32"); only when
+            given. A target with its own types (``TargetSpec.dtypes``) takes one of those.
         overwrite: allow replacing an existing destination (after the new output is verified).
         model_only: write only the model of a training state, leaving the optimizer,
             scheduler, RNG state ... out (each is listed in ``plan.dropped``). Without it a
@@ -82,21 +82,28 @@ def plan_conversion(
 
     src = source.path if isinstance(source, CheckpointView) else as_location(source)
     dst = Path(destination)
-    if to not in TARGETS:
-        raise CkptExplorerError(None, f"--to one of {', '.join(TARGETS)}", repr(to))
+    spec = target(to)
     _check_paths(src, dst, overwrite)
     shard = parse_size(max_shard_size)
-    cast = _dtype(dtype)
+    cast = _dtype(dtype, spec)
     view = as_view(source)
-    content = read_source(view, whole_state=to == "torch" and not model_only, as_hf=to == "hf")
-    if content.parts_left_out and not model_only and to != "hf":
+    content = read_source(
+        view, whole_state=spec.whole_state and not model_only, as_hf=spec.hf_model
+    )
+    if content.parts_left_out and not model_only and not spec.hf_model:
         raise CkptExplorerError(
             src,
             f"a source that --to {to} holds whole",
             f"a {view.kind} ({view.family}) whose output would leave out "
             + "; ".join(content.parts_left_out),
             "Pass --model-only to write the model weights alone (what is left out is listed)"
-            + (", or --to torch to keep the whole state." if view.traits.dcp_items else "."),
+            + (
+                ", or --to "
+                + " or --to ".join(n for n, t in TARGETS.items() if t.whole_state)
+                + " to keep the whole state."
+                if view.traits.dcp_items
+                else "."
+            ),
         )
     options = {
         "source": str(src),
@@ -122,16 +129,16 @@ def plan_conversion(
     if content.parts_left_out:
         plan.notes.append(f"the model only (--to {to}): the other parts are left out")
     tensors = list(content.tensors)
-    if to == "hf" and content.kind == "model":
+    if spec.hf_model and content.kind == "model":
         tensors = unwrap_names(tensors, plan.notes)
     if cast:
         tensors = [_cast(t, cast) for t in tensors]
     if content.kind == "state":
-        _plan_state(plan, content, tensors)
+        _plan_state(plan, spec, content, tensors)
     elif content.kind == "optimizer":
-        _plan_optimizer(plan, content, tensors, shard)
+        _plan_optimizer(plan, spec, content, tensors, shard)
     else:
-        _plan_model(plan, content, tensors, shard)
+        spec.plan(plan, content, tensors, shard)
     if cast:
         n = sum(1 for t in tensors if t.cast_from)
         plan.notes.append(f"{n} floating-point tensor(s) cast to {cast}")
@@ -168,8 +175,15 @@ def _check_paths(src: Location, dst: Path, overwrite: bool) -> None:
         )
 
 
-def _dtype(name: str | None) -> str | None:
+def _dtype(name: str | None, spec: TargetSpec) -> str | None:
+    """The cast the planner applies (None: none, or the target applies its own type)."""
     if name is None:
+        return None
+    if spec.dtypes is not None:
+        if name.lower() not in spec.dtypes:
+            raise CkptExplorerError(
+                None, f"--dtype one of {', '.join(spec.dtypes)} for --to {spec.name}", repr(name)
+            )
         return None
     key = name.lower().removeprefix("torch.")
     if key not in DTYPES:
@@ -201,59 +215,15 @@ def _cast_loader(t: PlannedTensor, dtype: str) -> Callable[[], torch.Tensor]:
     return load
 
 
-def split(tensors: list[PlannedTensor], max_bytes: int | None) -> list[list[PlannedTensor]]:
-    """Shards in order: a new one starts when the next tensor would pass ``max_bytes``."""
-    shards: list[list[PlannedTensor]] = [[]]
-    size = 0
-    for t in tensors:
-        if max_bytes is not None and shards[-1] and size + t.nbytes > max_bytes:
-            shards.append([])
-            size = 0
-        shards[-1].append(t)
-        size += t.nbytes
-    return shards
-
-
-def _plan_model(
-    plan: ConversionPlan, content: SourceContent, tensors: list[PlannedTensor], shard: int | None
+def _plan_state(
+    plan: ConversionPlan, spec: TargetSpec, content: SourceContent, tensors: list[PlannedTensor]
 ) -> None:
-    to = plan.target
-    if to == "dcp":
-        plan.output_is_dir = True
-        plan.files = [PlannedFile(".metadata", "dcp", tuple(tensors))]
-        return
-    if to == "torch" or (to in ("safetensors", "bin") and shard is None):
-        writer = "safetensors" if to == "safetensors" else "torch"
-        plan.files = [PlannedFile(plan.destination.name, writer, tuple(tensors))]
-        return
-    plan.output_is_dir = True
-    plan.copies = list(content.side_files)
-    plan.written = [(name, dict(doc)) for name, doc in content.written]
-    if to == "hf":
-        shard = shard or HF_DEFAULT_SHARD
-    writer = "torch" if to == "bin" else "safetensors"
-    stem, ext = ("pytorch_model", "bin") if writer == "torch" else ("model", "safetensors")
-    if any(n == "config.json" and model_config(src.parent) for src, n in plan.copies):
-        stem = WEIGHT_STEM  # diffusers from_pretrained reads diffusion_pytorch_model.*
-    # a name-sorted source (safetensors headers) is packed in natural order: layers 0, 1, 2 …
-    shards = split(natural_if_string_ordered(tensors, lambda t: t.name), shard)
-    n = len(shards)
-    if n == 1:
-        plan.files = [PlannedFile(f"{stem}.{ext}", writer, tuple(shards[0]))]
-        return
-    plan.files = [
-        PlannedFile(f"{stem}-{i:05d}-of-{n:05d}.{ext}", writer, tuple(s))
-        for i, s in enumerate(shards, 1)
-    ]
-    plan.index = (f"{stem}.{ext}.index.json", "hf")
-
-
-def _plan_state(plan: ConversionPlan, content: SourceContent, tensors: list[PlannedTensor]) -> None:
     """A whole training state: one torch.save file of the original nested object."""
-    if plan.target != "torch" or plan.options.get("max_shard_size") is not None:
+    if not spec.whole_state or plan.options.get("max_shard_size") is not None:
+        whole = " or --to ".join(n for n, t in TARGETS.items() if t.whole_state)
         raise CkptExplorerError(
             plan.source,
-            "--to torch (one file) for a whole training state",
+            f"--to {whole} (one file) for a whole training state",
             f"--to {plan.target}",
             "Pass --model-only to convert the model weights alone.",
         )
@@ -262,23 +232,28 @@ def _plan_state(plan: ConversionPlan, content: SourceContent, tensors: list[Plan
 
 
 def _plan_optimizer(
-    plan: ConversionPlan, content: SourceContent, tensors: list[PlannedTensor], shard: int | None
+    plan: ConversionPlan,
+    spec: TargetSpec,
+    content: SourceContent,
+    tensors: list[PlannedTensor],
+    shard: int | None,
 ) -> None:
-    to = plan.target
     by_name = {t.name: t for t in tensors}
     order = content.state_order
-    if to in ("torch", "bin") and shard is None:
+    if spec.optimizer_file and shard is None:
         values = {**content.values, "__order__": order}
         plan.files = [
             PlannedFile(plan.destination.name, "torch", tuple(tensors), "optimizer", values)
         ]
         return
-    if to != "bin":
+    if not spec.optimizer_shards:
+        one = " or --to ".join(n for n, t in TARGETS.items() if t.optimizer_file)
+        sharded = " or --to ".join(n for n, t in TARGETS.items() if t.optimizer_shards)
         raise CkptExplorerError(
             plan.source,
-            "a model checkpoint for --to " + to,
+            "a model checkpoint for --to " + spec.name,
             "an optimizer",
-            "Optimizer states convert with --to torch (one file) or --to bin "
+            f"Optimizer states convert with --to {one} (one file) or --to {sharded} "
             "--max-shard-size N (a ColossalAI sharded optimizer folder).",
         )
     plan.output_is_dir = True

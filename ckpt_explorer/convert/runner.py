@@ -10,20 +10,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..contracts import Cancel, Meter, Progress, ProgressFn, is_cancelled
+from ..errors import CkptExplorerError
 from ..io.torchrun import Nodes
 from .atomic import clean_stale, discard, install, make_parents, make_temp, remove_made
 from .flush import BackgroundSync
 from .plan_types import ConversionPlan, PlannedFile
+from .targets import target, write_file
 from .verify import verify_output
 from .writers import (
     ConversionCancelled,
     colossalai_optimizer_index,
     fsync_path,
     hf_index,
-    write_dcp,
     write_json,
-    write_safetensors,
-    write_torch,
 )
 
 if TYPE_CHECKING:
@@ -82,7 +81,8 @@ def write_files(
     """Write ``files`` of the plan under ``root`` (the output folder or the temp folder).
 
     ``meter`` counts the bytes written (its item: the file being written); ``sync=False``
-    leaves fsyncing safetensors files to the caller.
+    leaves fsyncing safetensors files to the caller. Each file is written by its writer
+    (:data:`~ckpt_explorer.convert.targets.WRITERS`).
     """
     for pf in files:
         if meter is not None:
@@ -90,14 +90,7 @@ def write_files(
         tick = meter.advance if meter is not None else None
         if is_cancelled(cancel):
             raise ConversionCancelled(plan.destination, "the job to finish", "a cancel request")
-        if pf.writer == "safetensors":
-            write_safetensors(root / pf.name, pf.tensors, tick, cancel, sync=sync)
-        elif pf.writer == "torch":
-            write_torch(root / pf.name, pf, tick, cancel)
-        elif pf.writer == "dcp":
-            write_dcp(root, pf, tick, cancel)
-        else:  # pragma: no cover - plans only name the writers above
-            raise ValueError(pf.writer)
+        write_file(root, pf, tick, cancel, sync)
 
 
 def write_extras(plan: ConversionPlan, root: Path) -> None:
@@ -175,6 +168,14 @@ def _run(
     verify: bool,
 ) -> ConversionResult:
     total = plan.total_bytes
+    spec = target(plan.target)
+    if (nproc > 1 or nodes is not None) and not spec.torchrun:
+        raise CkptExplorerError(
+            plan.destination,
+            f"one process for --to {plan.target}",
+            f"--nproc {nproc}" + (" over several nodes" if nodes is not None else ""),
+            "Drop --nproc / the node options: this target is written by one process.",
+        )
     if nproc > 1 or nodes is not None:
         if progress is not None:
             progress(Progress("launch", 0, total, message=f"{nproc} processes"))
@@ -202,7 +203,8 @@ def _run(
         # the output goes to disk while verification reads it (and the source) from the cache
         flush = BackgroundSync(tmp)
         try:
-            mismatches = verify_output(plan, opened) if verify else []
+            check = spec.verify or verify_output
+            mismatches = check(plan, opened) if verify else []
         finally:
             flush.join()
         verify_seconds = time.perf_counter() - t1

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
 from ..io.location import Location
+from ..readers.gguf_hf import is_gguf
 from ..view import CheckpointView
 from .fastpath import read_pieces
+from .gguf_source import gguf_hf_source
 from .megatron_hf import megatron_hf_source
 from .plan_types import Piece, PlannedTensor, format_bytes
 from .source_content import SIDE_FILES, SourceContent, planned, tensor_loader
@@ -47,6 +49,8 @@ def read_source(
         CkptExplorerError: the source holds nothing convertible (e.g. only a scheduler).
     """
     traits = view.traits
+    if is_gguf(view):  # its HF model, dequantized, llama.cpp's changes undone
+        return gguf_hf_source(view)
     if traits.zero_partitions:
         return _deepspeed(view)
     if as_hf and traits.megatron_names:

@@ -69,7 +69,7 @@ def verify_output(
                         f"{t.dtype} {list(t.shape)} planned"
                     )
                     continue
-                if output.is_dir() and pf.writer != "dcp" and record.file != pf.name:
+                if output.is_dir() and pf.named and record.file != pf.name:
                     mismatches.append(f"{t.name}: in {record.file}, planned for {pf.name}")
                 written = _local_pieces(output, record, t, memo) if mapped.usable else None
                 if written is not None:
@@ -225,7 +225,7 @@ def _same_bytes(out: Any, t: PlannedTensor) -> bool:
 def _check_values(pf: PlannedFile, values: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for key, want in pf.values.items():
-        if key.startswith("__") or pf.writer == "dcp":
+        if key.startswith("__") or not pf.named:
             continue
         got = values.get("param_groups" if pf.layout == "param_groups" else key)
         if got != want:

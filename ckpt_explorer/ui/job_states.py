@@ -17,7 +17,8 @@ import param
 
 from ..contracts import Progress
 from ..convert import ConversionCancelled, plan_conversion, run_conversion
-from ..convert.plan_types import TARGETS, ConversionPlan
+from ..convert.plan_types import ConversionPlan
+from ..convert.targets import target, target_names
 from ..diff import DiffResult, TensorDiff, diff_checkpoints
 from ..errors import CkptExplorerError
 from ..readable import human_bytes
@@ -375,15 +376,14 @@ class ConvertState(JobState):
             )
 
     def targets(self) -> list[str]:
-        return list(TARGETS)
+        return target_names()
 
     def suggest_destination(self) -> str:
         """``<source name>-<target>[.suffix]`` beside the root's top level, not yet taken; no
         file suffix when the output is a folder (a max shard size writes shards and an index)."""
         base = Path(self.source.strip() or "checkpoint").name.split(".")[0] or "checkpoint"
-        suffix = {"safetensors": ".safetensors", "bin": ".bin", "torch": ".pt"}.get(self.target, "")
-        if self.max_shard_size.strip() and self.target in ("safetensors", "bin"):
-            suffix = ""
+        spec = target(self.target)
+        suffix = "" if self.max_shard_size.strip() and spec.shards else spec.suffix
         for i in range(1, 100):
             name = f"{base}-{self.target}{'' if i == 1 else f'-{i}'}{suffix}"
             if not (self.guard.root / name).exists():

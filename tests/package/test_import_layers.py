@@ -65,7 +65,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "inspect_report": frozenset(
         {"view", "record_table", "natural", "plain", "readable", "loadable", "fit"}
     ),
-    "convert": frozenset({"view", "io", "remote", "natural", "readable", "readers", "api", "fit"}),
+    "convert": frozenset(
+        {"view", "io", "remote", "natural", "readable", "readers", "api", "diff", "fit"}
+    ),
     "validate": frozenset(
         {
             *("finding", "view", "record_table", "io", "readers", "security", "loadable"),

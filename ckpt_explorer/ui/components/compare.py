@@ -268,12 +268,16 @@ class CompareView(pn.viewable.Viewer):
                     tbl,
                 ),
             ]
+        if r.is_export:  # an export beside its source: its verdicts first, its own value rows
+            from .export_compare import ExportCompare
+
+            blocks.insert(1, ExportCompare(r))
         only = self._only(r)
         if only is not None:
             blocks.append(only)
         vals = r.values_dataframe()
         vals = vals[vals["status"] != "equal"]
-        if len(vals):
+        if len(vals) and not r.is_export:
             vals = vals.assign(a=vals["a"].map(fmt_value), b=vals["b"].map(fmt_value))
             blocks.append(section("Values that differ", table(vals, pagination="local")))
         self._results[:] = blocks

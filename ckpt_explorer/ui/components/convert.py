@@ -31,6 +31,20 @@ if TYPE_CHECKING:
 DTYPES = {"keep": "", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 
 
+def dtype_options(name: str) -> dict[str, str]:
+    """The "Cast to" choices for target ``name``: the planner's casts, or the types the
+    target applies itself (its ``TargetSpec.dtypes``, each type once; "default" first)."""
+    from ...convert.targets import TARGETS
+
+    spec = TARGETS.get(name)
+    if spec is None or spec.dtypes is None:
+        return DTYPES
+    first: dict[str, str] = {}
+    for key, value in spec.dtypes.items():
+        first.setdefault(value, key)
+    return {"default": "", **{key: key for key in first.values()}}
+
+
 def plan_frame(plan: ConversionPlan) -> pd.DataFrame:
     """Output files of a plan: name, writer, tensors, bytes, first names."""
     import pandas as pd
@@ -114,8 +128,9 @@ class ConvertView(pn.viewable.Viewer):
         sync(c, "destination", self._dest, "value")
         self._shard = pn.widgets.TextInput(name="Max shard size", placeholder="5GB", width=120)
         sync(c, "max_shard_size", self._shard, "value")
-        self._dtype = pn.widgets.Select(name="Cast to", options=DTYPES, width=100)
+        self._dtype = pn.widgets.Select(name="Cast to", options=dtype_options(c.target), width=100)
         sync(c, "dtype", self._dtype, "value")
+        watch(c, lambda *_: setattr(self._dtype, "options", dtype_options(c.target)), "target")
         self._model_only = pn.widgets.Checkbox(
             name="Model weights only (leave optimizer, scheduler and RNG out)"
         )
