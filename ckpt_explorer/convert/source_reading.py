@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CkptExplorerError
 from ..io.location import Location
-from ..readers.gguf_hf import is_gguf
+from ..readers.gguf.hf import is_gguf
 from ..view import CheckpointView
 from .fastpath import read_pieces
 from .gguf_source import gguf_hf_source
