@@ -38,7 +38,8 @@ class StoreSpec:
     a strong ETag). ``options``: storage options completed from the environment.
     ``html_folders``: a folder is an HTML index page and a server may refuse HEAD (HTTP).
     ``userinfo_is_address``: ``user@host`` names the container (Azure), not credentials.
-    ``aliases``: schemes that name the same store (``s3a`` -> ``s3``). ``revision_at``: a path
+    ``aliases``: schemes that name the same store (``s3a`` -> ``s3``). ``ports``: each
+    scheme's default port (``https://host:443`` is ``https://host``). ``revision_at``: a path
     segment ``repo@revision`` is ``repo`` at a revision (the Hugging Face Hub).
     """
 
@@ -52,6 +53,7 @@ class StoreSpec:
     html_folders: bool = False
     userinfo_is_address: bool = False
     aliases: tuple[tuple[str, str], ...] = ()
+    ports: tuple[tuple[str, int], ...] = ()
     revision_at: bool = False
     open: Opener | None = None  # None: through fsspec (remote/store.py open_url)
 

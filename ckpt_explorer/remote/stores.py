@@ -90,7 +90,7 @@ register(
 register(
     StoreSpec(
         "http", ("http", "https"), "aiohttp", pins_version=True, pinned_read=_http_if_match,
-        html_folders=True,
+        html_folders=True, ports=(("http", 80), ("https", 443)),
     )
 )  # fmt: skip
 register(

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from ..view import CheckpointView
 
 Need = Literal["structure", "all"]
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class RemoteRefusedError(CkptExplorerError):
@@ -51,7 +50,7 @@ def url_key(url: str) -> UrlKey:
     parts = urlsplit(text)  # abfs://container@account...: the user info is the address
     netloc = parts.netloc if spec.userinfo_is_address else parts.netloc.rsplit("@", 1)[-1]
     host, _, port = netloc.lower().partition(":")
-    if port and port != str(_DEFAULT_PORTS.get(sch, "")):
+    if port and port != str(dict(spec.ports).get(sch, "")):
         host = f"{host}:{port}"
     raw = parts.path.split("/")[1:] if parts.path else []
     if raw and raw[-1] == "":
