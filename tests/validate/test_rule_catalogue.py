@@ -151,3 +151,25 @@ def test_validate_runs_the_catalogue_areas() -> None:
     stepped = {s.area for s in (*BEFORE_VIEW, *AFTER_VIEW)}
     assert stepped == set(AREAS)
     assert {r.area for r in RULES.values()} <= set(AREAS)
+
+
+def test_a_new_rule_is_one_entry() -> None:
+    """The path of a new rule: one ``rule(...)`` line gives its area (from its prefix), its
+    place in ``rules(area)`` and its README row; the scans above then ask that some module
+    emits it."""
+    import importlib.util
+
+    new = rule("integrity.example_only", "warning", "an example rule, registered by a test")
+    try:
+        assert new.area == "integrity" and rules("integrity")[-1] is new
+        spec = importlib.util.spec_from_file_location(
+            "rules_table", ROOT / "scripts/rules_table.py"
+        )
+        assert spec is not None and spec.loader is not None
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)
+        rows = script.table().splitlines()
+        assert len(rows) == 2 + len(RULES) - 1  # the script reads the catalogue's file
+        assert all(f"`{r.id}`" in script.table() for r in RULES.values() if r is not new)
+    finally:
+        del RULES[new.id]
