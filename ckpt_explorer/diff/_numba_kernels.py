@@ -1,4 +1,6 @@
-"""The compiled loops behind :mod:`ckpt_explorer.diff.kernel` (imports numba; optional).
+"""The compiled loops behind :mod:`ckpt_explorer.diff.kernel` (imports numba; optional): the
+value kernels and the element helpers; the pair kernels are generated from the figure layout
+into ``_numba_pair.py``.
 
 Arrays come as uint16 (bfloat16 bit patterns), int16 (float16 bit patterns), float32 or
 float64; ``_f64`` widens one element to float64 exactly. ``*_fast`` assume finite values
@@ -99,101 +101,6 @@ def _f64_impl(v: Any) -> Any:
     if isinstance(v, types.Float):
         return wide
     return None
-
-
-@njit(nogil=True, cache=True, fastmath=_FAST, inline="never")
-def _pair_block(a: Any, b: Any, atol: float, rtol: float, mx: float) -> Any:
-    s1 = s2 = s3 = s4 = s5 = s6 = 0.0
-    outside = 0
-    for i in range(a.size):
-        x = _f64(a[i])
-        y = _f64(b[i])
-        d = y - x
-        ad = abs(d)
-        mx = _fmax(mx, ad)
-        s1 += ad
-        s2 += x * x
-        s3 += y * y
-        s4 += x * y
-        s5 += d * d
-        s6 += d * (x + y)
-        outside += 1 if ad > atol + rtol * abs(x) else 0
-    return mx, s1, s2, s3, s4, s5, s6, outside
-
-
-@njit(nogil=True, cache=True)
-def pair_fast(a: Any, b: Any, atol: float, rtol: float, out: Any) -> None:
-    """Slots 0-6 and 12 of the pair partials, assuming every value finite."""
-    mx = sabs = aa = bb = ab = dd = ds = 0.0
-    outside = 0
-    n = a.size
-    for start in range(0, n, BLOCK):
-        stop = min(n, start + BLOCK)
-        mx, s1, s2, s3, s4, s5, s6, o = _pair_block(a[start:stop], b[start:stop], atol, rtol, mx)
-        sabs += s1
-        aa += s2
-        bb += s3
-        ab += s4
-        dd += s5
-        ds += s6
-        outside += o
-    out[0], out[1], out[2], out[3], out[4], out[5] = mx, sabs, aa, bb, ab, dd
-    out[6], out[12] = outside, ds
-
-
-@njit(nogil=True, cache=True, inline="never")
-def _pair_careful_block(a: Any, b: Any, atol: float, rtol: float, out: Any) -> None:
-    mx = out[0]
-    s1 = s2 = s3 = s4 = s5 = s6 = 0.0
-    outside = nan_a = nan_b = inf_a = inf_b = n = 0
-    for i in range(a.size):
-        x = _f64(a[i])
-        y = _f64(b[i])
-        fx, fy = np.isfinite(x), np.isfinite(y)
-        if np.isnan(x):
-            nan_a += 1
-        elif not fx:
-            inf_a += 1
-        if np.isnan(y):
-            nan_b += 1
-        elif not fy:
-            inf_b += 1
-        if fx and fy:
-            d = y - x
-            ad = abs(d)
-            mx = max(mx, ad)
-            s1 += ad
-            s2 += x * x
-            s3 += y * y
-            s4 += x * y
-            s5 += d * d
-            s6 += d * (x + y)
-            outside += 1 if ad > atol + rtol * abs(x) else 0
-            n += 1
-        elif not (x == y or (np.isnan(x) and np.isnan(y))):
-            outside += 1
-    out[0] = mx
-    out[1] += s1
-    out[2] += s2
-    out[3] += s3
-    out[4] += s4
-    out[5] += s5
-    out[6] += outside
-    out[7] += nan_a
-    out[8] += nan_b
-    out[9] += inf_a
-    out[10] += inf_b
-    out[11] += n
-    out[12] += s6
-
-
-@njit(nogil=True, cache=True)
-def pair_careful(a: Any, b: Any, atol: float, rtol: float, out: Any) -> None:
-    """All 13 pair partials (``out`` zeroed): NaN/Inf counted, finite pairs summed."""
-    n = a.size
-    for start in range(0, n, BLOCK):
-        stop = min(n, start + BLOCK)
-        _pair_careful_block(a[start:stop], b[start:stop], atol, rtol, out)
 
 
 @njit(nogil=True, cache=True, fastmath=_FAST, inline="never")

@@ -24,16 +24,21 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from .figure_layout import PARTIALS, SLOT
+
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-# slots of a pair's partials (stats.Sums.merge reads them in this order)
-PAIR_SLOTS = 13
+# slots of a pair's partials: the figure layout's PARTIALS, in order
+PAIR_SLOTS = len(PARTIALS)
 # slots of one tensor's partials: count of finite, min, max, Σx, Σx², Σ|x|, zeros, NaN, Inf
-VALUE_SLOTS = 9
+VALUE_NAMES = ("finite", "min", "max", "sum", "sq", "abs", "zeros", "nan", "inf")
+VALUE_SLOTS = len(VALUE_NAMES)
+_FINITE_CHECK = (SLOT["aa"], SLOT["bb"], SLOT["dd"])  # non-finite when a value is
 
 _nk: Any = None
+_pk: Any = None
 _loaded = False
 _lock = threading.Lock()
 
@@ -42,27 +47,29 @@ def have_numba() -> bool:
     """Whether the compiled kernels are usable: on the first call, import numba and run each
     kernel once (numba loads its registries then, ~1 s); any failure means torch ops. The
     environment variable ``CKPT_EXPLORER_KERNEL=torch`` turns them off (to compare paths)."""
-    global _nk, _loaded
+    global _nk, _pk, _loaded
     with _lock:
         if not _loaded:
             if os.environ.get("CKPT_EXPLORER_KERNEL", "").lower() != "torch":
-                _nk = _load()
+                _nk, _pk = _load()
             _loaded = True
     return _nk is not None
 
 
-def _load() -> Any:
+def _load() -> tuple[Any, Any]:
+    """The value kernels and the pair kernels (None, None: torch ops)."""
     import numpy as np
 
     try:
         from . import _numba_kernels as nk
+        from . import _numba_pair as pk
 
         x = np.zeros(8, dtype=np.uint16)
-        nk.pair_fast(x, x, 0.0, 0.0, np.zeros(PAIR_SLOTS))
+        pk.pair_fast(x, x, 0.0, 0.0, np.zeros(PAIR_SLOTS))
         nk.value_fast(x, np.zeros(VALUE_SLOTS))
     except Exception:  # numba missing, or it cannot compile or cache here: torch ops
-        return None
-    return nk
+        return None, None
+    return nk, pk
 
 
 def _array(t: torch.Tensor, wide: bool) -> np.ndarray:
@@ -88,8 +95,8 @@ def _pair_arrays(a: torch.Tensor, b: torch.Tensor) -> tuple[np.ndarray, np.ndarr
 
 
 def pair_partials(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> list[float]:
-    """``[max|d|, Σ|d|, Σa², Σb², Σab, Σd², outside, nanA, nanB, infA, infB, n, Σd(a+b)]``
-    of one chunk pair (d = b - a, float64; figures over positions finite on both sides)."""
+    """The partials of one chunk pair, in the order of the layout's ``PARTIALS`` (d = b - a,
+    float64; over positions finite on both sides)."""
     x, y = _pair_arrays(a.reshape(-1), b.reshape(-1))
     return _pair(x, y, atol, rtol)
 
@@ -107,14 +114,14 @@ def raw_pair_partials(
 def _pair(x: np.ndarray, y: np.ndarray, atol: float, rtol: float) -> list[float]:
     import numpy as np
 
-    assert _nk is not None
+    assert _pk is not None
     out = np.zeros(PAIR_SLOTS, dtype=np.float64)
-    _nk.pair_fast(x, y, float(atol), float(rtol), out)
-    if not math.isfinite(out[2] + out[3] + out[5]):
+    _pk.pair_fast(x, y, float(atol), float(rtol), out)
+    if not math.isfinite(sum(out[i] for i in _FINITE_CHECK)):
         out[:] = 0.0
-        _nk.pair_careful(x, y, float(atol), float(rtol), out)
+        _pk.pair_careful(x, y, float(atol), float(rtol), out)
     else:
-        out[11] = x.size
+        out[SLOT["count"]] = x.size
     return out.tolist()  # type: ignore[no-any-return]
 
 
@@ -155,10 +162,13 @@ def raw_identical_partials(x: np.ndarray, dtype: str) -> list[float]:
     return _identical(raw_value_partials(x, dtype))
 
 
+_VALUE_INDEX = {name: i for i, name in enumerate(VALUE_NAMES)}
+_IDENTICAL = [None if p.identical is None else _VALUE_INDEX[p.identical] for p in PARTIALS]
+
+
 def _identical(v: list[float]) -> list[float]:
-    aa, nan, inf = v[4], v[7], v[8]
-    z = 0.0
-    return [z, z, aa, aa, aa, z, z, nan, nan, inf, inf, v[0], z]
+    """Pair partials from one side's value partials (each partial's ``identical`` source)."""
+    return [0.0 if i is None else v[i] for i in _IDENTICAL]
 
 
 def merge_values(parts: list[list[float]]) -> dict[str, Any]:

@@ -34,7 +34,9 @@ LAYER_RE = re.compile(r"(?:^|\.)(\d+)\.")
 
 @dataclass
 class TensorDiff:
-    """One aligned tensor name and its figures (None where not computed or undefined).
+    """One aligned tensor name and its figures (None where not computed or undefined): the
+    figure fields, from ``max_abs`` to ``n_differ``, are the figure layout's ``FIGURES``
+    (diff/figure_layout.py; a test keeps them equal), typed here for the report and the UI.
 
     ``name`` is A's name (B's for a name only in B); ``name_b`` is B's name when alignment
     paired different names. Identical pairs are recognised by their bytes, without float
@@ -72,6 +74,7 @@ class TensorDiff:
     inf_b: int | None = None
     norm_a: float | None = None
     norm_b: float | None = None
+    n_differ: int | None = None  # elements whose values differ at all (any tolerance)
     # an export (GGUF) against its source: the type, what it should cost, the verdict
     # (exact / within_budget / beyond_budget, see diff/quant_budget.py), where the tensor is in
     # the export and what the converter did to it; note: why a tensor could not be paired

@@ -10,106 +10,53 @@ the tolerance unless both sides hold the same value (NaN with NaN counts as equa
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from .figure_layout import FIGURES, PARTIALS, Chunk
 
 if TYPE_CHECKING:
     import torch
 
 
-@dataclass
 class PairFigures:
-    """The figures of one tensor pair (None where undefined)."""
+    """The figures of one tensor pair, as attributes named by the layout's ``FIGURES`` (None
+    where undefined)."""
 
-    max_abs: float | None = None
-    mean_abs: float | None = None
-    rel_l2: float | None = None
-    cosine: float | None = None
-    one_minus_cos: float | None = None
-    diff_l2: float | None = None
-    n_outside: int | None = None
-    nan_a: int | None = None
-    nan_b: int | None = None
-    inf_a: int | None = None
-    inf_b: int | None = None
-    norm_a: float | None = None
-    norm_b: float | None = None
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
+
+    def __getattr__(self, name: str) -> Any:  # the figures are the layout's: typed as Any
+        raise AttributeError(name)
 
 
-@dataclass
 class Sums:
-    """Running float64 sums over the finite elements seen so far."""
+    """Running partials over the chunks seen so far, by the layout's ``PARTIALS`` names
+    (floats summed, counts as integers, maxima kept)."""
 
-    count: int = 0
-    max_abs: float = 0.0
-    sum_abs: float = 0.0
-    aa: float = 0.0
-    bb: float = 0.0
-    ab: float = 0.0
-    dd: float = 0.0
-    ds: float = 0.0  # Σ(b-a)(a+b) = ||b||² - ||a||², without the cancellation
-    outside: int = 0
-    nan_a: int = 0
-    nan_b: int = 0
-    inf_a: int = 0
-    inf_b: int = 0
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {p.name: 0 if p.merge == "count" else 0.0 for p in PARTIALS}
 
     def merge(self, v: list[float]) -> None:
-        """Add a vector from :meth:`ChunkStats.reduce` (same slot order)."""
-        self.max_abs = max(self.max_abs, v[0])
-        self.sum_abs += v[1]
-        self.aa += v[2]
-        self.bb += v[3]
-        self.ab += v[4]
-        self.dd += v[5]
-        self.outside += round(v[6])
-        self.nan_a += round(v[7])
-        self.nan_b += round(v[8])
-        self.inf_a += round(v[9])
-        self.inf_b += round(v[10])
-        self.count += round(v[11])
-        self.ds += v[12]
+        """Add a vector of chunk partials (the layout's slot order)."""
+        s = self.values
+        for p, x in zip(PARTIALS, v, strict=True):
+            if p.merge == "max":
+                s[p.name] = max(s[p.name], x)
+            elif p.merge == "count":
+                s[p.name] += round(x)
+            else:
+                s[p.name] += x
 
     def figures(self) -> PairFigures:
-        norm_a, norm_b, diff = math.sqrt(self.aa), math.sqrt(self.bb), math.sqrt(self.dd)
-        if norm_a > 0:
-            rel: float | None = diff / norm_a
-        else:
-            rel = 0.0 if diff == 0 else None
-        cosine = self.ab / (norm_a * norm_b) if norm_a > 0 and norm_b > 0 else None
-        if cosine is not None:
-            cosine = max(-1.0, min(1.0, cosine))
-        return PairFigures(
-            max_abs=self.max_abs,
-            mean_abs=self.sum_abs / self.count if self.count else 0.0,
-            rel_l2=rel,
-            cosine=cosine,
-            one_minus_cos=self.one_minus_cos(norm_a, norm_b),
-            diff_l2=diff,
-            n_outside=self.outside,
-            nan_a=self.nan_a,
-            nan_b=self.nan_b,
-            inf_a=self.inf_a,
-            inf_b=self.inf_b,
-            norm_a=norm_a,
-            norm_b=norm_b,
-        )
-
-    def one_minus_cos(self, norm_a: float, norm_b: float) -> float | None:
-        """1 - cos(a, b) without cancellation: ||a-b||² = (||a|| - ||b||)² + 2||a|| ||b||(1 - cos),
-        with ||a|| - ||b|| = Σ(b-a)(a+b) / (||a|| + ||b||) from the differences themselves."""
-        if not (norm_a > 0 and norm_b > 0):
-            return None
-        gap = self.ds / (norm_a + norm_b)
-        return max(0.0, min(2.0, (self.dd - gap * gap) / (2.0 * norm_a * norm_b)))
+        return PairFigures({f.name: f.derive(self.values) for f in FIGURES})
 
 
-SLOTS = 13
+SLOTS = len(PARTIALS)
 
 
 class ChunkStats:
-    """Reusable float64 work buffers on one device; computes one chunk's 13 partial sums.
+    """Reusable float64 work buffers on one device; computes one chunk's partial sums (the
+    figure layout's ``PARTIALS``).
 
     The partials stay on the device (a float64 vector) so a GPU is not synchronised per chunk.
     """
@@ -142,18 +89,19 @@ class ChunkStats:
             inf = (~fin).sum(dtype=torch.float64) - nan
             Af = torch.where(fin, A, 0.0)
             aa = torch.dot(Af, Af)
-            cnt = fin.sum(dtype=torch.float64)
+            values = {"sq": aa, "nan": nan, "inf": inf, "finite": fin.sum(dtype=torch.float64)}
             zero = torch.zeros((), dtype=torch.float64, device=self.device)
-            return torch.stack([zero, zero, aa, aa, aa, zero, zero, nan, nan, inf, inf, cnt, zero])
-        z = 0.0
+            return torch.stack(
+                [zero if p.identical is None else values[p.identical] for p in PARTIALS]
+            )
+        scalars = {"sq": float(aa), "nan": 0.0, "inf": 0.0, "finite": float(n)}
         return torch.tensor(
-            [z, z, float(aa), float(aa), float(aa), z, z, z, z, z, z, float(n), z],
+            [0.0 if p.identical is None else scalars[p.identical] for p in PARTIALS],
             dtype=torch.float64,
         )
 
     def reduce(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """Partials ``[max|d|, Σ|d|, Σa², Σb², Σab, Σd², outside, nanA, nanB, infA, infB, n,
-        Σd(a+b)]`` (d = b - a)."""
+        """The partials of the layout's ``PARTIALS``, in order (d = b - a)."""
         import torch
 
         n = a.numel()
@@ -172,27 +120,16 @@ class ChunkStats:
         n_inf_a = (~fin_a).sum(dtype=torch.float64) - n_nan_a
         n_inf_b = (~fin_b).sum(dtype=torch.float64) - n_nan_b
         fin = fin_a & fin_b
-        # a non-finite position is outside unless both sides hold the same value (or both NaN)
+        # a non-finite position is a mismatch unless both sides hold the same value (or NaN)
         same = (nan_a & nan_b) | (A == B)
         bad = ((~fin) & ~same).sum(dtype=torch.float64)
         A.masked_fill_(~fin, 0.0)
         B.masked_fill_(~fin, 0.0)
         aa, bb = torch.dot(A, A), torch.dot(B, B)
         part = self._finite(A, B, D, aa, bb, fin.sum(dtype=torch.float64))
-        extra = torch.stack(
-            [
-                torch.zeros((), dtype=torch.float64, device=A.device),
-                torch.zeros((), dtype=torch.float64, device=A.device),
-                *(torch.zeros((), dtype=torch.float64, device=A.device) for _ in range(4)),
-                bad,
-                n_nan_a,
-                n_nan_b,
-                n_inf_a,
-                n_inf_b,
-                torch.zeros((), dtype=torch.float64, device=A.device),
-                torch.zeros((), dtype=torch.float64, device=A.device),
-            ]
-        )
+        zero = torch.zeros((), dtype=torch.float64, device=A.device)
+        counts = {"nan_a": n_nan_a, "nan_b": n_nan_b, "inf_a": n_inf_a, "inf_b": n_inf_b}
+        extra = torch.stack([bad if p.mismatch else counts.get(p.name, zero) for p in PARTIALS])
         return part + extra
 
     def _finite(
@@ -204,38 +141,22 @@ class ChunkStats:
         bb: torch.Tensor,
         count: torch.Tensor,
     ) -> torch.Tensor:
-        """Partials over finite values (masked-out positions hold 0 - 0: never outside)."""
+        """Partials over finite values (masked-out positions hold 0 - 0: never a difference);
+        the bookkeeping slots are 0 but the finite count."""
         import torch
 
-        ab = torch.dot(A, B)
         torch.sub(B, A, out=D)
-        dd = torch.dot(D, D)
         S = self._s[: A.numel()]
         torch.add(A, B, out=S)
-        ds = torch.dot(D, S)
+        c = Chunk(A, B, D, S, aa, bb, self.atol, self.rtol)
+        got: dict[str, torch.Tensor] = {}
+        for p in PARTIALS:  # the signed ones first, then |D| in place for the rest
+            if p.signed and p.torch is not None:
+                got[p.name] = p.torch(c)
         D.abs_()
-        mx = D.max()
-        sm = D.sum()
-        if self.atol == 0.0 and self.rtol == 0.0:
-            outside = torch.count_nonzero(D).to(torch.float64)
-        else:
-            thr = A.abs().mul_(self.rtol).add_(self.atol)
-            outside = torch.gt(D, thr).sum(dtype=torch.float64)
+        for p in PARTIALS:
+            if not p.signed and p.torch is not None:
+                got[p.name] = p.torch(c)
         zero = torch.zeros((), dtype=torch.float64, device=A.device)
-        return torch.stack(
-            [
-                mx,
-                sm,
-                aa,
-                bb,
-                ab,
-                dd,
-                outside,
-                zero,
-                zero,
-                zero,
-                zero,
-                count.to(device=A.device),
-                ds,
-            ]
-        )
+        got["count"] = count.to(device=A.device)
+        return torch.stack([got.get(p.name, zero).to(torch.float64) for p in PARTIALS])

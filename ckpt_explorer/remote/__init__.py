@@ -6,6 +6,7 @@ moves that tensor's bytes. ``--cache DIR`` keeps fetched bytes on disk (:mod:`.d
 Needs the ``remote`` extra (fsspec and its backends); imported only when a URL is given.
 """
 
+from . import stores as _stores  # noqa: F401  (registers the stores this package reads)
 from .urls import is_url
 
 __all__ = ["is_url"]

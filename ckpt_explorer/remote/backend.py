@@ -8,6 +8,7 @@ Credentials and endpoints come from each backend's standard environment and conf
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -17,18 +18,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import CkptExplorerError, MissingDependencyError
+from .registry import StoreSpec, spec_for_scheme
 from .urls import public, scheme
 
-EXTRA_HINT = "pip install 'ckpt-explorer[remote]'"
-_BACKENDS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs"}
-_BACKENDS.update({"abfs": "adlfs", "abfss": "adlfs", "http": "aiohttp", "https": "aiohttp"})
-_BACKENDS["hf"] = "huggingface_hub"
 _SECRET_ENV: tuple[str, ...] = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "HF_TOKEN")
 _SECRET_ENV += ("AZURE_STORAGE_KEY", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN")
 _SECRET_WORDS = ("secret", "token", "key", "password", "credential", "sas", "signature")
 ATTEMPTS = 5
 CHUNK = 16 * 2**20  # one range request of a large read
 WORKERS = 8  # range requests in flight (memory: WORKERS x CHUNK)
+_LOG = logging.getLogger("ckpt_explorer.remote")
+EXTRA_HINT = "pip install 'ckpt-explorer[remote]'"
 
 
 class RemoteError(CkptExplorerError):
@@ -56,8 +56,13 @@ class Backend:
         self.url = url
         self.shown = public(url)
         self.options = dict(storage_options or {})
-        self.protocol = scheme(url) or ""
-        proto = self.protocol
+        self.workers = WORKERS  # range requests in flight
+        self.protocol = proto = scheme(url) or ""
+        spec = spec_for_scheme(proto)
+        if spec is None:
+            raise RemoteError(self.shown, "a URL of a registered store", f"{proto or 'no'}://")
+        self.spec: StoreSpec = spec
+        self._unpinned: set[str] = set()  # objects already said to be read unpinned
         try:
             import fsspec
         except ImportError as e:
@@ -65,22 +70,16 @@ class Backend:
                 self.shown, "fsspec to read remote URLs", "it is not installed", EXTRA_HINT
             ) from e
         kwargs: dict[str, Any] = dict(self.options)
-        client = kwargs.get("client_kwargs")
-        given = "endpoint_url" in kwargs or (isinstance(client, dict) and "endpoint_url" in client)
-        if proto in ("s3", "s3a") and not given:  # MinIO, Ceph: the standard AWS variables
-            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-            if endpoint:
-                kwargs["endpoint_url"] = endpoint
+        if spec.options is not None:
+            kwargs = spec.options(kwargs)
         try:
             fs, path = fsspec.core.url_to_fs(url, **kwargs)
         except ImportError as e:
             raise MissingDependencyError(
                 self.shown,
-                f"{_BACKENDS.get(proto, 'an fsspec backend')} to read {proto}:// URLs",
+                f"{spec.package} to read {proto}:// URLs",
                 "it is not installed",
-                EXTRA_HINT
-                if proto not in ("gs", "gcs", "az", "abfs", "abfss")
-                else f"pip install {_BACKENDS[proto]}",
+                spec.install,
             ) from e
         except (ValueError, TypeError) as e:
             raise RemoteError(self.shown, "a valid remote URL and options", self.redact(e)) from e
@@ -142,7 +141,7 @@ class Backend:
         return {rel: f for rel, f in zip(rels, found, strict=True) if f is not None}
 
     def _http(self) -> bool:
-        return self.protocol.startswith("http")
+        return self.spec.html_folders
 
     def remote_file(self, info: dict[str, Any], path: str) -> RemoteFile:
         size = info.get("size")
@@ -210,51 +209,29 @@ class Backend:
         starts, ends = [s for s, _ in pieces], [e for _, e in pieces]
         paths = [f.path] * len(pieces)
         pinned = f.etag is not None and not f.etag.startswith("W/")  # weak tags never match
-        if pinned and self._http():
-            return list(
-                self.fs.cat_ranges(
-                    paths, starts, ends, on_error="return", batch_size=WORKERS,
-                    headers={"If-Match": f.etag},
-                )
-            )  # fmt: skip
-        if pinned and self.protocol in ("s3", "s3a") and hasattr(self.fs, "_call_s3"):
-            return self._s3_ranges(f, pieces)
+        if pinned and self.spec.pinned_read is not None:
+            out = self.spec.pinned_read(self, f, pieces)
+            if out is not None:
+                return out
+        self._say_unpinned(f)
         try:
             return list(self.fs.cat_ranges(paths, starts, ends, on_error="return"))
         except Exception as e:  # a filesystem without per-range errors: the batch failed
             return [e] * len(pieces)
 
-    def _s3_ranges(self, f: RemoteFile, pieces: list[tuple[int, int]]) -> list[Any]:
-        """S3 GETs with ``IfMatch`` (s3fs's own range read cannot pass it)."""
-        import asyncio
-
-        from fsspec.asyn import sync
-
-        bucket, key, _ = self.fs.split_path(f.path)
-
-        async def one(start: int, end: int) -> Any:
-            try:
-                resp = await self.fs._call_s3(
-                    "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}",
-                    IfMatch=f.etag,
-                )  # fmt: skip
-                try:
-                    return await resp["Body"].read()
-                finally:
-                    resp["Body"].close()
-            except Exception as e:
-                return e
-
-        async def run() -> list[Any]:
-            gate = asyncio.Semaphore(WORKERS)
-
-            async def gated(start: int, end: int) -> Any:
-                async with gate:
-                    return await one(start, end)
-
-            return list(await asyncio.gather(*(gated(s, e) for s, e in pieces)))
-
-        return list(sync(self.fs.loop, run))
+    def _say_unpinned(self, f: RemoteFile) -> None:
+        """Say, once per object, that its reads get the current version, not the listed one."""
+        if f.path in self._unpinned:
+            return
+        self._unpinned.add(f.path)
+        why = (
+            f"{self.spec.name} reads are not pinned to a version"
+            if not self.spec.pins_version
+            else "no strong ETag to pin it to"
+            if f.etag is None or f.etag.startswith("W/")
+            else "the filesystem cannot pin this read"
+        )
+        _LOG.info("%s: reading the current version (%s)", public(f.path), why)
 
     def _call(self, fn: Any, *args: Any, what: str, where: str = "", **kwargs: Any) -> Any:
         delay = 0.2

@@ -83,14 +83,14 @@ def remote_arguments(args: argparse.Namespace) -> Iterator[None]:
             "a URL",
             f"`{command}` does not read remote URLs yet; {', '.join(COMMANDS)} do.",
         )
-    from .store import open_url
+    from .locate import open_location
 
     options = storage_options(args)
     cache = getattr(args, "remote_cache", None)
     stores: list[Any] = []
 
     def located(url: str) -> Any:
-        location = open_url(url, options, cache)
+        location = open_location(url, options, cache)
         stores.append(location.store)
         return location
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..io.location import Location
+from .locate import open_location
+from .registry import RemoteStore
 
 PREFIX = "ckpt-remote:"
 
@@ -26,14 +28,11 @@ def argument(where: str | os.PathLike[str] | Location, folder: Path, name: str) 
     local = where.local_path()
     if local is not None:
         return str(local)
-    from .store import FsspecStore
-
-    store = where.store
-    assert isinstance(store, FsspecStore)
+    store = _remote(where)
     spec = {
-        "url": store.backend.url,
-        "options": store.backend.options,
-        "cache": str(store.cache.root) if store.cache is not None else None,
+        "url": store.url,
+        "options": store.options,
+        "cache": store.cache_root,
         "path": where.relative_to(store.base).as_posix(),
     }
     target = folder / f"remote-{name}.json"
@@ -47,13 +46,15 @@ def located(arg: str) -> str | Location:
     """What a rank opens for a command-line argument made by :func:`argument`."""
     if not arg.startswith(PREFIX):
         return arg
-    from .store import open_url
-
     spec: dict[str, Any] = json.loads(Path(arg[len(PREFIX) :]).read_text())
-    from .store import FsspecStore
-
-    entry = open_url(spec["url"], spec.get("options"), spec.get("cache"))
-    store = entry.store
-    assert isinstance(store, FsspecStore)
+    store = _remote(open_location(spec["url"], spec.get("options"), spec.get("cache")))
     rel = spec["path"]
     return store.location("" if rel == "." else rel)
+
+
+def _remote(where: Location) -> RemoteStore:
+    """The remote store ``where`` lies in (a registered store's ``open`` made it)."""
+    store = where.store
+    if not isinstance(store, RemoteStore):
+        raise TypeError(f"{where}: not in a remote store ({type(store).__name__})")
+    return store

@@ -59,6 +59,19 @@ class FsspecStore:
         self._ahead_bytes = 0
         self._lock = threading.Lock()
 
+    # -- what a torchrun rank needs to reopen it (registry.RemoteStore) ----------------------
+    @property
+    def url(self) -> str:
+        return self.backend.url
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.backend.options
+
+    @property
+    def cache_root(self) -> str | None:
+        return str(self.cache.root) if self.cache is not None else None
+
     # -- names ------------------------------------------------------------------------------
     # A location's path is the URL's path (``/run/ckpt/model.safetensors``), so that names and
     # parents read as they do locally; what lies outside the listed root is not there.

@@ -5,19 +5,18 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-#: URL schemes read through fsspec (``hf://<repo>[@revision]/<path>`` is the Hugging Face Hub).
-SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https", "hf")
+from .registry import spec_for_scheme
 
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
 
 def scheme(text: str) -> str | None:
-    """The URL scheme of ``text`` (lower case) when it is a remote URL this package reads."""
+    """The URL scheme of ``text`` (lower case) when a registered store reads it."""
     m = _URL.match(str(text))
     if m is None:
         return None
     s = m.group(1).lower()
-    return s if s in SCHEMES else None
+    return s if spec_for_scheme(s) is not None else None
 
 
 def is_url(text: object) -> bool:

@@ -1,4 +1,4 @@
-"""The ``ckpt-explorer timeline`` command (argument parsing lives in cli.py)."""
+"""The ``ckpt-explorer timeline`` command (registered in commands/__init__.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ import json
 import sys
 
 from .cache import SummaryCache, default_cache_dir
+
+NAME = "timeline"
+HELP = "a run folder's checkpoints over time and its anomalies (exit 1 error found, 2 unreadable)"
+PARSER_OPTIONS = {"conflict_handler": "resolve"}  # remote's --cache (same dest) may follow ours
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -17,17 +17,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from ..errors import CkptExplorerError
+from ..remote.registry import spec_for_scheme
 from ..remote.urls import is_url, public, scheme
 
 if TYPE_CHECKING:
     from ..io.location import Location
-    from ..remote.store import FsspecStore
+    from ..remote.registry import RemoteStore
     from ..view import CheckpointView
 
 Need = Literal["structure", "all"]
-_ALIASES = {"s3a": "s3", "gcs": "gs"}
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-_KEEP_USERINFO = ("az", "abfs", "abfss")  # abfs://container@account...: part of the address
 
 
 class RemoteRefusedError(CkptExplorerError):
@@ -47,10 +45,12 @@ def url_key(url: str) -> UrlKey:
     sch = scheme(text)
     if sch is None:
         raise RemoteRefusedError(text, "a URL (s3://, gs://, az://, http(s)://, hf://)", "none")
-    parts = urlsplit(text)
-    netloc = parts.netloc if sch in _KEEP_USERINFO else parts.netloc.rsplit("@", 1)[-1]
+    spec = spec_for_scheme(sch)
+    assert spec is not None  # scheme() answers only registered schemes
+    parts = urlsplit(text)  # abfs://container@account...: the user info is the address
+    netloc = parts.netloc if spec.userinfo_is_address else parts.netloc.rsplit("@", 1)[-1]
     host, _, port = netloc.lower().partition(":")
-    if port and port != str(_DEFAULT_PORTS.get(sch, "")):
+    if port and port != str(dict(spec.ports).get(sch, "")):
         host = f"{host}:{port}"
     raw = parts.path.split("/")[1:] if parts.path else []
     if raw and raw[-1] == "":
@@ -60,15 +60,17 @@ def url_key(url: str) -> UrlKey:
         raise RemoteRefusedError(
             public(text), "a URL without '.', '..' or encoded slashes", "one with them"
         )
-    return _ALIASES.get(sch, sch), host, segments
+    return spec.canonical(sch), host, segments
 
 
 def _under(key: UrlKey, prefix: UrlKey) -> bool:
     (sch, host, segs), (psch, phost, psegs) = key, prefix
     if sch != psch or host != phost or len(segs) < len(psegs):
         return False
+    spec = spec_for_scheme(sch)
+    revisions = spec is not None and spec.revision_at
     for s, p in zip(segs, psegs, strict=False):
-        revisionless = sch == "hf" and "@" not in p and s.split("@", 1)[0] == p
+        revisionless = revisions and "@" not in p and s.split("@", 1)[0] == p
         if s != p and not revisionless:  # hf://org/repo allows hf://org/repo@rev/...
             return False
     return True
@@ -103,7 +105,7 @@ class RemoteAccess:
             self._keys.append(key)
         self.cache = cache
         self.storage_options = dict(storage_options or {})
-        self._located: dict[str, tuple[Location, FsspecStore]] = {}
+        self._located: dict[str, tuple[Location, RemoteStore]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -142,7 +144,8 @@ class RemoteAccess:
     def locate(self, url: str) -> Location:
         """The location of an allowed ``url`` in its store (one per URL, listed again at each
         call: a changed object gets a new store; views opened before keep the old one)."""
-        from ..remote.store import FsspecStore, open_url
+        from ..remote.locate import open_location
+        from ..remote.registry import RemoteStore
 
         text = self.check(url)
         key = public(text).rstrip("/")
@@ -151,8 +154,9 @@ class RemoteAccess:
         with lock:
             found = self._located.get(key)
             if found is None or found[1].changed():
-                location = open_url(text, self.storage_options, self.cache)
-                assert isinstance(location.store, FsspecStore)
+                location = open_location(text, self.storage_options, self.cache)
+                if not isinstance(location.store, RemoteStore):
+                    raise TypeError(f"{public(text)}: its store is not a remote store")
                 found = self._located[key] = (location, location.store)
         return found[0]
 

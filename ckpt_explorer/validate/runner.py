@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,11 @@ from ..view import CheckpointView
 from . import bundle, config, counters, integrity, optimizer, scheduler, writer_facts
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
+from .catalogue import AREAS
 from .findings import Finding, ValidationReport
 from .loadable_rules import check_loadable
-from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
-from .quantized import check_quantized
+from .parts import Components, ModelPart, OptimizerPart, ValuesPart, bookkeeping_names, collect
+from .quantized import QUANT_KEY, check_quantized
 from .scheduler_pairing import pair_schedulers
 
 
@@ -112,84 +115,185 @@ def validate_checkpoint(
         >>> report.to_frame()[["rule", "severity", "message"]]      # doctest: +SKIP
     """
     label = str(getattr(path_or_view, "path", path_or_view))
-    findings: list[Finding] = []
-    checked = ["security", "integrity"]
     model_view = as_view(model) if model is not None else None
     if isinstance(path_or_view, CheckpointView):
         view = as_view(path_or_view, model_view)
-        findings += security_findings(view.path)
-        findings += integrity.check_path(view.path) if view.path.is_dir() else []
-        if view.path.exists():
-            findings += check_loadable(view.path)
-            checked.append("loadable")
+        given: CheckpointView | None = view
+        root = view.path
     else:
-        root = as_location(path_or_view)
+        given, root = None, as_location(path_or_view)
         if not root.exists():
             raise CkptExplorerError(root, "a checkpoint file or folder", "nothing at that path")
-        findings += security_findings(root)  # every pickle judged before anything is opened
-        findings += integrity.check_path(root)
-        findings += check_loadable(root)  # each real loader's own resolution, from the files
-        checked.append("loadable")
+    run = Run(root, given, model_view, numeric, hf_load, progress, view=given)
+    ran = _run(run, BEFORE_VIEW)  # every pickle judged before anything is opened
+    if run.view is None:
         try:
-            view = as_view(root, model_view)
+            run.view = as_view(root, model_view)
         except CkptExplorerError as e:
-            if any(f.severity == "error" for f in findings):
-                findings.append(
+            if any(f.severity == "error" for f in run.findings):
+                run.findings.append(
                     Finding("integrity.unopenable", "error", e.one_line(), e.hint, file=e.path)
                 )
-                return ValidationReport(label, findings, checked)
+                return ValidationReport(label, run.findings, _checked(ran))
             raise
-    findings = weigh_refusals(findings, view)
-    findings += _integrity_of_parts(view, {view.path})
-    findings += _unrecognised_children(view)
-    findings += check_quantized(view)
-    parts = collect(view, model_view)
-    checked += ["config", "optimizer", "scheduler"]
-    for m in parts.models:
-        findings += config.check_model(m)
+    run.parts = collect(run.view, model_view)
+    ran |= _run(run, AFTER_VIEW)
+    report = ValidationReport(label, run.findings, _checked(ran))
+    if run.stats is not None:
+        report.stats = {k: v.to_dict() for k, v in run.stats.items()}
+    return report
+
+
+@dataclass
+class Run:
+    """One validation under way: its input, options, and what the steps found and built."""
+
+    root: Location
+    given: CheckpointView | None
+    model_view: CheckpointView | None
+    numeric: bool
+    hf_load: bool
+    progress: ProgressFn | None
+    view: CheckpointView | None = None
+    findings: list[Finding] = field(default_factory=list)
+    parts: Components = field(default_factory=Components)
     stats: dict[str, numeric_rules.TensorStats] | None = None
-    if numeric:
-        checked.append("numeric")
-        stats = {}
-        bookkeeping = bookkeeping_names(parts)
-        findings += _padded_buffers(parts)
-        for name, record, st in numeric_scan(parts, progress):
-            stats[name] = st
-            findings += numeric_rules.findings_for(
-                name, record, st, bookkeeping=name in bookkeeping
-            )
+    pairs: list[tuple[OptimizerPart | None, ValuesPart | None]] = field(default_factory=list)
+
+    @property
+    def opened(self) -> CheckpointView:
+        assert self.view is not None
+        return self.view
+
+    @property
+    def training_state(self) -> bool:
+        return self.opened.kind == "training_state"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an area of the catalogue (``catalogue.AREAS``): its findings, when it
+    applies (an area that ran is listed in the report's ``checked``)."""
+
+    area: str
+    run: Callable[[Run], list[Finding]]
+    when: Callable[[Run], bool] = lambda run: True
+
+
+def _run(run: Run, steps: tuple[Step, ...]) -> set[str]:
+    ran = set()
+    for step in steps:
+        if step.when(run):
+            ran.add(step.area)
+            run.findings += step.run(run)
+    return ran
+
+
+def _checked(ran: set[str]) -> list[str]:
+    return [a for a in AREAS if a in ran]
+
+
+def _security(run: Run) -> list[Finding]:
+    return security_findings(run.root)
+
+
+def _integrity(run: Run) -> list[Finding]:
+    if run.given is not None and not run.root.is_dir():
+        return []  # an open view of a file: its integrity is its reader's
+    return integrity.check_path(run.root)
+
+
+def _loadable(run: Run) -> list[Finding]:
+    return check_loadable(run.root)  # each real loader's own resolution, from the files
+
+
+def _weigh_refusals(run: Run) -> list[Finding]:
+    run.findings[:] = weigh_refusals(run.findings, run.opened)
+    return []
+
+
+def _integrity_of_view(run: Run) -> list[Finding]:
+    view = run.opened
+    return _integrity_of_parts(view, {view.path}) + _unrecognised_children(view)
+
+
+def _quantized(run: Run) -> list[Finding]:
+    return check_quantized(run.opened)
+
+
+def _config(run: Run) -> list[Finding]:
+    return [f for m in run.parts.models for f in config.check_model(m)]
+
+
+def _numeric(run: Run) -> list[Finding]:
+    run.stats = {}
+    bookkeeping = bookkeeping_names(run.parts)
+    out = _padded_buffers(run.parts)
+    for name, record, st in numeric_scan(run.parts, run.progress):
+        run.stats[name] = st
+        out += numeric_rules.findings_for(name, record, st, bookkeeping=name in bookkeeping)
+    return out
+
+
+def _optimizer(run: Run) -> list[Finding]:
+    parts = run.parts
     the_model = _pick_model(parts)
+    # torch schedulers (base_lrs) put initial_lr in the groups; DeepSpeed's WarmupLR & co. do not
+    sets_initial_lr = any("base_lrs" in s.values for s in parts.schedulers)
+    out: list[Finding] = []
+    for opt in parts.optimizers:
+        model = _model_of(opt, parts, the_model)
+        out += optimizer.check_optimizer(opt, model, sets_initial_lr, run.stats)
+    return out
+
+
+def _scheduler(run: Run) -> list[Finding]:
+    run.pairs = pair_schedulers(run.parts.optimizers, run.parts.schedulers)
+    out: list[Finding] = []
+    for opt_part, sched in run.pairs:
+        if sched is not None:
+            checked = scheduler.check_scheduler(sched, opt_part)
+            out += writer_facts.handed_over(sched, run.parts, checked)
+    return out
+
+
+def _counters(run: Run) -> list[Finding]:
+    """The optimizer's, scheduler's and run position's counters weighed together."""
+    parts = run.parts
     run_epoch = next(
         (rs.values.get("epoch") for rs in parts.run_states if "epoch" in rs.values), None
     )
-    # torch schedulers (base_lrs) put initial_lr in the groups; DeepSpeed's WarmupLR & co. do not
-    sets_initial_lr = any("base_lrs" in s.values for s in parts.schedulers)
-    for opt in parts.optimizers:
-        findings += optimizer.check_optimizer(
-            opt, _model_of(opt, parts, the_model), sets_initial_lr, stats
-        )
-    pairs = pair_schedulers(parts.optimizers, parts.schedulers)
-    for opt_part, sched in pairs:
-        if sched is not None:
-            findings += writer_facts.handed_over(
-                sched, parts, scheduler.check_scheduler(sched, opt_part)
-            )
-    claims = bundle.position_claims(view.path, parts) if view.kind == "training_state" else {}
-    findings += counters.weigh(
-        parts, claims, pairs, run_epoch, training_state=view.kind == "training_state"
-    )
-    if view.kind == "training_state":
-        checked.append("bundle")
-        findings += bundle.check_bundle(view.path, parts)
-        findings += writer_facts.check(parts)
-    if hf_load:
-        checked.append("hf_load")
-        for m in parts.models:
-            findings += hf_rules.check_hf_load(m)
-    report = ValidationReport(label, findings, checked)
-    if stats is not None:
-        report.stats = {k: v.to_dict() for k, v in stats.items()}
-    return report
+    ts = run.training_state
+    claims = bundle.position_claims(run.opened.path, parts) if ts else {}
+    return counters.weigh(parts, claims, run.pairs, run_epoch, training_state=ts)
+
+
+def _bundle(run: Run) -> list[Finding]:
+    return bundle.check_bundle(run.opened.path, run.parts) + writer_facts.check(run.parts)
+
+
+def _hf_load(run: Run) -> list[Finding]:
+    return [f for m in run.parts.models for f in hf_rules.check_hf_load(m)]
+
+
+# The steps in the order their findings are reported; the areas are the catalogue's.
+BEFORE_VIEW: tuple[Step, ...] = (
+    Step("security", _security),
+    Step("integrity", _integrity),
+    Step("loadable", _loadable, lambda run: run.root.exists()),
+)
+AFTER_VIEW: tuple[Step, ...] = (
+    Step("security", _weigh_refusals),
+    Step("integrity", _integrity_of_view),
+    Step("quantized", _quantized, lambda run: QUANT_KEY in run.opened.values),
+    Step("config", _config),
+    Step("numeric", _numeric, lambda run: run.numeric),
+    Step("optimizer", _optimizer),
+    Step("scheduler", _scheduler),
+    Step("scheduler", _counters),
+    Step("bundle", _bundle, lambda run: run.training_state),
+    Step("hf_load", _hf_load, lambda run: run.hf_load),
+)
 
 
 def _padded(view: CheckpointView) -> bool:

@@ -87,7 +87,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "loadable",
         }
     ),
-    "cli": frozenset(
+    "commands": frozenset(
         {
             *("view", "io", "json_stream", "readable", "remote", "formats", "api", "demo"),
             *("diff", "fit"),
@@ -95,6 +95,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             *("repair", "ui"),
         }
     ),
+    "cli": frozenset({"remote", "commands"}),
     "__init__": frozenset({"view", "api", "diff", "validate", "resume", "convert", "ui"}),
     "__main__": frozenset({"cli"}),
 }

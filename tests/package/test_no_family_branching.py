@@ -77,3 +77,84 @@ def test_no_consumer_branches_on_family_or_detail() -> None:
         for line, code in branchings(ast.parse(path.read_text(encoding="utf-8"))):
             offenders.append(f"{rel}:{line}: {code}")
     assert not offenders, "ask view.traits / view.state_map instead:\n" + "\n".join(offenders)
+
+
+# ---- conversion targets, writers and store protocols: asked of their registries ----------------
+# A conversion target or file writer is a TargetSpec's (convert/targets.py); a URL scheme is a
+# StoreSpec's (remote/registry.py, remote/stores.py). Elsewhere code asks the spec, never
+# compares the name.
+TARGET_NAMES = {"safetensors", "bin", "hf", "torch", "dcp"}
+TARGET_WORDS = {"to", "target", "writer"}
+PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https", "hf", "file"}
+PROTOCOL_WORDS = {"proto", "protocol", "scheme", "sch"}
+REGISTRIES = {"convert/targets.py", "remote/registry.py", "remote/stores.py"}
+
+
+def _word(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _strings(node: ast.AST) -> set[str]:
+    return {
+        c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+    }
+
+
+def name_branchings(tree: ast.AST) -> list[tuple[int, str, str]]:
+    """(line, code, what) of each comparison of a target / writer name or a URL scheme with a
+    literal one, and each ``.startswith("http")``-style test of a scheme."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(isinstance(op, TESTS) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            words = {_word(s) for s in sides}
+            literals = set().union(*(_strings(s) for s in sides if _word(s) is None))
+            if words & TARGET_WORDS and literals & TARGET_NAMES:
+                found.append((node.lineno, ast.unparse(node), "target"))
+            elif words & PROTOCOL_WORDS and literals & PROTOCOLS:
+                found.append((node.lineno, ast.unparse(node), "protocol"))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+            and _word(node.func.value) in PROTOCOL_WORDS
+            and any(_strings(a) & PROTOCOLS for a in node.args)
+        ):
+            found.append((node.lineno, ast.unparse(node), "protocol"))
+    return sorted(found)
+
+
+def test_the_guard_sees_target_writer_and_protocol_branches() -> None:
+    code = """
+if to == "dcp": pass
+if pf.writer != "safetensors": pass
+if plan.target in ("torch", "bin"): pass
+if self.protocol in ("s3", "s3a"): pass
+if proto.startswith("http"): pass
+if scheme == "gs": pass
+if to == other_to: pass
+if target in TARGETS: pass
+if kind == "hf": pass
+"""
+    hits = name_branchings(ast.parse(code))
+    assert [(line, what) for line, _, what in hits] == [
+        (2, "target"),
+        (3, "target"),
+        (4, "target"),
+        (5, "protocol"),
+        (6, "protocol"),
+        (7, "protocol"),
+    ]
+
+
+def test_no_target_writer_or_protocol_branch_outside_the_registries() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in REGISTRIES:
+            continue
+        for line, code, _what in name_branchings(ast.parse(path.read_text(encoding="utf-8"))):
+            offenders.append(f"{rel}:{line}: {code}")
+    assert not offenders, "ask the TargetSpec / StoreSpec instead:\n" + "\n".join(offenders)

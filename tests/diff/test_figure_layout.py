@@ -1,0 +1,144 @@
+"""The figure layout (diff/figure_layout.py) is the one declaration of the diff figures: the
+compiled kernels are generated from it, the row type carries its figures, and the figure added
+through it (``n_differ``: elements whose values differ at all, whatever the tolerance) equals a
+float64 torch computation on the compiled and the torch paths, in the CLI's JSON too."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from ckpt_explorer import open_checkpoint
+from ckpt_explorer.cli import main
+from ckpt_explorer.diff import kernel
+from ckpt_explorer.diff.engine import Engine, plan_pairs
+from ckpt_explorer.diff.figure_layout import FIGURE_NAMES, FIGURES, PARTIALS
+from ckpt_explorer.diff.rows import TensorDiff
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["numba", "torch"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "numba":
+        pytest.importorskip("numba")
+        monkeypatch.delenv("CKPT_EXPLORER_KERNEL", raising=False)
+        monkeypatch.setattr(kernel, "_loaded", False)
+        assert kernel.have_numba()
+    else:
+        monkeypatch.setattr(kernel, "_nk", None)
+        monkeypatch.setattr(kernel, "_loaded", True)
+        assert not kernel.have_numba()
+    return str(request.param)
+
+
+def differing(a: torch.Tensor, b: torch.Tensor) -> int:
+    """Positions whose values differ, in float64 torch: finite pairs that are not equal, and
+    non-finite positions whose two values are not the same (NaN with NaN is the same)."""
+    x, y = a.to(torch.float64).ravel(), b.to(torch.float64).ravel()
+    fin = torch.isfinite(x) & torch.isfinite(y)
+    same = (torch.isnan(x) & torch.isnan(y)) | (x == y)
+    return int(((x != y) & fin).sum()) + int(((~fin) & ~same).sum())
+
+
+def pair(dtype_a: torch.dtype, dtype_b: torch.dtype, n: int = 30_000) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(n, generator=g, dtype=torch.float64)
+    b = a.clone()
+    hit = torch.randperm(n, generator=g)[: n // 10]
+    b[hit] += 1e-3 * torch.randn(len(hit), generator=g, dtype=torch.float64)  # 10% move a bit
+    b[hit[:50]] += 10.0  # a few move far
+    a[[11, 4001, 9000]] = torch.tensor([float("nan"), float("inf"), 1.0], dtype=torch.float64)
+    b[[11, 4001, 9000, 12000]] = torch.tensor(
+        [float("nan"), float("-inf"), float("nan"), 0.5], dtype=torch.float64
+    )
+    return a.to(dtype_a), b.to(dtype_b)
+
+
+def row_of(
+    tmp_path: Path, a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float
+) -> TensorDiff:
+    save_file({"w": a.reshape(100, -1)}, str(tmp_path / "a.safetensors"))
+    torch.save({"w": b.reshape(100, -1)}, tmp_path / "b.bin")
+    va, vb = open_checkpoint(tmp_path / "a.safetensors"), open_checkpoint(tmp_path / "b.bin")
+    eng = Engine(va, vb, atol=atol, rtol=rtol, threads=2, chunk_bytes=8192)
+    return eng.run(plan_pairs(va, vb))[0]
+
+
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        (torch.float32, torch.float32),
+        (torch.bfloat16, torch.bfloat16),
+        (torch.float16, torch.float16),
+        (torch.float64, torch.float64),
+        (torch.bfloat16, torch.float32),
+    ],
+    ids=str,
+)
+def test_n_differ_is_the_float64_count(path: str, dtypes: tuple, tmp_path: Path) -> None:
+    a, b = pair(*dtypes)
+    row = row_of(tmp_path, a, b, atol=1e-2, rtol=1e-2)
+    want = differing(a, b)
+    assert row.n_differ == want > 0
+    assert row.n_outside is not None and 0 < row.n_outside < want  # the tolerance hides some
+
+
+def test_identical_bytes_differ_nowhere(path: str, tmp_path: Path) -> None:
+    a, _ = pair(torch.float32, torch.float32)
+    row = row_of(tmp_path, a, a.clone(), atol=0.0, rtol=0.0)
+    assert row.status == "identical" and row.n_differ == 0 == differing(a, a)
+
+
+def test_n_differ_in_the_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = pair(torch.float32, torch.float32)
+    save_file({"w": a.reshape(100, -1)}, str(tmp_path / "a.safetensors"))
+    save_file({"w": b.reshape(100, -1)}, str(tmp_path / "b.safetensors"))
+    code = main(["diff", str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"),
+                 "--json", "--atol", "0.01"])  # fmt: skip
+    assert code == 1
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["tensors"]}
+    assert rows["w"]["n_differ"] == differing(a, b)
+
+
+def test_the_row_carries_the_layout_figures_in_order() -> None:
+    names = [f.name for f in fields(TensorDiff)]
+    start = names.index(FIGURE_NAMES[0])
+    assert tuple(names[start : start + len(FIGURE_NAMES)]) == FIGURE_NAMES
+    assert len({p.name for p in PARTIALS}) == len(PARTIALS)
+    assert len(set(FIGURE_NAMES)) == len(FIGURES)
+
+
+def test_the_compiled_kernels_are_generated_from_the_layout() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "diff_kernels.py"), "--check"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_second_process_loads_the_kernels_from_the_cache(tmp_path: Path) -> None:
+    """``cache=True`` works for the generated kernels: a second process compiles nothing."""
+    pytest.importorskip("numba")
+    probe = (
+        "from ckpt_explorer.diff import kernel, _numba_pair as pk; assert kernel.have_numba(); "
+        "f = pk.pair_fast; print(sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env.pop("CKPT_EXPLORER_KERNEL", None)
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    assert runs[0] == ["0", "1"]  # the first process compiles (and writes the cache)
+    assert runs[1] == ["1", "0"]  # the second loads it
