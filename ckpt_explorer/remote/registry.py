@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ..io.location import Location
-    from .backend import Backend, RemoteFile
 
 Opener = Callable[[str, "dict[str, Any] | None", "str | None"], "Location"]
-# (backend, object, [(start, end)]) -> bytes or an exception per range, or None: cannot pin here
-PinnedRead = Callable[["Backend", "RemoteFile", "list[tuple[int, int]]"], "list[Any] | None"]
+# (backend.Backend, backend.RemoteFile, [(start, end)]) -> bytes or an exception per range, or
+# None: cannot pin here (the backend's types stay unnamed here: backend imports this registry)
+PinnedRead = Callable[[Any, Any, "list[tuple[int, int]]"], "list[Any] | None"]
 Options = Callable[["dict[str, Any]"], "dict[str, Any]"]
 
 
