@@ -20,13 +20,10 @@ def check_quantized(view: CheckpointView) -> list[Finding]:
     info = view.values.get(QUANT_KEY)
     if not isinstance(info, dict):
         return []
-    return [
-        Finding(
-            c["rule"],
-            "error" if c["rule"] == RULE_PARTS else "warning",
-            c["message"],
-            HINT,
-            tensor=f"{c['module']}.weight",
-        )
-        for c in info.get("checks", [])
-    ]
+    found = []
+    for check in info.get("checks", []):
+        rule = str(check["rule"])  # one of the reader's RULE_* ids (catalogued)
+        severity = "error" if rule == RULE_PARTS else "warning"
+        tensor = f"{check['module']}.weight"
+        found.append(Finding(rule, severity, check["message"], HINT, tensor=tensor))
+    return found
