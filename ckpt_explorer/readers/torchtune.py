@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import CkptExplorerError
 from ..io.location import Location
+from ..io.yaml_doc import yaml_mapping
 from ..types import Detection, FileInfo
 from .json_files import optional_json
 from .torchtune_recipe import (
@@ -44,7 +45,6 @@ from .torchtune_recipe import (
 EPOCH_DIR = re.compile(r"^epoch_(\d+)$")
 CONFIG_FILE = "torchtune_config.yaml"
 ADAPTER_PT = "adapter_model.pt"
-MAX_CONFIG_BYTES = 1 << 20
 
 
 def recipe_path(path: Location) -> Location | None:
@@ -90,16 +90,7 @@ def choose_epoch(path: Location, epochs_run: Any) -> tuple[str | None, str, list
 
 def read_config(path: Location) -> dict[str, Any] | None:
     """``torchtune_config.yaml`` parsed with ``yaml.safe_load`` (None when absent/unreadable)."""
-    file = path / CONFIG_FILE
-    if not file.is_file() or file.stat().st_size > MAX_CONFIG_BYTES:
-        return None
-    try:
-        import yaml
-
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except Exception:
-        return None
-    return doc if isinstance(doc, dict) else None
+    return yaml_mapping(path / CONFIG_FILE)
 
 
 def config_facts(config: dict[str, Any]) -> tuple[str | None, str]:
