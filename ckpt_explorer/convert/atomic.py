@@ -73,15 +73,16 @@ def fsync_tree(root: Path) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(min(8, len(paths)), thread_name_prefix="ckpt-fsync") as pool:
-            list(pool.map(_fsync_file, paths))  # re-raises the first error
+            list(pool.map(fsync_path, paths))  # re-raises the first error
     else:
         for path in paths:
-            _fsync_file(path)
+            fsync_path(path)
     for d in reversed(dirs):  # folders after their files, deepest first
         fsync_dir(d)
 
 
-def _fsync_file(path: str) -> None:
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """Flush one file's bytes to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -13,7 +13,6 @@ from typing import Any
 
 from ..errors import CorruptCheckpointError
 from ..io.location import PathLike, as_location
-from ..io.safe_pickle import PickleReport, safe_loads
 
 MAX_INDEX = 2**20  # a list index in a recorded path (bounds what rebuilding allocates)
 
@@ -22,17 +21,9 @@ ObjPath = tuple[str | int, ...]
 
 def dcp_layout(folder: PathLike) -> tuple[list[str], dict[str, ObjPath]]:
     """(FQNs in metadata order, FQN -> original object path) of a DCP folder, read safely."""
-    folder = as_location(folder)
-    from ..readers.dcp.folder import MAX_METADATA_BYTES, _fields
+    from ..readers.dcp.folder import metadata_fields
 
-    meta = folder / ".metadata"
-    if meta.stat().st_size > MAX_METADATA_BYTES:
-        raise CorruptCheckpointError(meta, "DCP metadata under 512 MiB", "a larger file")
-    try:
-        root = safe_loads(meta.read_bytes(), PickleReport())
-    except Exception as e:
-        raise CorruptCheckpointError(meta, "a DCP metadata pickle", f"{type(e).__name__}") from e
-    fields = _fields(root, "Metadata", folder)
+    fields = metadata_fields(as_location(folder))
     order = [str(k) for k in (fields.get("state_dict_metadata") or {})]
     paths: dict[str, ObjPath] = {}
     raw = fields.get("planner_data")

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CkptExplorerError
+from ..io.torchrun import rank_main
 from .plan_types import ConversionPlan, PlannedFile
 from .runner import ConversionResult, output_root, write_extras, write_files
 from .targets import target
@@ -78,17 +79,16 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
         plan: ConversionPlan | None = None
         box: list[object] = [None]
         error: CkptExplorerError | None = None
+
+        def plan_it(overwrite: bool) -> ConversionPlan:
+            return plan_conversion(
+                source, args.destination, args.to, args.max_shard_size, args.dtype, overwrite,
+                model_only=args.model_only,
+            )  # fmt: skip
+
         if rank == 0:
             try:
-                plan = plan_conversion(
-                    source,
-                    args.destination,
-                    args.to,
-                    args.max_shard_size,
-                    args.dtype,
-                    args.overwrite,
-                    model_only=args.model_only,
-                )
+                plan = plan_it(args.overwrite)
                 clean_stale(plan.destination)
                 box[0] = str(make_temp(plan.destination))
             except CkptExplorerError as e:
@@ -100,15 +100,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
             raise CkptExplorerError(args.destination, "rank 0 to start the job", str(box[0][1]))
         tmp = Path(str(box[0]))
         if plan is None:
-            plan = plan_conversion(
-                source,
-                args.destination,
-                args.to,
-                args.max_shard_size,
-                args.dtype,
-                overwrite=True,  # rank 0 made the check; the temp folder now exists
-                model_only=args.model_only,
-            )
+            plan = plan_it(True)  # rank 0 made the check; the temp folder now exists
             plan.options["overwrite"] = args.overwrite
         root, opened = output_root(plan, tmp)
         t0 = time.perf_counter()
@@ -171,11 +163,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return run_rank(argv)
-    except CkptExplorerError as e:
-        print(f"ckpt-explorer convert: {e.one_line()}", file=sys.stderr)
-        return 2
+    return rank_main(run_rank, argv, "ckpt-explorer convert")
 
 
 if __name__ == "__main__":

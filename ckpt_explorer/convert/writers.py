@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Cancelled, CkptExplorerError
 from ..readable import parse_size as readable_size
+from .atomic import fsync_path
 from .bytecheck import OpenFiles
 from .fastpath import add_pieces, copy_pieces, piece_bytes
 from .plan_types import Piece, PlannedFile, PlannedTensor
@@ -387,11 +388,3 @@ def colossalai_optimizer_index(files: list[PlannedFile], group_file: str) -> dic
 def write_json(path: Path, doc: dict[str, Any]) -> None:
     path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     fsync_path(path)
-
-
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

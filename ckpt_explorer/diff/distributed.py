@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import CkptExplorerError
+from ..io.torchrun import rank_main
 from .align import parse_rename
 from .engine import DEFAULT_CHUNK_BYTES, Engine, PairPlan, plan_pairs
 from .report import DiffResult
@@ -133,11 +133,7 @@ def run_rank(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return run_rank(argv)
-    except CkptExplorerError as e:
-        print(f"ckpt-explorer diff: error: {e.one_line()}", file=sys.stderr)
-        return 2
+    return rank_main(run_rank, argv, "ckpt-explorer diff: error")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import PurePosixPath
+from typing import TypeVar
 
-from ..errors import UnsafeCheckpointError
+from ..errors import CorruptCheckpointError, UnsafeCheckpointError
 from .location import Location
+
+T = TypeVar("T")
 
 
 def resolve_inside(root: Location, name: str, source: Location) -> Location:
@@ -43,3 +46,19 @@ def resolve_inside(root: Location, name: str, source: Location) -> Location:
             "A symlink points out of the checkpoint; copy the real file in instead.",
         )
     return joined
+
+
+def found_in(path: Location, found: T | None, expected: str) -> T:
+    """What a reader's search below ``path`` found (its folder and facts).
+
+    Raises:
+        CorruptCheckpointError: nothing was found (``expected`` says what was looked for).
+    """
+    if found is None:
+        raise CorruptCheckpointError(path, expected, "none")
+    return found
+
+
+def key_prefix(root: Location, folder: Location) -> str:
+    """``folder`` as a prefix of names below ``root``: ``""`` for ``root``, else ``"a/b/"``."""
+    return "" if folder == root else folder.relative_to(root).as_posix() + "/"

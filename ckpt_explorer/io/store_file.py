@@ -11,38 +11,21 @@ import io
 from pathlib import PurePath
 from typing import TYPE_CHECKING, BinaryIO
 
+from .seekable_raw import SeekableRaw
+
 if TYPE_CHECKING:
     from .store import Store
 
 BUFFER = 64 * 2**10
 
 
-class StoreRawFile(io.RawIOBase):
+class StoreRawFile(SeekableRaw):
     """Unbuffered reads of one object of ``store`` (``size`` bytes long)."""
 
     def __init__(self, store: Store, path: PurePath, size: int) -> None:
-        super().__init__()
+        super().__init__(size, strict=True)
         self._store = store
         self._path = path
-        self._size = size
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        pos = base + offset
-        if pos < 0:
-            raise OSError(22, f"negative seek position {pos}")
-        self._pos = pos
-        return pos
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         want = min(len(buffer), max(0, self._size - self._pos))

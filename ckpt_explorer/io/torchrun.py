@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..contracts import Cancel, ProgressFn, is_cancelled
+from ..errors import CkptExplorerError
 from .ports import free_port
 from .rank_progress import PROGRESS_DIR_ENV, RankRelay
 
@@ -146,3 +147,15 @@ def run_torchrun(
         relay.poll()  # the ranks' last events
     tail = log.read_text(errors="replace")[-2000:]
     return JobExit(proc.returncode, tail)
+
+
+def rank_main(
+    run_rank: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None, prefix: str
+) -> int:
+    """A rank's entry point: ``run_rank(argv)``; a package error is printed after ``prefix``
+    on stderr and exits 2."""
+    try:
+        return run_rank(argv)
+    except CkptExplorerError as e:
+        print(f"{prefix}: {e.one_line()}", file=sys.stderr)
+        return 2

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from .files import Listing, refused_global
-from .verdicts import Layout, Verdict
+from .verdicts import Layout, LoaderCall, Verdict
 
 LOADER = "accelerate.load_state"
 FSDP_MODEL = "pytorch_model_fsdp"  # FULL .bin, _rank<N>.bin and SHARDED _<i>/ folders
@@ -47,36 +47,14 @@ def load_state(p: Path, target: str, layout: Layout) -> list[Verdict]:
         notes.append("random_states_0.pkl is absent: RNG states are silently not restored")
     else:
         reads.append("random_states_0.pkl")
+    v = LoaderCall(LOADER, call, target)
     for name in reads:
         f = p / name
         if not f.is_file():
-            return [
-                Verdict(
-                    LOADER,
-                    call,
-                    target,
-                    "fails",
-                    tuple(reads),
-                    "FileNotFoundError",
-                    f"[Errno 2] No such file or directory: '{f}'",
-                    "Save with accelerator.save_state, or prepare fewer objects.",
-                    True,
-                    tuple(notes),
-                )
-            ]
+            message = f"[Errno 2] No such file or directory: '{f}'"
+            fix = "Save with accelerator.save_state, or prepare fewer objects."
+            return [v.fails(reads, "FileNotFoundError", message, fix, meant=True, notes=notes)]
         if name.endswith(".bin") and refused_global(f) is not None:
-            return [
-                Verdict(
-                    LOADER,
-                    call,
-                    target,
-                    "fails",
-                    tuple(reads),
-                    "UnpicklingError",
-                    "Weights only load failed",
-                    "",
-                    True,
-                    tuple(notes),
-                )
-            ]
-    return [Verdict(LOADER, call, target, "loads", tuple(reads), meant=True, notes=tuple(notes))]
+            message = "Weights only load failed"
+            return [v.fails(reads, "UnpicklingError", message, meant=True, notes=notes)]
+    return [v.loads(reads, meant=True, notes=notes)]

@@ -12,12 +12,12 @@ shards with safetensors.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import CkptExplorerError
 from .files import INDEX_FILE, Listing, index_doc, is_safetensors, refused_global, weight_files
-from .verdicts import Layout, Verdict
+from .verdicts import Layout, LoaderCall, Verdict
 
 MODEL, OPTIM, SCHED = (
     "colossalai.load_model",
@@ -67,12 +67,16 @@ def _verdict(
     notes: Iterable[str] = (),
 ) -> Verdict:
     """``loads`` when ``failure`` is None, else ``fails`` with its (error, message)."""
+    v = LoaderCall(loader, call, target)
     if failure is None:
-        return Verdict(loader, call, target, "loads", tuple(reads), meant=meant, notes=tuple(notes))
-    error, message = failure
-    return Verdict(
-        loader, call, target, "fails", tuple(reads), error, message, fix, meant, tuple(notes)
-    )
+        return v.loads(reads, meant=meant, notes=notes)
+    return v.fails(reads, *failure, fix, meant=meant, notes=notes)
+
+
+def _two_indexes(p: Path, indexes: list[str], verdict: Callable[..., Verdict]) -> list[Verdict]:
+    """``has_index_file`` asserts one index per folder."""
+    error = ("AssertionError", _TWO.format(p=p, n=len(indexes)))
+    return [verdict(indexes, error, _MOVE.format(names=" or ".join(indexes)))]
 
 
 def load_model(p: Path, target: str, layout: Layout) -> list[Verdict]:
@@ -92,13 +96,7 @@ def load_model(p: Path, target: str, layout: Layout) -> list[Verdict]:
     listing = Listing.of(p)
     indexes = listing.colossal_indexes()
     if len(indexes) > 1:
-        return [
-            verdict(
-                indexes,
-                ("AssertionError", _TWO.format(p=p, n=len(indexes))),
-                _MOVE.format(names=" or ".join(indexes)),
-            )
-        ]
+        return _two_indexes(p, indexes, verdict)
     if indexes:
         return [_sharded(p, indexes[0], verdict, meant)]
     for name in ("model.safetensors", "pytorch_model.bin"):
@@ -165,13 +163,7 @@ def load_optimizer(p: Path, target: str, layout: Layout) -> list[Verdict]:
         return [verdict([p.name], _torch_file(p))]
     folder, indexes = (p.parent, [p.name]) if p.is_file() else (p, Listing.of(p).colossal_indexes())
     if len(indexes) > 1:
-        return [
-            verdict(
-                indexes,
-                ("AssertionError", _TWO.format(p=p, n=len(indexes))),
-                _MOVE.format(names=" or ".join(indexes)),
-            )
-        ]
+        return _two_indexes(p, indexes, verdict)
     if not indexes:
         fix = (
             f"Rebuild it from the shards and the group file: `ckpt-explorer repair {p}`."
@@ -236,8 +228,5 @@ def load_lr_scheduler(p: Path, target: str, layout: Layout) -> list[Verdict]:
     if layout.kind != "scheduler-file":
         return []
     call = f"booster.load_lr_scheduler(lr_scheduler, {str(p)!r})"
-    fail = _torch_file(p)
     meant = p.name == "lr_scheduler"  # the name ColossalChat / Colossal-LLaMA save it under
-    if fail is None:
-        return [Verdict(SCHED, call, target, "loads", (p.name,), meant=meant)]
-    return [Verdict(SCHED, call, target, "fails", (p.name,), fail[0], fail[1], "", meant)]
+    return [_verdict(SCHED, call, target, meant, [p.name], _torch_file(p))]

@@ -82,20 +82,22 @@ def recognise(path: Path | Location, listing: Listing | None = None) -> Layout |
             + ("" if groups else " (and without its param-group file)"),
             repair,
         )
-    hf = listing.matching(HF_MODEL_SHARD)
-    if hf:
-        return Layout(
-            "hf-model",
-            (f"{len(hf)} HF -of-N shard(s) ({hf[0]}), no index",),
-            "HF sharded model without its index",
-            "rebuild the index from the shards' headers",
-        )
-    cai = listing.matching(CAI_MODEL_SHARD)
-    if cai:
-        return Layout(
-            "colossalai-model",
-            (f"{len(cai)} ColossalAI model shard(s) ({cai[0]}), no index",),
-            "ColossalAI sharded model without its index",
-            "rebuild the index from the shards",
-        )
+    for kind, shard, shards, who, repair in _MODEL_SHARDS:
+        found = listing.matching(shard)
+        if found:
+            evidence = f"{len(found)} {shards} ({found[0]}), no index"
+            return Layout(kind, (evidence,), f"{who} sharded model without its index", repair)
     return None
+
+
+# model shards without their index: layout kind, shard name, what they are, writer, repair
+_MODEL_SHARDS = (
+    (
+        "hf-model", HF_MODEL_SHARD, "HF -of-N shard(s)", "HF",
+        "rebuild the index from the shards' headers",
+    ),
+    (
+        "colossalai-model", CAI_MODEL_SHARD, "ColossalAI model shard(s)", "ColossalAI",
+        "rebuild the index from the shards",
+    ),
+)  # fmt: skip

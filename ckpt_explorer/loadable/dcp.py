@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import CkptExplorerError
-from .verdicts import Layout, Verdict
+from .verdicts import Layout, LoaderCall, Verdict
 
 LOADER = "dcp.load"
 
@@ -15,63 +15,22 @@ LOADER = "dcp.load"
 def load(p: Path, target: str, layout: Layout) -> list[Verdict]:
     if layout.kind != "dcp":
         return []
-    call = f"dcp.load(state_dict, checkpoint_id={str(p)!r})"
+    v = LoaderCall(LOADER, f"dcp.load(state_dict, checkpoint_id={str(p)!r})", target)
     meta = p / ".metadata"
     if not meta.is_file():
-        return [
-            Verdict(
-                LOADER,
-                call,
-                target,
-                "fails",
-                (".metadata",),
-                "CheckpointException",
-                f"global metadata read failed: [Errno 2] No such file or directory: '{meta}'",
-                "Copy .metadata again from the source; it cannot be rebuilt.",
-                True,
-            )
-        ]
+        message = f"global metadata read failed: [Errno 2] No such file or directory: '{meta}'"
+        fix = "Copy .metadata again from the source; it cannot be rebuilt."
+        return [v.fails((".metadata",), "CheckpointException", message, fix, meant=True)]
     from ..readers.dcp.folder import read_metadata
 
     try:
         files = sorted({s.relative_path for s in read_metadata(p).storage_data.values()})
     except (CkptExplorerError, OSError, AttributeError) as e:
-        return [
-            Verdict(
-                LOADER,
-                call,
-                target,
-                "fails",
-                (".metadata",),
-                "",
-                f".metadata unreadable: {e}",
-                "",
-                True,
-            )
-        ]
+        return [v.fails((".metadata",), "", f".metadata unreadable: {e}", meant=True)]
+    reads = (".metadata", *files)
     missing = [f for f in files if not (p / f).is_file()]
     if missing:
-        return [
-            Verdict(
-                LOADER,
-                call,
-                target,
-                "fails",
-                (".metadata", *files),
-                "CheckpointException",
-                f"No such file or directory: '{p / missing[0]}'",
-                "Copy it again.",
-                True,
-            )
-        ]
-    return [
-        Verdict(
-            LOADER,
-            call,
-            target,
-            "loads",
-            (".metadata", *files),
-            meant=True,
-            notes=("keys and shapes are checked against the state_dict you pass",),
-        )
-    ]
+        message = f"No such file or directory: '{p / missing[0]}'"
+        return [v.fails(reads, "CheckpointException", message, "Copy it again.", meant=True)]
+    note = "keys and shapes are checked against the state_dict you pass"
+    return [v.loads(reads, meant=True, notes=(note,))]

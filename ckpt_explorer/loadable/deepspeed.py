@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .damaged import DS_STATES, deepspeed_tags
 from .files import Listing
-from .verdicts import Layout, Verdict
+from .verdicts import Layout, LoaderCall, Verdict
 
 LOADER = "deepspeed.load_checkpoint"
 _NO_LATEST = (
@@ -20,25 +20,14 @@ _NO_LATEST = (
 def load_checkpoint(p: Path, target: str, layout: Layout) -> list[Verdict]:
     if layout.kind not in ("deepspeed", "deepspeed-tag"):
         return []
-    call = f"engine.load_checkpoint({str(p)!r})"
+    v = LoaderCall(LOADER, f"engine.load_checkpoint({str(p)!r})", target)
     if layout.kind == "deepspeed-tag":
         fix = (
             f"Pass the save folder and the tag: load_checkpoint({str(p.parent)!r}, tag={p.name!r})."
         )
-        return [
-            Verdict(
-                LOADER,
-                call,
-                target,
-                "silent",
-                (),
-                "",
-                _NO_LATEST.format(latest=p / "latest"),
-                fix,
-                True,
-                ("this is a tag folder, not the save folder",),
-            )
-        ]
+        message = _NO_LATEST.format(latest=p / "latest")
+        note = "this is a tag folder, not the save folder"
+        return [v.silent(message, fix, meant=True, notes=(note,))]
     listing = Listing.of(p)
     latest = p / "latest"
     if not latest.is_file():
@@ -48,20 +37,8 @@ def load_checkpoint(p: Path, target: str, layout: Layout) -> list[Verdict]:
             if len(tags) == 1
             else f"Pass tag= one of {', '.join(tags)}; which one is latest is not recorded."
         )
-        return [
-            Verdict(
-                LOADER,
-                call,
-                target,
-                "silent",
-                (),
-                "",
-                _NO_LATEST.format(latest=latest),
-                fix,
-                True,
-                ("returns (None, None) without raising",),
-            )
-        ]
+        message = _NO_LATEST.format(latest=latest)
+        return [v.silent(message, fix, meant=True, notes=("returns (None, None) without raising",))]
     tag = latest.read_text(encoding="utf-8", errors="replace").strip()
     tag_dir = p / tag
     files = (
@@ -70,21 +47,6 @@ def load_checkpoint(p: Path, target: str, layout: Layout) -> list[Verdict]:
         else []
     )
     if not files:
-        return [
-            Verdict(
-                LOADER,
-                call,
-                target,
-                "fails",
-                ("latest",),
-                "",
-                f"'latest' names {tag!r}, which holds no model-states file",
-                "Point latest at an existing tag.",
-                True,
-            )
-        ]
-    return [
-        Verdict(
-            LOADER, call, target, "loads", ("latest", *(f"{tag}/{f}" for f in files)), meant=True
-        )
-    ]
+        message = f"'latest' names {tag!r}, which holds no model-states file"
+        return [v.fails(("latest",), "", message, "Point latest at an existing tag.", meant=True)]
+    return [v.loads(("latest", *(f"{tag}/{f}" for f in files)), meant=True)]

@@ -25,7 +25,7 @@ from .files import (
     torch_load_dispatches_safetensors,
     weights_only_default,
 )
-from .verdicts import Layout, Verdict
+from .verdicts import Layout, LoaderCall, Verdict
 
 LOADER = "torch.load"
 JIT_LOADER = "torch.jit.load"
@@ -45,31 +45,19 @@ def torch_load(p: Path, target: str, layout: Layout) -> list[Verdict]:
     if layout.kind not in KINDS and not (layout.kind == "other" and is_torchscript(p)):
         return []
     wo = weights_only_default()
-    call = f"torch.load({str(p)!r})  # weights_only={wo}"
+    v = LoaderCall(LOADER, f"torch.load({str(p)!r})  # weights_only={wo}", target)
     if p.name.endswith(".safetensors") and torch_load_dispatches_safetensors():
-        return [_by_suffix(p, call, target)]
+        return [_by_suffix(p, v)]
     if is_safetensors(p) and not is_torch_file(p):
-        return [
-            Verdict(
-                LOADER,
-                call,
-                target,
-                "fails",
-                (p.name,),
-                "UnpicklingError",
-                "",
-                "It is a safetensors file: use safetensors.torch.load_file"
-                + (
-                    " (or name it *.safetensors: the installed torch.load hands that suffix "
-                    "to safetensors)."
-                    if torch_load_dispatches_safetensors()
-                    else "."
-                ),
-                False,
-            )
-        ]
+        fix = "It is a safetensors file: use safetensors.torch.load_file" + (
+            " (or name it *.safetensors: the installed torch.load hands that suffix "
+            "to safetensors)."
+            if torch_load_dispatches_safetensors()
+            else "."
+        )
+        return [v.fails((p.name,), "UnpicklingError", "", fix)]
     if is_torchscript(p):
-        return _torchscript(p, call, target, wo)
+        return _torchscript(p, v, wo)
     g = refused_global(p) if wo else None
     if g is not None:
         # not counted against the file (info): the code that reads such a file passes
@@ -80,86 +68,42 @@ def torch_load(p: Path, target: str, layout: Layout) -> list[Verdict]:
             fix = f"It names {g}. A PyTorch Lightning checkpoint: Lightning's own loader "
             fix += "(Trainer.fit(ckpt_path=...), load_from_checkpoint) reads it with "
             fix += "weights_only=False."
-        return [
-            Verdict(
-                LOADER,
-                call,
-                target,
-                "fails",
-                (p.name,),
-                "UnpicklingError",
-                "Weights only load failed",
-                fix,
-                False,
-            )
-        ]
+        return [v.fails((p.name,), "UnpicklingError", "Weights only load failed", fix)]
     if any(d.startswith("cuda") for d in storage_devices(p)):
-        return [_gpu(p, call, target)]
-    return [Verdict(LOADER, call, target, "loads", (p.name,), meant=True)]
+        return [_gpu(p, v)]
+    return [v.loads((p.name,), meant=True)]
 
 
-def _by_suffix(p: Path, call: str, target: str) -> Verdict:
+def _by_suffix(p: Path, v: LoaderCall) -> Verdict:
     """The installed torch.load reads ``*.safetensors`` with safetensors' own loader."""
     note = ("by its .safetensors suffix, torch.load calls safetensors.torch.load_file",)
     if installed_version("safetensors") is None:
-        return Verdict(
-            LOADER,
-            call,
-            target,
-            "fails",
-            (p.name,),
-            "RuntimeError",
-            "Attempting to load a safetensors file but safetensors is not installed",
-            "pip install safetensors.",
-            False,
-            note,
-        )
+        message = "Attempting to load a safetensors file but safetensors is not installed"
+        return v.fails((p.name,), "RuntimeError", message, "pip install safetensors.", notes=note)
     if not is_safetensors(p):
-        return Verdict(
-            LOADER,
-            call,
-            target,
-            "fails",
-            (p.name,),
-            "SafetensorError",
-            "Error while deserializing header",
+        fix = (
             "The name ends in .safetensors but the bytes are not safetensors (a torch.save "
-            "file?): rename it to .pt or .bin for torch.load.",
-            False,
-            note,
+            "file?): rename it to .pt or .bin for torch.load."
         )
-    return Verdict(LOADER, call, target, "loads", (p.name,), meant=False, notes=note)
+        message = "Error while deserializing header"
+        return v.fails((p.name,), "SafetensorError", message, fix, notes=note)
+    return v.loads((p.name,), notes=note)
 
 
-def _torchscript(p: Path, call: str, target: str, wo: bool) -> list[Verdict]:
+def _torchscript(p: Path, v: LoaderCall, wo: bool) -> list[Verdict]:
     runs = "it runs the TorchScript code the archive holds: load it only if you trust it"
-    jit = Verdict(
-        JIT_LOADER,
-        f"torch.jit.load({str(p)!r})",
-        target,
-        "loads",
-        (p.name,),
-        meant=True,
-        notes=(f"a TorchScript model (torch.jit.save archive); {runs}",),
+    jit = LoaderCall(JIT_LOADER, f"torch.jit.load({str(p)!r})", v.target).loads(
+        (p.name,), meant=True, notes=(f"a TorchScript model (torch.jit.save archive); {runs}",)
     )
     if not wo:
         note = "torch.load sees a TorchScript archive and hands it to torch.jit.load"
-        return [Verdict(LOADER, call, target, "loads", (p.name,), notes=(note,)), jit]
-    plain = Verdict(
-        LOADER,
-        call,
-        target,
-        "fails",
-        (p.name,),
-        "RuntimeError",
-        "Cannot use ``weights_only=True`` with TorchScript archives passed to ``torch.load``",
-        f"It is a TorchScript model, not a state_dict: torch.jit.load reads it ({runs}).",
-        False,
-    )
-    return [plain, jit]
+        return [v.loads((p.name,), notes=(note,)), jit]
+    message = "Cannot use ``weights_only=True`` with TorchScript archives passed to ``torch.load``"
+    fix = f"It is a TorchScript model, not a state_dict: torch.jit.load reads it ({runs})."
+    return [v.fails((p.name,), "RuntimeError", message, fix), jit]
 
 
-def _gpu(p: Path, call: str, target: str) -> Verdict:
+def _gpu(p: Path, v: LoaderCall) -> Verdict:
     """Storages tagged ``cuda:N``: torch.load restores them on that device."""
     devices = [d for d in storage_devices(p) if d.startswith("cuda")]
     shown = ", ".join(devices)
@@ -169,16 +113,16 @@ def _gpu(p: Path, call: str, target: str) -> Verdict:
         'map_location="cpu") reads it on any machine.'
     )
     if count == 0:
-        return Verdict(LOADER, call, target, "fails", (p.name,), "RuntimeError", NO_CUDA, fix)
+        return v.fails((p.name,), "RuntimeError", NO_CUDA, fix)
     wanted = max((_index(d) for d in devices), default=0)
     if wanted >= count:
         message = (
             f"Attempting to deserialize object on CUDA device {wanted} but "
             f"torch.cuda.device_count() is {count}"
         )
-        return Verdict(LOADER, call, target, "fails", (p.name,), "RuntimeError", message, fix)
+        return v.fails((p.name,), "RuntimeError", message, fix)
     note = f"its tensors go to {shown} (map_location='cpu' keeps them on the CPU)"
-    return Verdict(LOADER, call, target, "loads", (p.name,), meant=True, notes=(note,))
+    return v.loads((p.name,), meant=True, notes=(note,))
 
 
 def _index(device: str) -> int:

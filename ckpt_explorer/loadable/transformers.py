@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..readers.hf.diffusers_config import model_config
 from .files import Listing, index_doc, is_safetensors, refused_global, weight_files
-from .verdicts import Layout, Verdict
+from .verdicts import Layout, LoaderCall, Verdict
 
 LOADER = "transformers.from_pretrained"
 ORDER = (
@@ -73,11 +73,12 @@ def _one(
     flag = ", use_safetensors=False" if use_safetensors is False else ""
     loader = f"{LOADER}@{major}" + ("[use_safetensors=False]" if flag else "")
     call = f"AutoModel.from_pretrained({str(p)!r}{flag})  # transformers {major}.x"
+    v = LoaderCall(loader, call, target)
     listing = Listing.of(p)
     failure = _config_error(p, major)
     if failure is not None:
         fix = "Add the model's config.json (with model_type) beside the weights."
-        return Verdict(loader, call, target, "fails", (), *failure, fix, meant)
+        return v.fails((), *failure, fix, meant=meant)
     for name, sharded, is_st in ORDER:
         if use_safetensors is False and is_st:
             continue
@@ -87,33 +88,15 @@ def _one(
         if sharded:
             doc = index_doc(p / name)
             if doc is None:
-                return Verdict(
-                    loader,
-                    call,
-                    target,
-                    "fails",
-                    (name,),
-                    "JSONDecodeError",
-                    f"{name} is not a readable index",
-                    "",
-                    meant,
-                )
+                message = f"{name} is not a readable index"
+                return v.fails((name,), "JSONDecodeError", message, meant=meant)
             reads += weight_files(doc)
         fail = _read(p, reads[1:] if sharded else reads, is_st)
         notes = _skipped(listing, name)
         if fail is not None:
-            return Verdict(
-                loader,
-                call,
-                target,
-                "fails",
-                tuple(reads),
-                *fail,
-                "Copy the missing file again.",
-                meant,
-                notes,
-            )
-        return Verdict(loader, call, target, "loads", tuple(reads), meant=meant, notes=notes)
+            fix = "Copy the missing file again."
+            return v.fails(reads, *fail, fix, meant=meant, notes=notes)
+        return v.loads(reads, meant=meant, notes=notes)
     variants = sorted({m.group(1) for n in listing.files if (m := _VARIANT.fullmatch(n))})
     fix = (
         f"Pass variant={variants[0]!r}."
@@ -122,9 +105,7 @@ def _one(
         if layout.repair
         else "Point it at a folder with the weights."
     )
-    return Verdict(
-        loader, call, target, "fails", (), "OSError", NOT_FOUND[major].format(p=p), fix, meant
-    )
+    return v.fails((), "OSError", NOT_FOUND[major].format(p=p), fix, meant=meant)
 
 
 def _read(p: Path, files: list[str], safetensors: bool) -> tuple[str, str] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,45 @@ class Verdict:
             "meant": self.meant,
             "notes": list(self.notes),
         }
+
+
+@dataclass(frozen=True)
+class LoaderCall:
+    """One loader called on one target: the one place its verdicts are built."""
+
+    loader: str
+    call: str
+    target: str
+
+    def loads(
+        self, reads: Iterable[str], *, meant: bool = False, notes: Iterable[str] = ()
+    ) -> Verdict:
+        return Verdict(
+            self.loader, self.call, self.target, "loads", tuple(reads), meant=meant,
+            notes=tuple(notes),
+        )  # fmt: skip
+
+    def fails(
+        self,
+        reads: Iterable[str],
+        error: str,
+        message: str,
+        fix: str = "",
+        *,
+        meant: bool = False,
+        notes: Iterable[str] = (),
+    ) -> Verdict:
+        return Verdict(
+            self.loader, self.call, self.target, "fails", tuple(reads), error, message, fix,
+            meant, tuple(notes),
+        )  # fmt: skip
+
+    def silent(self, message: str, fix: str, *, meant: bool, notes: Iterable[str]) -> Verdict:
+        """Returns without raising and reads nothing."""
+        return Verdict(
+            self.loader, self.call, self.target, "silent", (), "", message, fix, meant,
+            tuple(notes),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

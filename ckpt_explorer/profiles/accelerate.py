@@ -26,6 +26,7 @@ def detect(ev: Evidence) -> list[str] | None:
     return [f"{', '.join(states[:2])} beside {', '.join(optimizers[:2])} (save_state layout)"]
 
 
+# The declaration every writer makes: alike in shape by design, the registry reads them all.
 PROFILE = WriterProfile(
     name="accelerate",
     title="accelerate save_state",

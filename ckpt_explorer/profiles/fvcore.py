@@ -37,6 +37,7 @@ def detect(ev: Evidence) -> list[str] | None:
     return out
 
 
+# The declaration every writer makes: alike in shape by design, the registry reads them all.
 PROFILE = WriterProfile(
     name="fvcore",
     title="detectron2/fvcore Checkpointer",

@@ -29,6 +29,7 @@ def detect(ev: Evidence) -> list[str] | None:
     return out
 
 
+# The declaration every writer makes: alike in shape by design, the registry reads them all.
 PROFILE = WriterProfile(
     name="hf-trainer",
     title="HF Trainer",

@@ -23,6 +23,7 @@ def detect(ev: Evidence) -> list[str] | None:
     return [f"{VERSION_KEY} {version!s} beside state_dict and global_step"]
 
 
+# The declaration every writer makes: alike in shape by design, the registry reads them all.
 PROFILE = WriterProfile(
     name="lightning",
     title="Lightning Trainer",

@@ -48,6 +48,7 @@ def detect(ev: Evidence) -> list[str] | None:
     return out
 
 
+# The declaration every writer makes: alike in shape by design, the registry reads them all.
 PROFILE = WriterProfile(
     name="litgpt",
     title="LitGPT (Fabric)",

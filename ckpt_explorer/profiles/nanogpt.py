@@ -26,6 +26,7 @@ def detect(ev: Evidence) -> list[str] | None:
     return [f"model, optimizer and iter_num beside {', '.join(beside)} (nanoGPT's ckpt.pt)"]
 
 
+# The declaration every writer makes: alike in shape by design, the registry reads them all.
 PROFILE = WriterProfile(
     name="nanogpt",
     title="nanoGPT-style loop",

@@ -53,6 +53,7 @@ def detect(ev: Evidence) -> list[str] | None:
     return out
 
 
+# The declaration every writer makes: alike in shape by design, the registry reads them all.
 PROFILE = WriterProfile(
     name="timm",
     title="timm train.py (CheckpointSaver)",

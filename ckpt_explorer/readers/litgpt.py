@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..io.location import Location
+from ..io.yaml_doc import yaml_mapping
 from ..types import Detection, FileInfo
 from ..view import CheckpointView
 from . import bundle, torch_pickle
@@ -26,21 +27,6 @@ WEIGHTS = "lit_model.pth"
 CONFIG = "model_config.yaml"
 HPARAMS = "hyperparameters.yaml"
 CONFIG_KEYS = ("n_layer", "n_embd", "block_size", "padded_vocab_size")
-MAX_YAML_BYTES = 1 << 20
-
-
-def read_yaml(path: Location) -> dict[str, Any] | None:
-    """A small YAML mapping parsed with ``yaml.safe_load`` (None when absent, too large or not
-    a mapping)."""
-    if not path.is_file() or path.stat().st_size > MAX_YAML_BYTES:
-        return None
-    try:
-        import yaml
-
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except Exception:
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def flat(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -57,7 +43,7 @@ def flat(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def probe(path: Location) -> Detection | None:
     if not path.is_dir() or not (path / WEIGHTS).is_file():
         return None
-    config = read_yaml(path / CONFIG)
+    config = yaml_mapping(path / CONFIG)
     if config is None or not all(k in config for k in CONFIG_KEYS):
         return None
     inner = torch_pickle.probe(path / WEIGHTS)
@@ -90,11 +76,11 @@ def open_folder(path: Location, detection: Detection) -> CheckpointView:
         raise FormatDetectionError(weights, "a torch.save file", "something else")
     # its optimizer ids named from its model part here: naming looks one level of parts deep
     views = {WEIGHTS: attach_names(torch_pickle.open_torch(weights, inner))}
-    hparams = read_yaml(path / HPARAMS)
+    hparams = yaml_mapping(path / HPARAMS)
     if hparams is not None:
         views[HPARAMS] = _args_part(path, hparams)
     view = bundle.bundle_view(path, detection, views)
-    config = read_yaml(path / CONFIG) or {}
+    config = yaml_mapping(path / CONFIG) or {}
     extra = (FileInfo(CONFIG, (path / CONFIG).stat().st_size),)
     values = {**view.values, **{f"{CONFIG}/{k}": v for k, v in flat(config).items()}}
     return CheckpointView(

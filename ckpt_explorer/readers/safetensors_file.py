@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import operator
 import struct
@@ -10,25 +9,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CorruptCheckpointError, TruncatedFileError, UnsafeCheckpointError
-from ..io.location import Location, PathLike, as_location
+from ..io.location import Location
 from ..io.mapped import MappedFile
 from ..io.safe_pickle import safe_loads
 from ..io.safetensors_header import DTYPES, SafetensorsHeader, read_header
+from ..io.stat_cache import cached_by_stat
 from ..record_table import RecordTable
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
 from .optimizer_info import optimizer_info_from_tree, split_state_name
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_header(path: Location, mtime_ns: int, size: int) -> SafetensorsHeader:
+@cached_by_stat(maxsize=256)
+def safetensors_header(path: Location) -> SafetensorsHeader:
+    """The file's header, read once per (path, mtime, size)."""
     return read_header(path)
-
-
-def safetensors_header(path: PathLike) -> SafetensorsHeader:
-    path = as_location(path)
-    st = path.stat()
-    return _cached_header(path, st.st_mtime_ns, st.st_size)
 
 
 def looks_like_safetensors(head: bytes) -> bool:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from ..io.location import Location, PathLike, as_location
+from ..io.location import Location
 from ..io.mapped import MappedFile, MappedTensor
 from ..io.safe_pickle import LazyTensor, OpaqueObject
+from ..io.stat_cache import cached_by_stat
 from ..io.torch_file import TorchFileStructure, read_torch_structure, sniff_torch
 from ..types import Detection, FileInfo, TensorRecord
 from ..view import CheckpointView
@@ -20,16 +20,20 @@ LIGHTNING_EVIDENCE = "written by PyTorch Lightning"  # evidence of a Lightning .
 SCHEDULER_KEYS = {"last_epoch", "base_lrs", "_step_count", "_last_lr"}
 
 
-@functools.lru_cache(maxsize=64)
-def _cached_structure(path: Location, mtime_ns: int, size: int) -> TorchFileStructure:
+@cached_by_stat(maxsize=64)
+def torch_structure(path: Location) -> TorchFileStructure:
+    """The file's pickle structure, read once per (path, mtime, size)."""
     return read_torch_structure(path)
 
 
-def torch_structure(path: PathLike) -> TorchFileStructure:
-    """The file's pickle structure, read once per (path, mtime, size)."""
-    path = as_location(path)
-    st = path.stat()
-    return _cached_structure(path, st.st_mtime_ns, st.st_size)
+def torch_root(path: Location) -> Any:
+    """The pickle root of ``path`` when it is a file that starts as a torch file, else None."""
+    if not path.is_file():
+        return None
+    with path.open("rb") as f:
+        if sniff_torch(f.read(16)) is None:
+            return None
+    return torch_structure(path).root
 
 
 def _is_int_key(k: Any) -> bool:

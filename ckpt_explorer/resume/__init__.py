@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from ..view import CheckpointView
 
 
+# The doctor's signature restated on purpose: the package stays light to import and the
+# public function keeps its parameters visible to help() and type checkers.
 def resume_doctor(
     a: str | Path | Location | CheckpointView,
     b: str | Path | Location | CheckpointView,

@@ -231,6 +231,7 @@ def moments_cause(a: Side, b: Side) -> Cause | None:
     )
 
 
+# Every cause function has this frame (evidence list, score, one Cause); the tests differ.
 def scheduler_cause(a: Side, b: Side) -> Cause | None:
     ev: list[str] = []
     score = 0.0

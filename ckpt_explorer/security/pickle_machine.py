@@ -808,6 +808,8 @@ def _appends(m: _Machine, at: int) -> bool:
     return False
 
 
+# Same opening checks as _append_at: _pickle.c's do_setitems repeats do_append's, and the walk
+# keeps each opcode's order of checks as CPython has it (the odd-count error comes before the pop).
 def _setitems_at(m: _Machine, at: int, x: int, opcode: str) -> None:
     n = len(m.stack)
     if x > n or x <= m.fence:

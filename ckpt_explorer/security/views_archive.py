@@ -146,10 +146,16 @@ def _count(walk: Any, label: str, out: Any) -> int | None:
     return None
 
 
-def _storages(data: bytes, label: str, out: Any, scope: Any) -> None:
+def _counted(data: bytes, label: str, out: Any, scope: Any) -> tuple[int | None, int]:
+    """The record count a legacy member starts with (its first pickle), and where the
+    records start."""
     walk = _chain(data, 0, label, out, scope)
     n = _count(walk, label, out) if walk else None
-    at = walk.end if walk else 0
+    return n, walk.end if walk else 0
+
+
+def _storages(data: bytes, label: str, out: Any, scope: Any) -> None:
+    n, at = _counted(data, label, out, scope)
     for _ in range(n or 0):
         args = _chain(data, at, label, out, scope)
         if args is None:
@@ -165,9 +171,7 @@ def _storages(data: bytes, label: str, out: Any, scope: Any) -> None:
 
 
 def _tensors(data: bytes, label: str, out: Any, scope: Any) -> None:
-    walk = _chain(data, 0, label, out, scope)
-    n = _count(walk, label, out) if walk else None
-    at = walk.end if walk else 0
+    n, at = _counted(data, label, out, scope)
     for _ in range(n or 0):
         args = _chain(data, at, label, out, scope)
         if args is None or args.end + 8 > len(data):

@@ -19,6 +19,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..io.seekable_raw import SeekableRaw
 from .zip_miniz import (
     LOCAL_SIG,
     CdEntry,
@@ -35,29 +36,16 @@ _U32 = 0xFFFFFFFF
 _DESCRIPTOR_SIG = b"PK\x07\x08"
 
 
-class BufferFile(io.RawIOBase):
+class BufferFile(SeekableRaw):
     """A read-only, seekable file over ``buf[start:end]`` (bytes or an mmap; nothing copied
     but what is read)."""
 
     def __init__(self, buf: Any, start: int, end: int) -> None:
-        self._buf, self._start, self._len, self._pos = buf, start, end - start, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self._len}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
+        super().__init__(end - start)
+        self._buf, self._start = buf, start
 
     def readinto(self, b: Any) -> int:
-        n = max(0, min(len(b), self._len - self._pos))
+        n = max(0, min(len(b), self._size - self._pos))
         at = self._start + self._pos
         b[:n] = self._buf[at : at + n]
         self._pos += n

@@ -36,6 +36,8 @@ _HOME = {
 }
 
 
+# The package root's lazy __getattr__ again (PEP 562 needs it in each module; no layer both
+# may import holds a shared one).
 def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
     if home is None:

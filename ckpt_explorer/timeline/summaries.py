@@ -112,8 +112,7 @@ class CheckpointSummary:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CheckpointSummary:
-        names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
+        kw = _known_fields(cls, d)
         kw["tensors"] = {k: TensorFacts(**v) for k, v in d.get("tensors", {}).items()}
         return cls(**kw)
 
@@ -153,8 +152,7 @@ class PairSummary:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PairSummary:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**_known_fields(cls, d))
 
 
 @dataclass
@@ -200,3 +198,9 @@ def _json_safe(obj: Any) -> Any:
     if obj is None or isinstance(obj, bool | int | str):
         return obj
     return str(obj)
+
+
+def _known_fields(cls: type, d: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``d`` that name a field of the dataclass ``cls`` (others are dropped)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from ..view import CheckpointView
 
 
+# The runner's signature restated on purpose: the package stays light to import and the
+# public function keeps its parameters visible to help() and type checkers.
 def validate_checkpoint(
     path_or_view: str | Path | Location | CheckpointView,
     *,

@@ -267,7 +267,8 @@ def check_bundle(path: Path | Location, parts: Components) -> list[Finding]:
     elif not saved:
         # model and optimizer alone, trained without a scheduler (ColossalAI's booster saves
         # just those; the loop saves the rest): a choice; beside a scheduler saved or used
-        # (initial_lr in the groups), or the Trainer's arguments, the run position was lost
+        # (initial_lr in the groups), or the Trainer's arguments, the run position was lost.
+        # Alike in shape with missing_optimizer above (info when the save meant it), not logic.
         minimal = not (parts.schedulers or used_scheduler or parts.args)
         out.append(
             Finding(

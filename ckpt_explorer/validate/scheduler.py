@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from ..io.raw_values import record_scalar
@@ -173,40 +174,42 @@ def check_scheduler(sched: ValuesPart, opt: OptimizerPart | None) -> list[Findin
                 )
             )
         else:
-            for i, (s_lr, g) in enumerate(zip(last_lr, groups, strict=True)):
-                lr = g.get("lr")
-                if (
-                    isinstance(s_lr, int | float)
-                    and isinstance(lr, int | float)
-                    and not _close(float(s_lr), float(lr))
-                ):
-                    out.append(
-                        Finding(
-                            "scheduler.last_lr",
-                            "warning",
-                            f"_last_lr[{i}] is {s_lr:.6g} but group {i} lr is {lr:.6g}",
-                            "Scheduler and optimizer were saved at different points, or "
-                            "the lr was changed by hand after the scheduler stepped.",
-                            file=where,
-                        )
-                    )
-    base = v.get("base_lrs")
-    if isinstance(base, list | tuple) and len(base) == len(groups):
-        for i, (b, g) in enumerate(zip(base, groups, strict=True)):
-            init = g.get("initial_lr")
-            if (
-                isinstance(b, int | float)
-                and isinstance(init, int | float)
-                and not _close(float(b), float(init))
-            ):
+            for i, s_lr, lr in _disagree(last_lr, groups, "lr"):
                 out.append(
                     Finding(
-                        "scheduler.base_lrs",
+                        "scheduler.last_lr",
                         "warning",
-                        f"base_lrs[{i}] is {b:.6g} but group {i} initial_lr is {init:.6g}",
-                        "The scheduler was built for a different peak lr than the "
-                        "optimizer's; rebuild one of them from the same config.",
+                        f"_last_lr[{i}] is {s_lr:.6g} but group {i} lr is {lr:.6g}",
+                        "Scheduler and optimizer were saved at different points, or "
+                        "the lr was changed by hand after the scheduler stepped.",
                         file=where,
                     )
                 )
+    base = v.get("base_lrs")
+    if isinstance(base, list | tuple) and len(base) == len(groups):
+        for i, b, init in _disagree(base, groups, "initial_lr"):
+            out.append(
+                Finding(
+                    "scheduler.base_lrs",
+                    "warning",
+                    f"base_lrs[{i}] is {b:.6g} but group {i} initial_lr is {init:.6g}",
+                    "The scheduler was built for a different peak lr than the "
+                    "optimizer's; rebuild one of them from the same config.",
+                    file=where,
+                )
+            )
     return out
+
+
+def _disagree(
+    values: list[Any] | tuple[Any, ...], groups: list[dict[str, Any]], key: str
+) -> Iterator[tuple[int, float, float]]:
+    """(i, values[i], groups[i][key]) where both are numbers that are not close."""
+    for i, (x, g) in enumerate(zip(values, groups, strict=True)):
+        y = g.get(key)
+        if (
+            isinstance(x, int | float)
+            and isinstance(y, int | float)
+            and not _close(float(x), float(y))
+        ):
+            yield i, x, y

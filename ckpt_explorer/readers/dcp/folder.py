@@ -108,9 +108,9 @@ def _ints(value: Any, what: str, path: Location) -> tuple[int, ...]:
     return tuple(value)
 
 
-def read_metadata(path: PathLike) -> DcpMetadata:
-    """Parse ``.metadata`` with the allow-list unpickler into plain values (no torch)."""
-    path = as_location(path)
+def metadata_fields(path: Location) -> dict[str, Any]:
+    """The fields of the ``Metadata`` object in ``path/.metadata``, read with the allow-list
+    unpickler (no torch)."""
     meta_path = path / ".metadata"
     if meta_path.stat().st_size > MAX_METADATA_BYTES:
         raise CorruptCheckpointError(meta_path, "DCP metadata under 512 MiB", "a larger file")
@@ -120,7 +120,14 @@ def read_metadata(path: PathLike) -> DcpMetadata:
         raise CorruptCheckpointError(
             meta_path, "a DCP metadata pickle", f"{type(e).__name__}: {e}"
         ) from e
-    fields = _fields(root, "Metadata", path)
+    return _fields(root, "Metadata", path)
+
+
+def read_metadata(path: PathLike) -> DcpMetadata:
+    """Parse ``.metadata`` with the allow-list unpickler into plain values (no torch)."""
+    path = as_location(path)
+    meta_path = path / ".metadata"
+    fields = metadata_fields(path)
     sd_meta: dict[str, TensorMeta | BytesMeta] = {}
     for fqn, item in (fields.get("state_dict_metadata") or {}).items():
         qual = getattr(item, "qualified_name", "")

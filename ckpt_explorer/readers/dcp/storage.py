@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import IO, TYPE_CHECKING, Any
 
 from ...errors import TruncatedFileError
+from ...io.seekable_raw import SeekableRaw
 
 if TYPE_CHECKING:
     from ...io.location import Location
@@ -109,30 +110,16 @@ def _check_inside(data_file: Location, info: Any, end: int) -> None:
         )
 
 
-class _Slice(io.RawIOBase):
+class _Slice(SeekableRaw):
     """``length`` bytes of an open file from ``offset``, as a file of their own (pread:
     items of one file share its descriptor)."""
 
     def __init__(self, f: IO[bytes], offset: int, length: int) -> None:
-        super().__init__()
-        self._fd, self._offset, self._length, self._pos = f.fileno(), offset, length, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._length}[whence]
-        self._pos = max(0, base + pos)
-        return self._pos
+        super().__init__(length)
+        self._fd, self._offset = f.fileno(), offset
 
     def readinto(self, buffer: Any) -> int:
-        n = max(0, min(len(buffer), self._length - self._pos))
+        n = max(0, min(len(buffer), self._size - self._pos))
         if n == 0:
             return 0
         data = os.pread(self._fd, n, self._offset + self._pos)

@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any
 
-from ...errors import CkptExplorerError, CorruptCheckpointError
+from ...errors import CkptExplorerError
 from ...io.location import Location
-from ...io.paths import resolve_inside
+from ...io.paths import found_in, key_prefix, resolve_inside
 from ...types import Detection, FileInfo, TensorRecord
 from ...view import CheckpointView, prefixed
 from .. import torch_pickle
@@ -109,11 +109,8 @@ def _without_optimizer(view: CheckpointView) -> CheckpointView:
 
 
 def open_deepspeed(path: Location, detection: Detection) -> CheckpointView:
-    found = _tag_dir(path)
-    if found is None:
-        raise CorruptCheckpointError(path, "a DeepSpeed tag folder", "none")
-    tag_dir, tag = found
-    rel_dir = "" if tag_dir == path else tag_dir.relative_to(path).as_posix() + "/"
+    tag_dir, tag = found_in(path, _tag_dir(path), "a DeepSpeed tag folder")
+    rel_dir = key_prefix(path, tag_dir)
     raw: dict[str, CheckpointView] = {}
     files: list[FileInfo] = []
     values: dict[str, Any] = {}

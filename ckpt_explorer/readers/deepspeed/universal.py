@@ -28,11 +28,9 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from ...errors import CorruptCheckpointError
 from ...io.location import Location
-from ...io.paths import resolve_inside
+from ...io.paths import found_in, key_prefix, resolve_inside
 from ...io.safe_pickle import OpaqueObject
-from ...io.torch_file import sniff_torch
 from ...types import Detection, FileInfo, TensorRecord
 from ...view import CheckpointView, prefixed
 from .. import roles, torch_pickle
@@ -62,13 +60,7 @@ def _model_files(folder: Location) -> list[str]:
 
 def _common_state(folder: Location) -> dict[str, Any] | None:
     """The root of ``zero/optimizer_state.pt`` when it is DeepSpeed's common optimizer state."""
-    path = folder / ZERO / OPTIM_STATE
-    if not path.is_file():
-        return None
-    with path.open("rb") as f:
-        if sniff_torch(f.read(16)) is None:
-            return None
-    root = torch_pickle.torch_structure(path).root
+    root = torch_pickle.torch_root(folder / ZERO / OPTIM_STATE)
     if isinstance(root, dict) and "zero_stage" in root and "param_groups" in root:
         return root
     return None
@@ -201,11 +193,9 @@ def _run_facts(values: dict[str, Any]) -> str:
 
 
 def open_universal(path: Location, detection: Detection) -> CheckpointView:
-    found = universal_dir(path)
-    if found is None:
-        raise CorruptCheckpointError(path, "a DeepSpeed universal checkpoint folder", "none")
-    folder_path, tag, _ = found
-    rel_dir = "" if folder_path == path else folder_path.relative_to(path).as_posix() + "/"
+    expected = "a DeepSpeed universal checkpoint folder"
+    folder_path, tag, _ = found_in(path, universal_dir(path), expected)
+    rel_dir = key_prefix(path, folder_path)
     files: list[FileInfo] = []
     values: dict[str, Any] = {}
     if tag is not None:

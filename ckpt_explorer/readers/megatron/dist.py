@@ -27,8 +27,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from ...errors import CorruptCheckpointError
 from ...io.location import Location
+from ...io.paths import found_in, key_prefix
 from ...types import Detection, FileInfo, TensorRecord
 from ...view import CheckpointView, prefixed
 from ..dcp.folder import read_metadata
@@ -210,11 +210,8 @@ def rng_part(dist: DistFolder) -> CheckpointView | None:
 
 
 def open_megatron_dist(path: Location, detection: Detection) -> CheckpointView:
-    found = dist_folder(path)
-    if found is None:
-        raise CorruptCheckpointError(path, "a megatron-core torch_dist folder", "none")
-    folder, tracker = found
-    rel = "" if folder == path else folder.relative_to(path).as_posix() + "/"
+    folder, tracker = found_in(path, dist_folder(path), "a megatron-core torch_dist folder")
+    rel = key_prefix(path, folder)
     dist = DistFolder(folder)
     common_path = folder / "common.pt"
     structure = torch_structure(common_path)

@@ -25,8 +25,8 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from ...errors import CorruptCheckpointError
 from ...io.location import Location
+from ...io.paths import found_in, key_prefix
 from ...types import Detection, FileInfo, TensorRecord
 from ...view import CheckpointView, as_rank_file, prefixed
 from ..torch_pickle import torch_structure
@@ -212,11 +212,9 @@ def _rng_part(folder: Location, views: dict[str, CheckpointView]) -> CheckpointV
 
 
 def open_megatron_legacy(path: Location, detection: Detection) -> CheckpointView:
-    found = legacy_folder(path)
-    if found is None:
-        raise CorruptCheckpointError(path, "a Megatron-LM iteration folder (mp_rank_*/)", "none")
-    folder, tracker = found
-    rel = "" if folder == path else folder.relative_to(path).as_posix() + "/"
+    expected = "a Megatron-LM iteration folder (mp_rank_*/)"
+    folder, tracker = found_in(path, legacy_folder(path), expected)
+    rel = key_prefix(path, folder)
     ranks = rank_files(folder)
     multi_pp = len({k[1] for k in ranks}) > 1
     views: dict[tuple[int, int], CheckpointView] = {}  # expert rank 0: the model's own ranks

@@ -70,6 +70,7 @@ def load_region(
     return out
 
 
+# load_region's parameters, deferred: the loader a record keeps until its bytes are asked for.
 def region_loader(
     folder: Location,
     cache: MetadataCache,

@@ -30,6 +30,7 @@ from typing import Any
 
 from ...errors import CkptExplorerError
 from ...io.location import Location
+from ...io.yaml_doc import yaml_mapping
 from ...types import Detection, FileInfo
 from ..json_files import optional_json
 from .recipe import EPOCHS_KEY, FAMILY, RECIPE_DIR, RECIPE_FILE, recipe_evidence, recipe_root
@@ -37,7 +38,6 @@ from .recipe import EPOCHS_KEY, FAMILY, RECIPE_DIR, RECIPE_FILE, recipe_evidence
 EPOCH_DIR = re.compile(r"^epoch_(\d+)$")
 CONFIG_FILE = "torchtune_config.yaml"
 ADAPTER_PT = "adapter_model.pt"
-MAX_CONFIG_BYTES = 1 << 20
 
 
 def recipe_path(path: Location) -> Location | None:
@@ -83,16 +83,7 @@ def choose_epoch(path: Location, epochs_run: Any) -> tuple[str | None, str, list
 
 def read_config(path: Location) -> dict[str, Any] | None:
     """``torchtune_config.yaml`` parsed with ``yaml.safe_load`` (None when absent/unreadable)."""
-    file = path / CONFIG_FILE
-    if not file.is_file() or file.stat().st_size > MAX_CONFIG_BYTES:
-        return None
-    try:
-        import yaml
-
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except Exception:
-        return None
-    return doc if isinstance(doc, dict) else None
+    return yaml_mapping(path / CONFIG_FILE)
 
 
 def config_facts(config: dict[str, Any]) -> tuple[str | None, str]:

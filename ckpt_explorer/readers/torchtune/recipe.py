@@ -20,7 +20,6 @@ from dataclasses import replace
 from typing import Any
 
 from ...io.location import Location
-from ...io.torch_file import sniff_torch
 from ...types import Detection, FileInfo, TensorRecord, Traits
 from ...view import CheckpointView
 from .. import torch_pickle
@@ -40,12 +39,7 @@ DETAIL = "torchtune recipe state (optimizer, run position, seed)"
 
 def recipe_root(path: Location) -> dict[Any, Any] | None:
     """The root of ``path`` when it is a torchtune recipe state (None otherwise)."""
-    if not path.is_file():
-        return None
-    with path.open("rb") as f:
-        if sniff_torch(f.read(16)) is None:
-            return None
-    root = torch_pickle.torch_structure(path).root
+    root = torch_pickle.torch_root(path)
     if not isinstance(root, dict) or not isinstance(root.get(EPOCHS_KEY), int):
         return None
     keys = set(map(str, root))
