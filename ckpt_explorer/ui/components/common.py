@@ -275,7 +275,13 @@ def sync(a: Any, a_name: str, b: Any, b_name: str) -> None:
 def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
     """``fn`` run in the page's session: called from a worker thread (a job finishing), it is
     scheduled on the page's event loop with the page's document current, so the models it
-    creates get the page's (local) resources and the document lock."""
+    creates get the page's (local) resources and the document lock.
+
+    Before the page is up (the browser has pulled the document but not yet said it is
+    drawn) ``fn`` waits for it: Panel 1.9 drops the changes a layout makes in that window
+    (``panel.io.document.hold`` counts on a full serialization that has already been sent),
+    so a job ending then (a link's Compare re-run) left the page without its result and
+    the browser later reported "reference pNNNN isn't known"."""
     from panel.io.state import set_curdoc
 
     doc = pn.state.curdoc
@@ -288,7 +294,10 @@ def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
 
         def scheduled() -> None:
             with set_curdoc(doc):
-                fn(*args)
+                if pn.state.loaded:
+                    fn(*args)
+                else:  # run by Panel once the page is up, in order, on this loop
+                    pn.state.onload(lambda: fn(*args))
 
         doc.add_next_tick_callback(scheduled)
 
