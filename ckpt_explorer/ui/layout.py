@@ -198,5 +198,8 @@ def create_app(
     if not notebook:
         bind_url(state)  # the address holds the view: a link reopens it
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            from .server_log import quiet_closed_sockets
+
+            quiet_closed_sockets()  # a closed tab: no traceback in the server's log
             pn.state.onload(page_up)
     return template

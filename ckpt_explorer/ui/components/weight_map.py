@@ -72,13 +72,13 @@ class WeightMap(pn.viewable.Viewer):
         self.app = app
         b = self.app.browse
         self._name = pn.widgets.TextInput(
-            name="Filter names", placeholder="e.g. layers.3.  or  exp_avg", width=300
+            label="Filter names", placeholder="e.g. layers.3.  or  exp_avg", width=300
         )
-        self._file = pn.widgets.TextInput(name="Filter files", placeholder="shard file", width=220)
+        self._file = pn.widgets.TextInput(label="Filter files", placeholder="shard file", width=220)
         self._name.param.watch(self._typed_name, "value_input")
         self._file.param.watch(self._typed_file, "value_input")
         watch(b, self._sync_inputs, ["name_filter", "file_filter"])
-        self._clear = pn.widgets.Button(name="Clear filters", button_type="light", align="end")
+        self._clear = pn.widgets.Button(label="Clear filters", color="light", align="end")
         self._clear.on_click(lambda *_: self._clear_filters())
         self._count = pn.pane.Markdown("", align="end", margin=(0, 10, 12, 10))
         self._table = table(
@@ -121,7 +121,7 @@ class WeightMap(pn.viewable.Viewer):
         self._shards = pn.Column(sizing_mode="stretch_width")
         self._charts = pn.Row(
             section(TREE_TITLE, self._tree, sizing_mode="stretch_width"),
-            section("Shard sizes", self._shards, width=460),
+            section("Shard sizes", self._shards, width=460, sizing_mode="fixed"),
             sizing_mode="stretch_width",
         )
         self._empty = placeholder("Open a checkpoint to see its tensors.")
