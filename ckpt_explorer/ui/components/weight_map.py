@@ -23,7 +23,7 @@ from .common import (
 )
 from .export import export_buttons, export_name, name_exports
 from .module_tree import ModuleTree
-from .svg_chart import CHART_CSS, bars
+from .svg_chart import CHART_CSS, bars, hbars
 from .tensor_detail import TensorDetailView
 
 # names and files are filtered by the inputs above the table (state-driven: the module tree,
@@ -59,6 +59,8 @@ BREAKABLE = {
     **dict.fromkeys(("name", "parameter"), JSCode(JS_BREAKABLE)),
     "file": JSCode(JS_PATH_BREAKABLE),
 }
+# up to this many shards, upright bars in file order (their turned labels 22 px apart or more)
+BARS_UPRIGHT = 16
 TREE_TITLE = "Modules (click a module to filter, a tensor to see its values; ▸ opens)"
 
 
@@ -241,15 +243,11 @@ class WeightMap(pn.viewable.Viewer):
             f"{f}\n{size}, {n:,} tensors"
             for f, size, n in zip(names, data["size"], data["tensors"], strict=True)
         ]
-        chart = bars(  # in the files' natural order, never re-sorted
-            short_labels(names),
-            list(data["bytes"] / 2**20),
-            hovers,
-            PALETTE[1],
-            unit="MiB",
-            height=380,
-            show_labels=len(data) <= 60,
-        )
+        labels, sizes = short_labels(names), list(data["bytes"] / 2**20)
+        if len(names) <= BARS_UPRIGHT:  # few shards: upright bars in the files' order
+            chart = bars(labels, sizes, hovers, PALETTE[1], unit="MiB", height=380)
+        else:  # many: one line each, largest first, scrolling (labels never overlap)
+            chart = hbars(labels, sizes, hovers, PALETTE[1], unit="MiB")
         return pn.pane.HTML(chart, stylesheets=[CHART_CSS], name="shard-chart")
 
     def __panel__(self) -> pn.viewable.Viewable:
