@@ -126,7 +126,21 @@ FIT_CSS = """
 .tabulator-row .tabulator-cell {white-space: normal; overflow-wrap: anywhere;
   text-overflow: clip;}
 """
-NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
+COUNT_COLUMNS = ("numel", "tensors")  # whole counts with thousands separators
+# byte counts: every one in binary units, as fmt_bytes writes them (3 significant digits),
+# so one view never shows raw bytes in one column and KiB in the next; the cell keeps the
+# number (sorting and exports use it)
+BYTE_COLUMNS = ("bytes", "tensor_bytes", "nbytes", "bytes_a", "bytes_b", "size_bytes")
+JS_BYTES = """function(cell) {
+  const v = cell.getValue();
+  if (v === null || v === undefined || v === '') return '';
+  let x = Number(v);
+  if (!isFinite(x)) return String(v);
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let i = 0;
+  while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i += 1; }
+  return i === 0 ? Math.trunc(x) + ' B' : Number(x.toPrecision(3)) + ' ' + units[i];
+}"""
 # text columns that hold names and paths: never cut, they wrap at "." and "/" instead
 NAME_COLUMNS = (
     "name",
@@ -195,7 +209,8 @@ def table(df: Any, **kw: Any) -> Table:
     defaults["formatters"] = {
         **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
         **dict.fromkeys(names, JSCode(JS_BREAKABLE)),
-        **dict.fromkeys(NUMBER_COLUMNS, BYTES_FORMAT),
+        **dict.fromkeys(COUNT_COLUMNS, BYTES_FORMAT),
+        **dict.fromkeys(BYTE_COLUMNS, JSCode(JS_BYTES)),
         **kw.pop("formatters", {}),
     }
     defaults.update(kw)
