@@ -10,7 +10,7 @@ from typing import Any
 import panel as pn
 
 from ..remote.urls import is_url
-from .components.common import ACCENT, error_pane
+from .components.common import ACCENT, error_pane, skip_notebook_renderers
 from .components.picker import PathPicker
 from .components.tabulator_guard import TabulatorGuard
 from .notebook import EXTENSIONS, prepare
@@ -201,5 +201,6 @@ def create_app(
             from .server_log import quiet_closed_sockets
 
             quiet_closed_sockets()  # a closed tab: no traceback in the server's log
+            skip_notebook_renderers()  # the first chart does not import nbformat
             pn.state.onload(page_up)
     return template

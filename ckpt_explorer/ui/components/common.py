@@ -246,6 +246,24 @@ def warm_figures() -> None:
         plot(style_figure(go.Figure(trace), title="warm"))
 
 
+def skip_notebook_renderers() -> None:
+    """For a served page: plotly's notebook renderers are never asked for nbformat.
+
+    Panel's Plotly pane checks every figure against ``go.FigureWidget``; plotly imports that
+    class lazily, with ``plotly.io._renderers``, which imports nbformat, jsonschema and
+    rfc3987-syntax (a grammar built at import): about 1.7 CPU seconds of the first chart of
+    a fresh server (the first Compare's). A served page draws figures through Panel, never
+    through plotly's renderers, so plotly is told nbformat is absent (in a notebook, where
+    ``fig.show()`` uses it, nothing changes)."""
+    import sys
+
+    if "nbformat" in sys.modules:
+        return
+    from _plotly_utils import optional_imports
+
+    optional_imports._not_importable.add("nbformat")
+
+
 def plot(fig: Any, **kw: Any) -> pn.pane.Plotly:
     return pn.pane.Plotly(
         fig,
