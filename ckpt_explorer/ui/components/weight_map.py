@@ -92,11 +92,11 @@ class WeightMap(pn.viewable.Viewer):
             layout="fit_columns",  # no fixed height: every row of the page shows, one scrollbar
             hidden_columns=["numel", "key"],
             widths={
-                "name": "30%",
+                "name": "28%",
                 "parameter": "18%",
                 "dtype": "8%",
                 "shape": "10%",
-                "bytes": "8%",
+                "bytes": "10%",
                 "file": "25%",
             },
             formatters=BREAKABLE,
