@@ -10,7 +10,7 @@ from typing import Any
 import panel as pn
 
 from ..remote.urls import is_url
-from .components.common import ACCENT, error_pane
+from .components.common import ACCENT, error_pane, skip_notebook_renderers
 from .components.picker import PathPicker
 from .components.tabulator_guard import TabulatorGuard
 from .notebook import EXTENSIONS, prepare
@@ -198,5 +198,9 @@ def create_app(
     if not notebook:
         bind_url(state)  # the address holds the view: a link reopens it
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            from .server_log import quiet_closed_sockets
+
+            quiet_closed_sockets()  # a closed tab: no traceback in the server's log
+            skip_notebook_renderers()  # the first chart does not import nbformat
             pn.state.onload(page_up)
     return template

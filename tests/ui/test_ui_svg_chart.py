@@ -3,6 +3,7 @@ from the record table's columns without making its records."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -63,3 +64,32 @@ def test_tables_read_columns_and_match_the_records(ui_root: Path) -> None:
     for row in files.itertuples():
         assert row.tensors == sum(r.file == row.file for r in records)
         assert row.tensor_bytes == sum(r.nbytes for r in records if r.file == row.file)
+
+
+def test_many_shards_are_one_line_each_largest_first_without_overlap() -> None:
+    """42 shards (issue 35: their names smeared into one another under upright bars): one
+    bar per line, sorted by size, every label on its own line, the box scrolls."""
+    from ckpt_explorer.ui.components.svg_chart import ROW, hbars
+
+    sizes = [float((i * 37) % 42 + 1) for i in range(42)]
+    labels = [f"{i + 1:05d}" for i in range(42)]
+    out = hbars(labels, sizes, [f"shard {lab}" for lab in labels], "#0ea5e9", unit="MiB")
+    ys = [
+        float(y)
+        for y in re.findall(r"<text x='[\d.]+' y='([\d.]+)' text-anchor='end' fill='#374151'", out)
+    ]
+    assert len(ys) == 42 and all(b - a >= ROW for a, b in itertools.pairwise(ys))  # no overlap
+    drawn = re.findall(r"fill='#374151'>(\d+)</text>", out)
+    by_label = dict(zip(labels, sizes, strict=True))
+    assert [by_label[d] for d in drawn] == sorted(sizes, reverse=True)  # largest first
+    widths = [float(w) for w in re.findall(r"<rect class='mark'[^>]* width='([\d.]+)'", out)]
+    assert widths == sorted(widths, reverse=True) and widths[0] > 0
+    assert "overflow-y:auto" in out and ">0</text>" in out  # scrolls; the axis starts at 0
+    before = bars(labels, sizes, labels, "#000")  # the upright chart's labels: 42 in 360 px
+    xs = [
+        float(x)
+        for x in re.findall(
+            r"<text x='([\d.]+)' y='[\d.]+' text-anchor='end' fill='#374151'", before
+        )
+    ]
+    assert min(b - a for a, b in itertools.pairwise(xs)) < 12  # why many shards take hbars

@@ -126,7 +126,21 @@ FIT_CSS = """
 .tabulator-row .tabulator-cell {white-space: normal; overflow-wrap: anywhere;
   text-overflow: clip;}
 """
-NUMBER_COLUMNS = ("bytes", "numel", "tensor_bytes", "tensors")
+COUNT_COLUMNS = ("numel", "tensors")  # whole counts with thousands separators
+# byte counts: every one in binary units, as fmt_bytes writes them (3 significant digits),
+# so one view never shows raw bytes in one column and KiB in the next; the cell keeps the
+# number (sorting and exports use it)
+BYTE_COLUMNS = ("bytes", "tensor_bytes", "nbytes", "bytes_a", "bytes_b", "size_bytes")
+JS_BYTES = """function(cell) {
+  const v = cell.getValue();
+  if (v === null || v === undefined || v === '') return '';
+  let x = Number(v);
+  if (!isFinite(x)) return String(v);
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let i = 0;
+  while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i += 1; }
+  return i === 0 ? Math.trunc(x) + ' B' : Number(x.toPrecision(3)) + ' ' + units[i];
+}"""
 # text columns that hold names and paths: never cut, they wrap at "." and "/" instead
 NAME_COLUMNS = (
     "name",
@@ -195,7 +209,8 @@ def table(df: Any, **kw: Any) -> Table:
     defaults["formatters"] = {
         **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
         **dict.fromkeys(names, JSCode(JS_BREAKABLE)),
-        **dict.fromkeys(NUMBER_COLUMNS, BYTES_FORMAT),
+        **dict.fromkeys(COUNT_COLUMNS, BYTES_FORMAT),
+        **dict.fromkeys(BYTE_COLUMNS, JSCode(JS_BYTES)),
         **kw.pop("formatters", {}),
     }
     defaults.update(kw)
@@ -229,6 +244,24 @@ def warm_figures() -> None:
 
     for trace in (go.Bar(x=[0], y=[0]), go.Heatmap(z=[[0.0]]), go.Scatter(x=[0], y=[0])):
         plot(style_figure(go.Figure(trace), title="warm"))
+
+
+def skip_notebook_renderers() -> None:
+    """For a served page: plotly's notebook renderers are never asked for nbformat.
+
+    Panel's Plotly pane checks every figure against ``go.FigureWidget``; plotly imports that
+    class lazily, with ``plotly.io._renderers``, which imports nbformat, jsonschema and
+    rfc3987-syntax (a grammar built at import): about 1.7 CPU seconds of the first chart of
+    a fresh server (the first Compare's). A served page draws figures through Panel, never
+    through plotly's renderers, so plotly is told nbformat is absent (in a notebook, where
+    ``fig.show()`` uses it, nothing changes)."""
+    import sys
+
+    if "nbformat" in sys.modules:
+        return
+    from _plotly_utils import optional_imports
+
+    optional_imports._not_importable.add("nbformat")
 
 
 def plot(fig: Any, **kw: Any) -> pn.pane.Plotly:
@@ -275,7 +308,13 @@ def sync(a: Any, a_name: str, b: Any, b_name: str) -> None:
 def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
     """``fn`` run in the page's session: called from a worker thread (a job finishing), it is
     scheduled on the page's event loop with the page's document current, so the models it
-    creates get the page's (local) resources and the document lock."""
+    creates get the page's (local) resources and the document lock.
+
+    Before the page is up (the browser has pulled the document but not yet said it is
+    drawn) ``fn`` waits for it: Panel 1.9 drops the changes a layout makes in that window
+    (``panel.io.document.hold`` counts on a full serialization that has already been sent),
+    so a job ending then (a link's Compare re-run) left the page without its result and
+    the browser later reported "reference pNNNN isn't known"."""
     from panel.io.state import set_curdoc
 
     doc = pn.state.curdoc
@@ -288,7 +327,10 @@ def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
 
         def scheduled() -> None:
             with set_curdoc(doc):
-                fn(*args)
+                if pn.state.loaded:
+                    fn(*args)
+                else:  # run by Panel once the page is up, in order, on this loop
+                    pn.state.onload(lambda: fn(*args))
 
         doc.add_next_tick_callback(scheduled)
 

@@ -118,9 +118,9 @@ class CompareView(pn.viewable.Viewer):
         sync(c, "b", self._b, "value")
         self._atol = pn.widgets.FloatInput.from_param(c.param.atol, name="atol", width=110)
         self._rtol = pn.widgets.FloatInput.from_param(c.param.rtol, name="rtol", width=110)
-        self._run = pn.widgets.Button(name="Compare", button_type="primary", width=120, align="end")
+        self._run = pn.widgets.Button(label="Compare", color="primary", width=120, align="end")
         self._run.on_click(lambda *_: c.run())
-        self._cancel = pn.widgets.Button(name="Cancel", width=90, align="end", disabled=True)
+        self._cancel = pn.widgets.Button(label="Cancel", width=90, align="end", disabled=True)
         self._cancel.on_click(lambda *_: c.cancel())
         self._progress = pn.indicators.Progress(
             value=0, max=1000, bar_color="primary", sizing_mode="stretch_width", visible=False

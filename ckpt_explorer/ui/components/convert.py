@@ -119,29 +119,29 @@ class ConvertView(pn.viewable.Viewer):
         watch(c, lambda *_: self._say_subject(), "source")
         watch(self.app.browse, lambda *_: self._say_subject(), "path")
         targets = c.targets()
-        self._target = pn.widgets.Select(name="Convert to", options=targets, width=150)
+        self._target = pn.widgets.Select(label="Convert to", options=targets, width=150)
         sync(c, "target", self._target, "value")
         self._dest = pn.widgets.TextInput(
-            name="Output (new path under the root)",
+            label="Output (new path under the root)",
             placeholder="e.g. model-hf (empty: a name is suggested)",
         )
         sync(c, "destination", self._dest, "value")
-        self._shard = pn.widgets.TextInput(name="Max shard size", placeholder="5GB", width=120)
+        self._shard = pn.widgets.TextInput(label="Max shard size", placeholder="5GB", width=120)
         sync(c, "max_shard_size", self._shard, "value")
-        self._dtype = pn.widgets.Select(name="Cast to", options=dtype_options(c.target), width=100)
+        self._dtype = pn.widgets.Select(label="Cast to", options=dtype_options(c.target), width=100)
         sync(c, "dtype", self._dtype, "value")
         watch(c, lambda *_: setattr(self._dtype, "options", dtype_options(c.target)), "target")
         self._model_only = pn.widgets.Checkbox(
-            name="Model weights only (leave optimizer, scheduler and RNG out)"
+            label="Model weights only (leave optimizer, scheduler and RNG out)"
         )
         sync(c, "model_only", self._model_only, "value")
-        self._plan_btn = pn.widgets.Button(name="Plan", button_type="primary", width=100)
+        self._plan_btn = pn.widgets.Button(label="Plan", color="primary", width=100)
         self._plan_btn.on_click(lambda *_: self._plan())
         self._run_btn = pn.widgets.Button(
-            name="Run conversion", button_type="success", width=150, disabled=True
+            label="Run conversion", color="success", width=150, disabled=True
         )
         self._run_btn.on_click(lambda *_: c.run())
-        self._cancel = pn.widgets.Button(name="Cancel", width=90, disabled=True)
+        self._cancel = pn.widgets.Button(label="Cancel", width=90, disabled=True)
         self._cancel.on_click(lambda *_: c.cancel())
         self._progress = pn.indicators.Progress(
             value=0, max=1000, bar_color="success", sizing_mode="stretch_width", visible=False

@@ -125,7 +125,7 @@ def _button(callback: Any, filename: str, label: str) -> pn.widgets.FileDownload
         callback=callback,
         filename=filename,
         label=label,
-        button_type="light",
+        color="light",
         width=84,  # "JSON" and the download icon, never clipped
         embed=False,
     )

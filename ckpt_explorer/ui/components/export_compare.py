@@ -89,7 +89,7 @@ class ExportCompare(pn.viewable.Viewer):
     def __init__(self, result: DiffResult, **params: Any) -> None:
         super().__init__(**params)
         self.result = result
-        self.show_hidden = pn.widgets.Checkbox(name="Show metadata / config rows", value=False)
+        self.show_hidden = pn.widgets.Checkbox(label="Show metadata / config rows", value=False)
         self._body = pn.Column(sizing_mode="stretch_width")
         self.show_hidden.param.watch(lambda *_: self._render(), "value")
         self._render()

@@ -26,7 +26,7 @@ class OptimizerView(pn.viewable.Viewer):
         b = self.app.browse
         job = b.opt_stats_job
         self._stats_btn = pn.widgets.Button(
-            name="Compute state statistics", button_type="primary", width=240
+            label="Compute state statistics", color="primary", width=240
         )
         self._stats_btn.on_click(lambda *_: b.compute_optimizer_stats())
         self._progress = pn.indicators.Progress(

@@ -65,7 +65,7 @@ class PathPicker(pn.viewable.Viewer):
         if on_pick is None:
             self._layout = self._input
         else:
-            btn = pn.widgets.Button(name=button, button_type="primary", width=90, align="end")
+            btn = pn.widgets.Button(label=button, color="primary", width=90, align="end")
             btn.on_click(lambda *_: self.pick())
             # choosing a suggestion (or typing a path and pressing Enter) opens it at once
             self.param.watch(lambda *_: self.pick(), "value")

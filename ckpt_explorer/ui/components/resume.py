@@ -77,7 +77,7 @@ class ResumeView(pn.viewable.Viewer):
         )
         sync(r, "a", self._a, "value")
         sync(r, "b", self._b, "value")
-        self._run = pn.widgets.Button(name="Diagnose", button_type="primary", width=120)
+        self._run = pn.widgets.Button(label="Diagnose", color="primary", width=120)
         self._run.on_click(lambda *_: r.run())
         self._progress = pn.indicators.Progress(
             active=True, bar_color="primary", width=240, visible=False, align="center"

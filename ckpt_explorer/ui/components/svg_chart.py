@@ -132,3 +132,59 @@ def bars(
         f"<div class='ck-chart ck-bars'><svg width='{width}' height='{height}' "
         f"viewBox='0 0 {width} {height}' role='img'>" + "".join(axis + marks) + "</svg></div>"
     )
+
+
+ROW = 18  # px per bar of :func:`hbars`: a 12 px label and its gap, never overlapping
+LABEL_CHARS = 22  # longest label drawn whole in :func:`hbars` (the hover has the full name)
+
+
+def hbars(
+    labels: Sequence[str],
+    values: Sequence[float],
+    hovers: Sequence[str],
+    color: str,
+    unit: str = "",
+    width: int = 420,
+    max_height: int = 380,
+) -> str:
+    """One horizontal bar per value, largest first (ties keep the order given), each on its
+    own :data:`ROW`-pixel line with its label on the left and its value after the bar: any
+    number of bars without a label drawn over another or over a bar. Past ``max_height``
+    the bars scroll under a fixed axis of ``unit`` that starts at 0."""
+    order = sorted(range(len(values)), key=lambda i: -float(values[i]))
+    top = max([float(v) for v in values] + [0.0]) or 1.0
+    shown = [lab if len(lab) <= LABEL_CHARS else lab[: LABEL_CHARS - 1] + "…" for lab in labels]
+    left = 12 + 7 * max([len(s) for s in shown] + [4])
+    right = 64  # room for the value after the longest bar
+    plot_w = width - left - right
+    rows = []
+    for k, i in enumerate(order):
+        v = float(values[i])
+        y = k * ROW
+        w = plot_w * v / top
+        rows.append(
+            f"<text x='{left - 6}' y='{y + 13}' text-anchor='end' fill='#374151'>"
+            f"{html.escape(shown[i])}</text>"
+            f"<rect class='mark' x='{left}' y='{y + 3}' width='{max(w, 0.5):.2f}' "
+            f"height='{ROW - 6}' fill='{color}'>{_title(hovers[i])}</rect>"
+            f"<text x='{left + w + 4:.2f}' y='{y + 13}' fill='#6b7280'>{_tick(v)}</text>"
+        )
+    body_h = ROW * len(order)
+    axis = [
+        f"<text x='{left}' y='14' fill='#6b7280'>0</text>",
+        f"<text x='{left + plot_w}' y='14' text-anchor='end' fill='#6b7280'>"
+        f"{_tick(top)} {html.escape(unit)}</text>",
+        f"<line x1='{left}' x2='{left + plot_w}' y1='20' y2='20' stroke='#9ca3af'/>",
+    ]
+    return (
+        f"<div class='ck-chart ck-hbars'><div class='muted' style='margin-bottom:2px'>"
+        f"{len(order)} bars, largest first</div>"
+        f"<svg width='{width}' height='22' viewBox='0 0 {width} 22'>{''.join(axis)}</svg>"
+        f"<div class='ck-scroll' style='max-height:{max_height - 40}px;overflow-y:auto;"
+        f"overflow-x:hidden'><svg width='{width}' height='{body_h}' "
+        f"viewBox='0 0 {width} {body_h}' role='img'>{''.join(rows)}</svg></div></div>"
+    )
+
+
+def _tick(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"

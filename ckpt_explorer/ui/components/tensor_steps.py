@@ -171,9 +171,9 @@ class TensorStepsView(pn.viewable.Viewer):
         )
         self._name.param.watch(lambda e: setattr(state, "tensor", e.new), "value")
         self._name.on_commit = lambda _text: state.run()
-        self._show = pn.widgets.Button(name="Show", button_type="primary", width=90, align="end")
+        self._show = pn.widgets.Button(label="Show", color="primary", width=90, align="end")
         self._show.on_click(lambda *_: state.run())
-        self._cancel = pn.widgets.Button(name="Cancel", width=90, align="end", disabled=True)
+        self._cancel = pn.widgets.Button(label="Cancel", width=90, align="end", disabled=True)
         self._cancel.on_click(lambda *_: state.cancel())
         self._progress = pn.indicators.Progress(
             value=0, max=1000, bar_color="primary", sizing_mode="stretch_width", visible=False

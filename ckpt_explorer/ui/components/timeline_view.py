@@ -250,17 +250,17 @@ class TimelineView(pn.viewable.Viewer):
         self._auto = ""  # the run folder last filled in from the open checkpoint
         self._folder = PathPicker(app, "Run folder (holds checkpoint-N, step-N ...)")
         sync(st, "run_dir", self._folder, "value")
-        self._build = pn.widgets.Button(name="Build", button_type="primary", width=110)
+        self._build = pn.widgets.Button(label="Build", color="primary", width=110)
         self._build.on_click(lambda *_: st.build())
-        self._cancel = pn.widgets.Button(name="Cancel", width=90, disabled=True)
+        self._cancel = pn.widgets.Button(label="Cancel", width=90, disabled=True)
         self._cancel.on_click(lambda *_: st.cancel())
         self._progress = pn.indicators.Progress(
             value=0, max=1000, bar_color="primary", sizing_mode="stretch_width", visible=False
         )
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self._pair = pn.widgets.Select(name="Pair", options={}, width=360)
+        self._pair = pn.widgets.Select(label="Pair", options={}, width=360)
         self._pair.param.watch(lambda e: setattr(st, "pair", e.new or 0), "value")
-        self._compare = pn.widgets.Button(name="Compare this pair", width=160, align="end")
+        self._compare = pn.widgets.Button(label="Compare this pair", width=160, align="end")
         self._compare.on_click(self._compare_clicked)
         self._scale = pn.widgets.RadioButtonGroup(
             options=["linear", "log"], value=st.lr_scale, width=140, css_classes=["lr-scale"]

@@ -72,7 +72,7 @@ class ValidateView(pn.viewable.Viewer):
         super().__init__(**params)
         self.app = app
         v = self.app.validate
-        self._run = pn.widgets.Button(name="Validate", button_type="primary", width=120)
+        self._run = pn.widgets.Button(label="Validate", color="primary", width=120)
         self._run.on_click(lambda *_: self._start())
         self._target = pn.pane.Markdown("", align="center", sizing_mode="stretch_width")
         self._of = pn.pane.Markdown("", sizing_mode="stretch_width")

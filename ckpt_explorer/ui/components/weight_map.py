@@ -23,7 +23,7 @@ from .common import (
 )
 from .export import export_buttons, export_name, name_exports
 from .module_tree import ModuleTree
-from .svg_chart import CHART_CSS, bars
+from .svg_chart import CHART_CSS, bars, hbars
 from .tensor_detail import TensorDetailView
 
 # names and files are filtered by the inputs above the table (state-driven: the module tree,
@@ -59,6 +59,8 @@ BREAKABLE = {
     **dict.fromkeys(("name", "parameter"), JSCode(JS_BREAKABLE)),
     "file": JSCode(JS_PATH_BREAKABLE),
 }
+# up to this many shards, upright bars in file order (their turned labels 22 px apart or more)
+BARS_UPRIGHT = 16
 TREE_TITLE = "Modules (click a module to filter, a tensor to see its values; ▸ opens)"
 
 
@@ -72,13 +74,13 @@ class WeightMap(pn.viewable.Viewer):
         self.app = app
         b = self.app.browse
         self._name = pn.widgets.TextInput(
-            name="Filter names", placeholder="e.g. layers.3.  or  exp_avg", width=300
+            label="Filter names", placeholder="e.g. layers.3.  or  exp_avg", width=300
         )
-        self._file = pn.widgets.TextInput(name="Filter files", placeholder="shard file", width=220)
+        self._file = pn.widgets.TextInput(label="Filter files", placeholder="shard file", width=220)
         self._name.param.watch(self._typed_name, "value_input")
         self._file.param.watch(self._typed_file, "value_input")
         watch(b, self._sync_inputs, ["name_filter", "file_filter"])
-        self._clear = pn.widgets.Button(name="Clear filters", button_type="light", align="end")
+        self._clear = pn.widgets.Button(label="Clear filters", color="light", align="end")
         self._clear.on_click(lambda *_: self._clear_filters())
         self._count = pn.pane.Markdown("", align="end", margin=(0, 10, 12, 10))
         self._table = table(
@@ -90,11 +92,11 @@ class WeightMap(pn.viewable.Viewer):
             layout="fit_columns",  # no fixed height: every row of the page shows, one scrollbar
             hidden_columns=["numel", "key"],
             widths={
-                "name": "30%",
+                "name": "28%",
                 "parameter": "18%",
                 "dtype": "8%",
                 "shape": "10%",
-                "bytes": "8%",
+                "bytes": "10%",
                 "file": "25%",
             },
             formatters=BREAKABLE,
@@ -121,7 +123,7 @@ class WeightMap(pn.viewable.Viewer):
         self._shards = pn.Column(sizing_mode="stretch_width")
         self._charts = pn.Row(
             section(TREE_TITLE, self._tree, sizing_mode="stretch_width"),
-            section("Shard sizes", self._shards, width=460),
+            section("Shard sizes", self._shards, width=460, sizing_mode="fixed"),
             sizing_mode="stretch_width",
         )
         self._empty = placeholder("Open a checkpoint to see its tensors.")
@@ -241,15 +243,11 @@ class WeightMap(pn.viewable.Viewer):
             f"{f}\n{size}, {n:,} tensors"
             for f, size, n in zip(names, data["size"], data["tensors"], strict=True)
         ]
-        chart = bars(  # in the files' natural order, never re-sorted
-            short_labels(names),
-            list(data["bytes"] / 2**20),
-            hovers,
-            PALETTE[1],
-            unit="MiB",
-            height=380,
-            show_labels=len(data) <= 60,
-        )
+        labels, sizes = short_labels(names), list(data["bytes"] / 2**20)
+        if len(names) <= BARS_UPRIGHT:  # few shards: upright bars in the files' order
+            chart = bars(labels, sizes, hovers, PALETTE[1], unit="MiB", height=380)
+        else:  # many: one line each, largest first, scrolling (labels never overlap)
+            chart = hbars(labels, sizes, hovers, PALETTE[1], unit="MiB")
         return pn.pane.HTML(chart, stylesheets=[CHART_CSS], name="shard-chart")
 
     def __panel__(self) -> pn.viewable.Viewable:
