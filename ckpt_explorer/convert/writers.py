@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Cancelled, CkptExplorerError
+from ..io.location import Location
 from .bytecheck import OpenFiles
 from .fastpath import add_pieces, copy_pieces, piece_bytes
+from .flush import Writeback
 from .plan import Piece, PlannedFile, PlannedTensor
 
 if TYPE_CHECKING:
@@ -92,7 +94,15 @@ def _check(cancel: Cancel | None) -> None:
 
 
 def data_order(tensors: tuple[PlannedTensor, ...]) -> list[PlannedTensor]:
-    """Plan order, wider dtypes first (stable), so every tensor starts aligned to its size."""
+    """Wider dtypes first, so every tensor starts aligned to its size; within a dtype width,
+    where every tensor is copied from source ranges, in the order of its bytes in the sources
+    (source file name, then offset), else in plan order.
+
+    In source order, tensors stored back to back are copied (and verified) as one range and
+    every source is read front to back, not in the order of the names: a safetensors file
+    stores its tensors sorted by name, a ``torch.save`` zip its storages by key. The key uses
+    file names, not paths, so one plan writes the same bytes wherever its sources are (local
+    or remote, any process)."""
 
     def itemsize(t: PlannedTensor) -> int:
         n = 1
@@ -100,7 +110,19 @@ def data_order(tensors: tuple[PlannedTensor, ...]) -> list[PlannedTensor]:
             n *= d
         return t.nbytes // n if n else 0
 
-    return sorted(tensors, key=lambda t: -itemsize(t))
+    if not all(t.fast and t.pieces for t in tensors):
+        return sorted(tensors, key=lambda t: -itemsize(t))
+
+    def where(t: PlannedTensor) -> tuple[int, str, int]:
+        assert t.pieces
+        first = t.pieces[0]
+        return -itemsize(t), _file_name(first.file), first.offset
+
+    return sorted(tensors, key=where)
+
+
+def _file_name(file: str | Location) -> str:
+    return os.path.basename(file) if isinstance(file, str) else file.name
 
 
 def write_safetensors(
@@ -132,6 +154,7 @@ def write_safetensors(
     start = 8 + len(raw)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     sources = OpenFiles()
+    written = Writeback(fd, start, tick)  # the disk writes start behind the copy
     try:
         os.pwrite(fd, len(raw).to_bytes(8, "little") + raw, 0)
         offset = run_at = start
@@ -143,17 +166,16 @@ def write_safetensors(
                 run_at = run_at if run else offset
                 add_pieces(run, t.pieces)
             else:
-                _copy_run(fd, run_at, run, tick, cancel, sources)
+                _copy_run(fd, run_at, run, written, cancel, sources)
                 data = tensor_bytes(_load(t))
                 if data.numel() != t.nbytes:
                     raise CkptExplorerError(
                         path, f"{t.nbytes} bytes for {t.name}", f"{data.numel()} bytes"
                     )
                 _pwrite_all(fd, memoryview(data.numpy()), offset)  # type: ignore[arg-type]
-                if tick is not None:
-                    tick(t.nbytes)
+                written(t.nbytes)
             offset += t.nbytes
-        _copy_run(fd, run_at, run, tick, cancel, sources)
+        _copy_run(fd, run_at, run, written, cancel, sources)
         os.ftruncate(fd, start + pos)
         if sync:
             os.fsync(fd)
