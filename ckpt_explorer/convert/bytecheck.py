@@ -128,7 +128,7 @@ class MappedComparer:
     small tensors is many ranges), so resident memory stays near one step, not the files'
     size. A context manager."""
 
-    STEP = 64 * 2**20
+    STEP = 16 * 2**20
 
     def __init__(self) -> None:
         self._maps: dict[str, tuple[Any, Any, int]] = {}
