@@ -295,16 +295,17 @@ def cases(tmp: Path, groups: set[str], before: Path | None = None) -> dict[str, 
 
 
 def keep_only(todo: dict[str, Case], only: str | None) -> dict[str, Case]:
-    """The cases whose label holds one of the comma-separated texts of ``only``, and each
-    group's base."""
+    """The cases whose label holds one of the comma-separated texts of ``only``, and the base
+    of each group that keeps one."""
     if not only:
         return todo
     wanted = [w for w in only.split(",") if w]
     bases: dict[str, str] = {}
     for label in todo:
         bases.setdefault(label.split(":")[0], label)
-    kept = set(bases.values())
-    return {k: v for k, v in todo.items() if k in kept or any(w in k for w in wanted)}
+    kept = {k for k in todo if any(w in k for w in wanted)}
+    kept |= {bases[k.split(":")[0]] for k in kept}
+    return {k: v for k, v in todo.items() if k in kept}
 
 
 def _remove(path: Path | None) -> None:
