@@ -20,7 +20,6 @@ from ..errors import Cancelled, CkptExplorerError
 from ..io.location import Location
 from .bytecheck import OpenFiles
 from .fastpath import add_pieces, copy_pieces, piece_bytes
-from .flush import Writeback
 from .plan import Piece, PlannedFile, PlannedTensor
 
 if TYPE_CHECKING:
@@ -99,8 +98,8 @@ def data_order(tensors: tuple[PlannedTensor, ...]) -> list[PlannedTensor]:
     (source file name, then offset), else in plan order.
 
     In source order, tensors stored back to back are copied (and verified) as one range and
-    every source is read front to back, not in the order of the names: a safetensors file
-    stores its tensors sorted by name, a ``torch.save`` zip its storages by key. The key uses
+    every source is read front to back: a safetensors file stores its tensors sorted by dtype
+    and name as text, which a folder's index or a model's order need not follow. The key uses
     file names, not paths, so one plan writes the same bytes wherever its sources are (local
     or remote, any process)."""
 
@@ -154,7 +153,6 @@ def write_safetensors(
     start = 8 + len(raw)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     sources = OpenFiles()
-    written = Writeback(fd, start, tick)  # the disk writes start behind the copy
     try:
         os.pwrite(fd, len(raw).to_bytes(8, "little") + raw, 0)
         offset = run_at = start
@@ -166,16 +164,17 @@ def write_safetensors(
                 run_at = run_at if run else offset
                 add_pieces(run, t.pieces)
             else:
-                _copy_run(fd, run_at, run, written, cancel, sources)
+                _copy_run(fd, run_at, run, tick, cancel, sources)
                 data = tensor_bytes(_load(t))
                 if data.numel() != t.nbytes:
                     raise CkptExplorerError(
                         path, f"{t.nbytes} bytes for {t.name}", f"{data.numel()} bytes"
                     )
                 _pwrite_all(fd, memoryview(data.numpy()), offset)  # type: ignore[arg-type]
-                written(t.nbytes)
+                if tick is not None:
+                    tick(t.nbytes)
             offset += t.nbytes
-        _copy_run(fd, run_at, run, written, cancel, sources)
+        _copy_run(fd, run_at, run, tick, cancel, sources)
         os.ftruncate(fd, start + pos)
         if sync:
             os.fsync(fd)

@@ -1,10 +1,9 @@
 """The byte path of a many-tensor conversion: kernel copy with its buffered fallback, output
-in source byte order, disk writes started behind the copy, mapped pages dropped per span."""
+in source byte order, mapped pages dropped per span."""
 
 from __future__ import annotations
 
 import errno
-import itertools
 import json
 import os
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 import torch
 
 from ckpt_explorer import plan_conversion, run_conversion
-from ckpt_explorer.convert import bytecheck, fastpath, flush
+from ckpt_explorer.convert import bytecheck, fastpath
 from ckpt_explorer.convert.verify import verify_output
 from ckpt_explorer.errors import TruncatedFileError
 
@@ -176,31 +175,6 @@ def test_a_source_shorter_than_its_ranges_is_refused(tmp_path: Path) -> None:
             fastpath.copy_pieces(fd, 0, (fastpath.Piece(str(src), 50, 80),))
     finally:
         os.close(fd)
-
-
-def test_disk_writes_start_behind_the_copy(
-    many: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The ranges handed to ``sync_file_range`` follow one another from the file's start and
-    cover all but the last unfinished step of the file."""
-    started: list[tuple[int, int]] = []
-    real = flush.start_writeback
-
-    def spy(fd: int, offset: int, nbytes: int) -> bool:
-        started.append((offset, nbytes))
-        return real(fd, offset, nbytes)
-
-    monkeypatch.setattr(flush, "start_writeback", spy)
-    monkeypatch.setattr(flush, "EVERY", 64 * 1024)
-    out = tmp_path / "out.safetensors"
-    assert run_conversion(plan_conversion(many, out, "safetensors")).verified
-    if flush._writeback_fn() is None:
-        pytest.skip("no sync_file_range on this system")
-    assert started and started[0][0] == 0
-    for (a, n), (b, _) in itertools.pairwise(started):
-        assert b == a + n
-    end = started[-1][0] + started[-1][1]
-    assert out.stat().st_size - 64 * 1024 < end <= out.stat().st_size
 
 
 def test_compared_pages_are_dropped_per_span(
