@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_many.py [--rounds 5] [--groups convert,diff,list]
         [--size-mb 1024] [--tensors 1057] [--shards 12] [--shard-tensors 4661] [--keep]
+        [--tmp DIR] [--before TREE] [--only SUBSTR,...]
 
 Data (written under ``--tmp``, default a fresh folder in /tmp, deleted at the end unless
 ``--keep``), random bf16 with Qwen2-MoE-like names (attention, router, experts' gate/up/down):
@@ -18,7 +19,8 @@ rounds; medians with min-max; CPU = user + system from ``wait4``; peak RSS = the
 - ``convert``: ``cp`` + ``sync`` of the source; ``ckpt-explorer convert SRC OUT --to
   safetensors`` (the whole job: plan, copy, verification bit for bit, fsync, rename);
   ``save_file(torch.load(SRC))``; for the ``.bin`` and for folder A (``--to safetensors``
-  re-shards it: the many-tensor copy path).
+  re-shards it into one file: the many-tensor copy path; ``--to hf`` too, into 5 GB shards,
+  the index and the side files).
 - ``diff``: ``ckpt-explorer diff A B`` of the folders; the peers: a float64 torch loop over
   ``safe_open`` (max |a-b| per tensor, what a user writes by hand), and ``cat`` of both
   folders to /dev/null (the raw read); and ``ckpt-explorer diff`` of the tiny pair against
@@ -28,6 +30,11 @@ rounds; medians with min-max; CPU = user + system from ``wait4``; peak RSS = the
 
 Pages are warm (each source read once first): the machine's disk is shared and cold reads
 measure the neighbours. Ratios are the only figures to compare between runs.
+
+``--tmp DIR`` keeps the data there (made once, reused by later runs); ``--before TREE`` adds
+each ckpt-explorer case run from another tree (``git archive`` of an earlier commit) with
+``PYTHONPATH=TREE``, alternating with the rest; ``--only`` keeps the cases whose label holds
+one of the given texts (the first case of each group, its base, is always kept).
 """
 
 from __future__ import annotations
@@ -165,9 +172,11 @@ def cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "ckpt_explorer"]
 
 
-def child_env(tmp: Path) -> dict[str, str]:
+def child_env(tmp: Path, tree: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(HERE / ".data" / "pycache")  # as installed: .pyc files
+    if tree is not None:
+        env["PYTHONPATH"] = tree
     return env
 
 
@@ -221,11 +230,17 @@ def has_hf() -> bool:
     return True
 
 
-def cases(tmp: Path, groups: set[str]) -> dict[str, tuple[list[str], bool, Path | None]]:
-    """label -> (argv, through a shell, output to remove before the case)."""
+Case = tuple[list[str], bool, Path | None, str | None]
+
+
+def cases(tmp: Path, groups: set[str], before: Path | None = None) -> dict[str, Case]:
+    """label -> (argv, through a shell, output to remove before the case, PYTHONPATH)."""
     py = sys.executable
     out = tmp / "out"
-    c: dict[str, tuple[list[str], bool, Path | None]] = {}
+    trees: dict[str, str | None] = {"": None}
+    if before is not None:
+        trees["before: "] = str(before.resolve())
+    c: dict[str, Case] = {}
     if "convert" in groups:
         for src, label in ((tmp / "model.bin", "bin"), (tmp / "A", "folder")):
             dst = out / (label + (".safetensors" if label == "bin" else ""))
@@ -235,33 +250,62 @@ def cases(tmp: Path, groups: set[str]) -> dict[str, tuple[list[str], bool, Path 
                 [cp or f"cp {src} {dst} && sync {dst}"],
                 True,
                 dst,
+                None,
             )
-            c[f"convert {label}: ckpt-explorer convert"] = (
-                [*cli(), "convert", str(src), str(dst), "--to", "safetensors"],
-                False,
-                dst,
-            )
+            targets = ["safetensors", "hf"] if label == "folder" else ["safetensors"]
+            for prefix, tree in trees.items():
+                for to in targets:
+                    out_path = dst if to == "safetensors" else out / f"{label}-hf"
+                    c[f"convert {label}: {prefix}ckpt-explorer convert --to {to}"] = (
+                        [*cli(), "convert", str(src), str(out_path), "--to", to],
+                        False,
+                        out_path,
+                        tree,
+                    )
             peer = SAVE_FILE if label == "bin" else SAVE_FOLDER
             c[f"convert {label}: save_file(torch.load)"] = (
                 [py, "-c", peer, str(src), str(dst)],
                 False,
                 dst,
+                None,
             )
     if "diff" in groups:
         a, b = tmp / "A", tmp / "B"
-        c["diff folder: cat A B > /dev/null"] = ([f"cat {a}/* {b}/* > /dev/null"], True, None)
-        c["diff folder: ckpt-explorer diff"] = ([*cli(), "diff", str(a), str(b)], False, None)
-        c["diff folder: torch float64 loop"] = ([py, "-c", PEER_DIFF, str(a), str(b)], False, None)
+        c["diff folder: cat A B > /dev/null"] = ([f"cat {a}/* {b}/* > /dev/null"], True, None, None)
+        for prefix, tree in trees.items():
+            argv = [*cli(), "diff", str(a), str(b)]
+            c[f"diff folder: {prefix}ckpt-explorer diff"] = (argv, False, None, tree)
+        peer = [py, "-c", PEER_DIFF, str(a), str(b)]
+        c["diff folder: torch float64 loop"] = (peer, False, None, None)
         ta, tb = tmp / "tiny_a.safetensors", tmp / "tiny_b.safetensors"
-        c["diff tiny: python -c 'import torch'"] = ([py, "-c", "import torch"], False, None)
-        c["diff tiny: ckpt-explorer diff"] = ([*cli(), "diff", str(ta), str(tb)], False, None)
+        c["diff tiny: python -c 'import torch'"] = ([py, "-c", "import torch"], False, None, None)
+        for prefix, tree in trees.items():
+            argv = [*cli(), "diff", str(ta), str(tb)]
+            c[f"diff tiny: {prefix}ckpt-explorer diff"] = (argv, False, None, tree)
     if "list" in groups:
         a = tmp / "A"
-        c["list folder: ckpt-explorer inspect"] = ([*cli(), "inspect", str(a)], False, None)
-        c["list folder: safe_open loop"] = ([py, "-c", PEER_LIST, str(a)], False, None)
+        for prefix, tree in trees.items():
+            argv = [*cli(), "inspect", str(a)]
+            c[f"list folder: {prefix}ckpt-explorer inspect"] = (argv, False, None, tree)
+        c["list folder: safe_open loop"] = ([py, "-c", PEER_LIST, str(a)], False, None, None)
         if has_hf():
-            c["list folder: huggingface_hub metadata"] = ([py, "-c", HF_LIST, str(a)], False, None)
+            peer = [py, "-c", HF_LIST, str(a)]
+            c["list folder: huggingface_hub metadata"] = (peer, False, None, None)
     return c
+
+
+def keep_only(todo: dict[str, Case], only: str | None) -> dict[str, Case]:
+    """The cases whose label holds one of the comma-separated texts of ``only``, and the base
+    of each group that keeps one."""
+    if not only:
+        return todo
+    wanted = [w for w in only.split(",") if w]
+    bases: dict[str, str] = {}
+    for label in todo:
+        bases.setdefault(label.split(":")[0], label)
+    kept = {k for k in todo if any(w in k for w in wanted)}
+    kept |= {bases[k.split(":")[0]] for k in kept}
+    return {k: v for k, v in todo.items() if k in kept}
 
 
 def _remove(path: Path | None) -> None:
@@ -285,13 +329,17 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the data folder")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unmeasured first runs")
     ap.add_argument("--json-out")
+    ap.add_argument("--before", type=Path, help="another tree to run ckpt-explorer from too")
+    ap.add_argument("--only", help="comma-separated texts: keep the cases whose label has one")
     args = ap.parse_args()
     groups = set(args.groups.split(","))
     tmp = args.tmp or Path(tempfile.mkdtemp(prefix="ckpt-bench-many-"))
     tmp.mkdir(parents=True, exist_ok=True)
     total = args.size_mb * MIB
+    todo = keep_only(cases(tmp, groups, args.before), args.only)
     try:
-        if "convert" in groups and not (tmp / "model.bin").exists():
+        need_bin = any(label.startswith("convert bin") for label in todo)
+        if need_bin and not (tmp / "model.bin").exists():
             write_bin(tmp / "model.bin", total, args.tensors)
         if not (tmp / "A").exists():
             write_folder(tmp / "A", total, args.shard_tensors, args.shards, 0, 0)
@@ -300,20 +348,18 @@ def main() -> None:
         if "diff" in groups and not (tmp / "tiny_a.safetensors").exists():
             write_tiny(tmp / "tiny_a.safetensors", tmp / "tiny_b.safetensors")
         (tmp / "out").mkdir(exist_ok=True)
-        env = child_env(tmp)
-        todo = cases(tmp, groups)
         subprocess.run(f"cat {tmp}/model.bin {tmp}/A/* {tmp}/B/* > /dev/null 2>&1", shell=True)
         # bytecode, numba's kernel cache: once, unmeasured
-        for argv, shell, dst in [] if args.no_warmup else todo.values():
+        for argv, shell, dst, tree in [] if args.no_warmup else todo.values():
             _remove(dst)
-            run(argv, env, shell)
+            run(argv, child_env(tmp, tree), shell)
             _remove(dst)
         got: dict[str, list[dict[str, float]]] = {k: [] for k in todo}
         for _ in range(args.rounds):
-            for label, (argv, shell, dst) in todo.items():
+            for label, (argv, shell, dst, tree) in todo.items():
                 _remove(dst)
                 subprocess.run(["sync"])
-                got[label].append(run(argv, env, shell))
+                got[label].append(run(argv, child_env(tmp, tree), shell))
                 _remove(dst)
         report(got, args)
     finally:
@@ -323,7 +369,8 @@ def main() -> None:
 
 def report(got: dict[str, list[dict[str, float]]], args: Any) -> None:
     print(
-        f"{args.rounds} alternating rounds, load {os.getloadavg()[0]:.1f}; bin: {args.size_mb} MiB "
+        f"{args.rounds} alternating rounds, load (1 min) at the end {os.getloadavg()[0]:.1f}; "
+        f"bin: {args.size_mb} MiB "
         f"in {args.tensors} tensors; folder: {args.size_mb} MiB in {args.shard_tensors} tensors, "
         f"{args.shards} shards"
     )

@@ -123,13 +123,17 @@ def _resplit(pieces: Sequence[Piece]) -> Iterator[tuple[str | Location, int, int
 class MappedComparer:
     """Compares long sequences of byte ranges of local files in place: each file is mapped
     once and runs are compared with ``memcmp`` where they lie (no copy into buffers), in
-    steps of :data:`STEP` bytes, each step's pages dropped from the mapping once compared
-    (resident memory stays near one step, not the files' size). A context manager."""
+    steps of :data:`STEP` bytes. Compared pages are dropped from the mappings about every
+    :data:`STEP` bytes (a few ``madvise`` calls per step, not two per range: a file of many
+    small tensors is many ranges), so resident memory stays near one step, not the files'
+    size. A context manager."""
 
-    STEP = 64 * 2**20
+    STEP = 16 * 2**20
 
     def __init__(self) -> None:
         self._maps: dict[str, tuple[Any, Any, int]] = {}
+        self._spans: dict[str, list[int]] = {}  # file -> [begin, end) compared, not dropped
+        self._pending = 0  # bytes compared since pages were last dropped
         self._memcmp = _libc_memcmp()
 
     @property
@@ -166,13 +170,34 @@ class MappedComparer:
                 return False
             if n and self._memcmp(addr_a + oa, addr_b + ob, n) != 0:
                 return False
-            _release(ma, oa, n)
-            _release(mb, ob, n)
+            self._compared(str(pa), ma, oa, n)
+            self._compared(str(pb), mb, ob, n)
             a_item = (pa, oa + n, na - n) if na > n else next(a_parts, None)
             b_item = (pb, ob + n, nb - n) if nb > n else next(b_parts, None)
         return a_item is None and b_item is None
 
+    def _compared(self, path: str, m: Any, offset: int, n: int) -> None:
+        """Note ``[offset, offset + n)`` of ``path`` as compared. A file's compared ranges
+        grow one span while they continue one another (gaps of up to :data:`BLOCK` bridged);
+        a span's pages are dropped when its file's next range starts elsewhere, and every
+        span's once :data:`STEP` bytes were compared since the last drop."""
+        span = self._spans.get(path)
+        if span is not None and span[0] - BLOCK <= offset <= span[1] + BLOCK:
+            span[0], span[1] = min(span[0], offset), max(span[1], offset + n)
+        else:
+            if span is not None:
+                _release(m, span[0], span[1] - span[0])
+            self._spans[path] = [offset, offset + n]
+        self._pending += n
+        if self._pending >= self.STEP:
+            for name, span in self._spans.items():
+                _release(self._maps[name][0], span[0], span[1] - span[0])
+                span[0] = span[1]
+            self._pending = 0
+
     def close(self) -> None:
+        self._spans.clear()
+        self._pending = 0
         maps, self._maps = self._maps, {}
         while maps:
             m, anchor, _ = maps.popitem()[1]

@@ -49,6 +49,7 @@ def verify_output(
         return [f"the output does not open: {e}"]
     listed = {r.name: r for r in view.tensors}
     memo: dict[str, tuple[str | Location, str, int]] = {}
+    is_dir = output.is_dir()
     with OpenFiles() as files_open, MappedComparer() as mapped:
         compare = RangeComparer(files_open)
         for pf in chosen:
@@ -69,7 +70,7 @@ def verify_output(
                         f"{t.dtype} {list(t.shape)} planned"
                     )
                     continue
-                if output.is_dir() and pf.named and record.file != pf.name:
+                if is_dir and pf.named and record.file != pf.name:
                     mismatches.append(f"{t.name}: in {record.file}, planned for {pf.name}")
                 written = _local_pieces(output, record, t, memo) if mapped.usable else None
                 if written is not None:
@@ -175,10 +176,11 @@ def _batch_equal(
     mapped: MappedComparer, batch: list[tuple[PlannedTensor, tuple[Piece, ...]]]
 ) -> bool:
     """Whether every tensor of ``batch`` holds its source bytes: the output ranges and the
-    source ranges, each merged where they continue one another, compared as two streams."""
+    source ranges, in the order of the output's bytes and each merged where they continue
+    one another, compared as two streams."""
     left: list[Piece] = []
     right: list[Piece] = []
-    for t, written in batch:
+    for t, written in sorted(batch, key=lambda b: (str(b[1][0].file), b[1][0].offset)):
         assert t.pieces is not None
         if sum(p.nbytes for p in written) != sum(p.nbytes for p in t.pieces):
             return False  # each tensor's own lengths must agree, not only the totals

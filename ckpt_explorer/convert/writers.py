@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Cancelled, CkptExplorerError
+from ..io.location import Location
 from ..readable import parse_size as readable_size
 from .atomic import fsync_path
 from .bytecheck import OpenFiles
@@ -88,7 +89,15 @@ def _check(cancel: Cancel | None) -> None:
 
 
 def data_order(tensors: tuple[PlannedTensor, ...]) -> list[PlannedTensor]:
-    """Plan order, wider dtypes first (stable), so every tensor starts aligned to its size."""
+    """Wider dtypes first, so every tensor starts aligned to its size; within a dtype width,
+    where every tensor is copied from source ranges, in the order of its bytes in the sources
+    (source file name, then offset), else in plan order.
+
+    In source order, tensors stored back to back are copied (and verified) as one range and
+    every source is read front to back: a safetensors file stores its tensors sorted by dtype
+    and name as text, which a folder's index or a model's order need not follow. The key uses
+    file names, not paths, so one plan writes the same bytes wherever its sources are (local
+    or remote, any process)."""
 
     def itemsize(t: PlannedTensor) -> int:
         n = 1
@@ -96,7 +105,19 @@ def data_order(tensors: tuple[PlannedTensor, ...]) -> list[PlannedTensor]:
             n *= d
         return t.nbytes // n if n else 0
 
-    return sorted(tensors, key=lambda t: -itemsize(t))
+    if not all(t.fast and t.pieces for t in tensors):
+        return sorted(tensors, key=lambda t: -itemsize(t))
+
+    def where(t: PlannedTensor) -> tuple[int, str, int]:
+        assert t.pieces
+        first = t.pieces[0]
+        return -itemsize(t), _file_name(first.file), first.offset
+
+    return sorted(tensors, key=where)
+
+
+def _file_name(file: str | Location) -> str:
+    return os.path.basename(file) if isinstance(file, str) else file.name
 
 
 def write_safetensors(
