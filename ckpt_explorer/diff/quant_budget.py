@@ -33,7 +33,10 @@ if TYPE_CHECKING:
     import torch
 
 EXACT, WITHIN, BEYOND = "exact", "within_budget", "beyond_budget"
-VERDICTS = (BEYOND, WITHIN, EXACT)  # worst first
+# over a budget that does not bound the writer (weights moved before rounding, e.g. GPTQ's error
+# feedback): neither a fault nor within budget can be proven
+UNPROVEN = "cannot_tell"
+VERDICTS = (BEYOND, UNPROVEN, WITHIN, EXACT)  # worst first
 SLACK = 1e-6  # relative slack on a budget (float64 arithmetic of the bound itself)
 
 

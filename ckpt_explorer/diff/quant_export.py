@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..readers.quantized.folder import QUANT_KEY, quant_weights
 from ..view import CheckpointView
-from .quant_budget import FLOATS, budget
+from .quant_budget import BEYOND, FLOATS, UNPROVEN, budget
 from .rows import ONLY_IN_A, ONLY_IN_B, TensorDiff, ValueDiff
 
 FLOAT_TYPES = {dtype: name for name, (dtype, _, _) in FLOATS.items()}
@@ -69,6 +69,8 @@ def attach_quant_budgets(
                     f"; the weights were changed before rounding ({w.params['moved_by']}): "
                     "errors beyond it are expected there"
                 )
+                if figures.verdict == BEYOND:
+                    row.verdict = UNPROVEN  # the budget bounds round-to-nearest, not this writer
     return "a" if export_is_a else "b"
 
 

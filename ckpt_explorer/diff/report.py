@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..natural import natural_text_key
-from .quant_budget import BEYOND, EXACT, VERDICTS, WITHIN
+from .quant_budget import BEYOND, EXACT, UNPROVEN, VERDICTS, WITHIN
 from .rows import (
     CHANGED,
     DTYPE_MISMATCH,
@@ -63,12 +63,28 @@ class DiffResult:
         return any(r.verdict is not None for r in self.tensors)
 
     @property
+    def export_verdict(self) -> str:
+        """An export diff's verdict: ``faithful`` (proven), ``not_faithful`` (a tensor beyond
+        its budget, unpaired, misshapen, a value changed, or the run cancelled) or
+        ``cannot_tell`` (nothing found wrong, but some tensors exceed a budget that does not
+        bound their writer, e.g. weights moved before rounding by GPTQ)."""
+        if self.faithful:
+            return "faithful"
+        unproven = [r for r in self.tensors if r.verdict == UNPROVEN]
+        if unproven and self._faithful(allowed=(EXACT, WITHIN, UNPROVEN)):
+            return "cannot_tell"
+        return "not_faithful"
+
+    @property
     def faithful(self) -> bool:
         """An export diff: every row exact or within its budget, every source tensor paired,
         the run not cancelled."""
+        return self._faithful(allowed=(EXACT, WITHIN))
+
+    def _faithful(self, allowed: tuple[str, ...]) -> bool:
         if self.cancelled or not self.is_export:
             return False
-        return all(r.verdict in (EXACT, WITHIN) for r in self.tensors if r.status in COMPARED) and (
+        return all(r.verdict in allowed for r in self.tensors if r.status in COMPARED) and (
             not any(r.status == SHAPE_MISMATCH for r in self.tensors)
             and not any(r.status == self._only_in_source for r in self.tensors)
             and all(v.status == "equal" or v.informational for v in self.values)
@@ -117,7 +133,7 @@ class DiffResult:
         }
 
     def _export_summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"faithful": self.faithful}
+        out: dict[str, Any] = {"faithful": self.faithful, "verdict": self.export_verdict}
         for v in VERDICTS:
             out[v] = sum(r.verdict == v for r in self.tensors)
         out["unpaired"] = sum(r.status in (ONLY_IN_A, ONLY_IN_B) for r in self.tensors)
@@ -270,7 +286,7 @@ def format_result(result: DiffResult, limit: int = 40) -> str:
         + (f"  not compared {s['not_compared']}" if s["not_compared"] else ""),
     ]
     if result.is_export:
-        lines[2] = "verdict: " + ("FAITHFUL" if result.faithful else "NOT FAITHFUL")
+        lines[2] = "verdict: " + result.export_verdict.replace("_", " ").upper()
         lines[2] += " (an export against its source: each tensor within what its type costs)"
         lines += _format_export(result, limit)
         return "\n".join(lines + _format_values(result, metadata=False))
@@ -304,7 +320,8 @@ def _format_export(result: DiffResult, limit: int) -> list[str]:
     e = result.summary()["export"]
     lines = [
         f"export: exact {e[EXACT]}  "
-        f"within budget {e[WITHIN]}  beyond budget {e[BEYOND]}  unpaired {e['unpaired']}",
+        f"within budget {e[WITHIN]}  beyond budget {e[BEYOND]}  unpaired {e['unpaired']}"
+        + (f"  cannot tell {e[UNPROVEN]}" if e[UNPROVEN] else ""),
         "",
         "tensors, worst first (err/budget: the largest error over what the type allows):",
         f"  {'verdict':14} {'type':6} {'err/budget':>10} {'max|a-b|':>9} {'budget':>9}  name",

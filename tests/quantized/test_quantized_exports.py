@@ -342,6 +342,16 @@ def test_error_feedback_export_is_flagged_approximate(made: Any, tmp_path: Path)
         ]
         == "GPTQModifier"
     )
-    row = diff_checkpoints(out / "hf", folder).export_rows()[0]
+    result = diff_checkpoints(out / "hf", folder)
+    row = result.export_rows()[0]
     assert row.name == cases["fault_scale"]["fault"]
     assert row.note and "GPTQModifier" in row.note and "approximate" in row.note
+    # a half-step budget does not bound a writer that moved the weights before rounding: the
+    # tensor over it is "cannot tell", not a fault (the same files without the recipe are)
+    assert row.verdict == "cannot_tell" and (row.budget_ratio or 0) > 1
+    assert result.export_verdict == "cannot_tell" and not result.faithful
+    assert result.summary()["export"]["cannot_tell"] == 1
+    assert "verdict: CANNOT TELL" in result.format_text()
+    plain = diff_checkpoints(out / "hf", out / cases["fault_scale"]["path"])
+    assert plain.export_verdict == "not_faithful"
+    assert plain.export_rows()[0].verdict == "beyond_budget"

@@ -105,3 +105,25 @@ def test_convert_form_writes_a_gguf(root: Path) -> None:
     app.convert.run(wait=True)
     assert app.convert.result is not None and app.convert.result.verified
     assert (root / "hf-gguf.gguf").is_file()
+
+
+@pytest.mark.parametrize(
+    "verdict, title, alert",
+    [
+        ("faithful", "FAITHFUL", "success"),
+        ("not_faithful", "NOT FAITHFUL", "danger"),
+        ("cannot_tell", "CANNOT TELL", "warning"),
+    ],
+)
+def test_the_banner_says_each_export_verdict(verdict: str, title: str, alert: str) -> None:
+    """A tensor over a budget that does not bound its writer (weights moved before rounding)
+    makes the export "cannot tell", shown as such and never as a red NOT FAITHFUL."""
+    from ckpt_explorer.ui.components.export_compare import export_banner
+
+    counts = {"exact": 3, "within_budget": 2, "beyond_budget": 0, "unpaired": 0}
+    counts["cannot_tell"] = 1 if verdict == "cannot_tell" else 0
+    export = {"faithful": verdict == "faithful", "verdict": verdict, **counts}
+    banner = export_banner({"export": export})
+    assert banner.alert_type == alert
+    assert str(banner.object).startswith(f"**{title}**")
+    assert ("cannot tell" in str(banner.object)) == (verdict == "cannot_tell")

@@ -32,20 +32,36 @@ EXPORT_COLUMNS = [
     "note",
 ]
 HIDDEN = ("__metadata__", "config.json.", "generation_config.json.")
-VERDICT_COLOURS = {"beyond_budget": "#fde2e1", "within_budget": "#fef3c7", "exact": ""}
+VERDICT_COLOURS = {
+    "beyond_budget": "#fde2e1",
+    "cannot_tell": "#e5e7eb",
+    "within_budget": "#fef3c7",
+    "exact": "",
+}
+BANNER = {
+    "faithful": ("FAITHFUL", "success"),
+    "not_faithful": ("NOT FAITHFUL", "danger"),
+    "cannot_tell": ("CANNOT TELL", "warning"),
+}
 
 
 def export_banner(summary: dict[str, Any]) -> pn.pane.Alert:
     """FAITHFUL / NOT FAITHFUL, with the count of each verdict and of unpaired tensors."""
     e = summary["export"]
+    verdict = e.get("verdict") or ("faithful" if e["faithful"] else "not_faithful")
+    title, alert = BANNER[verdict]
     words = (
-        f"**{'FAITHFUL' if e['faithful'] else 'NOT FAITHFUL'}** — "
-        f"{e['exact']} exact, {e['within_budget']} within the budget of their type, "
-        f"{e['beyond_budget']} beyond budget, {e['unpaired']} unpaired"
+        f"**{title}** — {e['exact']} exact, {e['within_budget']} within the budget of their "
+        f"type, {e['beyond_budget']} beyond budget, {e['unpaired']} unpaired"
     )
+    if e.get("cannot_tell"):
+        words += (
+            f"; {e['cannot_tell']} over a budget that does not bound their writer (weights "
+            "moved before rounding): cannot tell"
+        )
     return pn.pane.Alert(
         words,
-        alert_type="success" if e["faithful"] else "danger",
+        alert_type=alert,
         sizing_mode="stretch_width",
         css_classes=["export-verdict"],
     )
