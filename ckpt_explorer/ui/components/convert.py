@@ -11,9 +11,11 @@ from ..numbers import fmt_number, plural
 from ..state import AppState
 from ..subject import acts_on, code
 from .common import (
+    cancel_button,
     cards,
     error_pane,
     fmt_bytes,
+    job_bar,
     job_status,
     placeholder,
     section,
@@ -141,11 +143,8 @@ class ConvertView(pn.viewable.Viewer):
             label="Run conversion", color="success", width=150, disabled=True
         )
         self._run_btn.on_click(lambda *_: c.run())
-        self._cancel = pn.widgets.Button(label="Cancel", width=90, disabled=True)
-        self._cancel.on_click(lambda *_: c.cancel())
-        self._progress = pn.indicators.Progress(
-            value=0, max=1000, bar_color="success", sizing_mode="stretch_width", visible=False
-        )
+        self._cancel = cancel_button(c)
+        self._progress = job_bar("success")
         self._status = pn.pane.Markdown("")
         self._log = pn.pane.HTML("", sizing_mode="stretch_width")
         self._plan_area = pn.Column(sizing_mode="stretch_width")
