@@ -149,6 +149,7 @@ class ConversionPlan:
             names.append(self.index[0])
         return names + [dst for _, dst in self.copies] + [name for name, _ in self.written]
 
+    # a to_json field list: alike in shape with other records' (repair.plan) only
     def to_json(self) -> dict[str, Any]:
         return {
             "source": str(self.source),

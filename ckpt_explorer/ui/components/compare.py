@@ -106,6 +106,7 @@ def diff_rows(rows: Sequence[TensorDiff], changed_only: bool) -> Any:
     )
 
 
+# A Panel view's constructor (widgets, watches, body): alike in shape with the other views'.
 class CompareView(pn.viewable.Viewer):
     """Choose A and B, run the diff in the background, read the result."""
 

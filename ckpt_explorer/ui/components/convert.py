@@ -108,6 +108,7 @@ def plan_title(plan: Any, result: Any, running: bool, where: str = "") -> str:
     return "2 · The plan (written, NOT verified: nothing was installed)"
 
 
+# A Panel view's constructor (widgets, watches, body): alike in shape with the other views'.
 class ConvertView(pn.viewable.Viewer):
     """Plan first, then run in the background: the page stays responsive, Cancel works."""
 

@@ -125,6 +125,7 @@ def stats_figure(d: Any) -> Any:
         fillcolor="rgba(79,70,229,0.15)",
         name="± std",
     )
+    # one add_scatter per line drawn: plotly keyword lists, alike only in shape
     fig.add_scatter(x=x, y=mean, mode="lines+markers", name="mean", line={"color": PALETTE[0]})
     fig.add_scatter(
         x=x,

@@ -19,6 +19,8 @@ import panel as pn
 from ..numbers import fmt_number, plural
 from ..state import AppState
 from ..timeline_state import default_run_dir, natural_key, run_beside
+
+# (the common widget helpers every view imports: alike with compare.py's list, names only)
 from .common import (
     BAD,
     SEVERITY_COLOURS,
@@ -241,6 +243,7 @@ def _severity_style(row: Any) -> list[str]:
     return [f"background-color: {colour}" if colour else ""] * len(row)
 
 
+# A Panel view's constructor (widgets, watches, body): alike in shape with the other views'.
 class TimelineView(pn.viewable.Viewer):
     """A run folder in, its timeline out; a pair of checkpoints on to Compare."""
 
