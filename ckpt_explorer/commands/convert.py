@@ -14,6 +14,7 @@ NAME = "convert"
 HELP = "convert a checkpoint: planned, atomic, verified (exit 0 verified, 1 not, 2 bad input)"
 
 
+# add_argument lines alike in shape with every command module's: declarations, not logic.
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source")
     p.add_argument("destination")

@@ -8,6 +8,7 @@ from ..errors import CkptExplorerError
 from ._shared import positive, print_json
 from .exits import EXIT_DIFFERENT, EXIT_OK
 
+# Every command module declares NAME, HELP and add_arguments alike: the command table reads them.
 NAME = "fit"
 HELP = (
     "will it load at this tp/pp/ep/ZeRO layout, and fit per GPU "

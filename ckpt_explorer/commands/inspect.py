@@ -7,6 +7,7 @@ import sys
 
 from .exits import EXIT_OK
 
+# Every command module declares NAME, HELP and add_arguments alike: the command table reads them.
 NAME = "inspect"
 HELP = "list a checkpoint's format, files and tensors"
 

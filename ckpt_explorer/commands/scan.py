@@ -13,6 +13,7 @@ HELP = (
 )
 
 
+# add_argument lines alike in shape with every command module's: declarations, not logic.
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", help="files or folders (folders are walked recursively)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")

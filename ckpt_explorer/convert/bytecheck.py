@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..io.location import Location
+from ..io.memcmp import libc_memcmp
 from .plan_types import Piece
 
 BLOCK = 2**20
@@ -134,7 +135,7 @@ class MappedComparer:
         self._maps: dict[str, tuple[Any, Any, int]] = {}
         self._spans: dict[str, list[int]] = {}  # file -> [begin, end) compared, not dropped
         self._pending = 0  # bytes compared since pages were last dropped
-        self._memcmp = _libc_memcmp()
+        self._memcmp = libc_memcmp()
 
     @property
     def usable(self) -> bool:
@@ -232,20 +233,3 @@ def _release(m: Any, offset: int, n: int) -> None:
     if stop > start:
         with contextlib.suppress(OSError, ValueError):
             m.madvise(mmap.MADV_DONTNEED, start, stop - start)
-
-
-_memcmp_fn: Any = None
-
-
-def _libc_memcmp() -> Any:
-    global _memcmp_fn
-    if _memcmp_fn is None:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-            fn = libc.memcmp
-            fn.restype = ctypes.c_int
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-            _memcmp_fn = fn
-        except (OSError, AttributeError):
-            _memcmp_fn = False
-    return _memcmp_fn or None

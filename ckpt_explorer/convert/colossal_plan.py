@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 PLUGINS = ("torch_ddp", "hybrid", "gemini", "lowlevelzero")
 ALIASES = {"low_level_zero": "lowlevelzero", "hybrid_parallel": "hybrid", "ddp": "torch_ddp"}
 CUDA_ONLY = ("gemini", "lowlevelzero")
+# name tables (a plugin's name in fit's words): alike in shape with other tables only
 FIT_PLUGIN = {
     "torch_ddp": "ddp",
     "hybrid": "hybrid",

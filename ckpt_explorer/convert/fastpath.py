@@ -189,6 +189,7 @@ def _copy_remote(
     return done
 
 
+# Alike in shape with io/mapped's _read: each reads through its own store and says its own cause.
 def _piece_range(piece: Piece, skip: int, n: int) -> bytes:
     """``n`` bytes of a remote piece from ``skip`` bytes into it (all of them, or an error)."""
     assert isinstance(piece.file, Location)

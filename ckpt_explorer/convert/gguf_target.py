@@ -458,15 +458,9 @@ def verify(
     chosen = list(plan.files if files is None else files)
     for pf in chosen:
         for t in pf.tensors:
-            record = listed.get(t.name)
-            if record is None:
-                problems.append(f"{t.name}: missing from the output")
-                continue
-            if record.dtype != t.dtype or tuple(record.shape) != tuple(t.shape):
-                problems.append(
-                    f"{t.name}: {record.dtype} {list(record.shape)} written, "
-                    f"{t.dtype} {list(t.shape)} planned"
-                )
+            unlike = t.unlike(listed.get(t.name))
+            if unlike is not None:
+                problems.append(unlike)
                 continue
             assert t.loader is not None
             gtype = _type_of(t)

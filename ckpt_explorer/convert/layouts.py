@@ -60,6 +60,7 @@ def one_file(writer: str, sharded: Planner | None = None) -> Planner:
     return layout
 
 
+# Each layout maker returns a Planner closure of the same signature (the registry calls it).
 def shard_folder(writer: str, stem: str, ext: str, default_shard: int | None = None) -> Planner:
     """A Hugging Face style folder: ``writer`` shards ``<stem>[-0000i-of-0000n].<ext>``, their
     index, config.json beside them (shards of ``default_shard`` bytes when none is given)."""

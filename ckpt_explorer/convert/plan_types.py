@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import torch
 
+    from ..types import TensorRecord
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -56,6 +58,18 @@ class PlannedTensor:
     @property
     def fast(self) -> bool:
         return self.pieces is not None and self.cast_from is None
+
+    def unlike(self, record: TensorRecord | None) -> str | None:
+        """Why the output's ``record`` is not this tensor as planned (missing, or another dtype
+        or shape); None when it is."""
+        if record is None:
+            return f"{self.name}: missing from the output"
+        if record.dtype != self.dtype or tuple(record.shape) != tuple(self.shape):
+            return (
+                f"{self.name}: {record.dtype} {list(record.shape)} written, "
+                f"{self.dtype} {list(self.shape)} planned"
+            )
+        return None
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,7 @@ class ConversionPlan:
             names.append(self.index[0])
         return names + [dst for _, dst in self.copies] + [name for name, _ in self.written]
 
+    # a to_json field list: alike in shape with other records' (repair.plan) only
     def to_json(self) -> dict[str, Any]:
         return {
             "source": str(self.source),

@@ -39,6 +39,7 @@ Write = Callable[[Path, PlannedFile, "Tick | None", "Cancel | None", bool], None
 """Writes one planned file under the root folder (tick: bytes written; bool: fsync now)."""
 
 
+# A frozen spec of names and callables: alike in shape with other records (types.FileInfo) only.
 @dataclass(frozen=True)
 class WriterSpec:
     """A file writer: ``write(root, file, tick, cancel, sync)``."""

@@ -61,15 +61,11 @@ def verify_output(
                 if len(mismatches) >= MAX_REPORTED:
                     return mismatches
                 record = listed.get(t.name)
-                if record is None:
-                    mismatches.append(f"{t.name}: missing from the output")
+                unlike = t.unlike(record)
+                if unlike is not None:
+                    mismatches.append(unlike)
                     continue
-                if record.dtype != t.dtype or tuple(record.shape) != tuple(t.shape):
-                    mismatches.append(
-                        f"{t.name}: {record.dtype} {list(record.shape)} written, "
-                        f"{t.dtype} {list(t.shape)} planned"
-                    )
-                    continue
+                assert record is not None
                 if is_dir and pf.named and record.file != pf.name:
                     mismatches.append(f"{t.name}: in {record.file}, planned for {pf.name}")
                 written = _local_pieces(output, record, t, memo) if mapped.usable else None

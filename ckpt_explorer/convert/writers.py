@@ -352,6 +352,7 @@ def write_torch(
     fsync_path(path)
 
 
+# Each writer has the Write signature (targets.Write): alike in shape by design.
 def write_dcp(
     folder: Path,
     pf: PlannedFile,

@@ -134,6 +134,7 @@ def value_fast(a: Any, out: Any) -> None:
     out[1], out[2], out[3], out[4], out[5], out[6] = lo, hi, s, ss, sa, zeros
 
 
+# _value_block's sums again, on purpose: each kernel stays one flat loop for numba (as pair_*).
 @njit(nogil=True, cache=True, inline="never")
 def _value_careful_block(a: Any, out: Any) -> None:
     lo, hi = out[1], out[2]

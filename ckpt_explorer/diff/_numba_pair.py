@@ -3,7 +3,9 @@ diff/figure_layout.py: do not edit (change the layout and run the script).
 
 ``pair_fast`` assumes finite values (a NaN/Inf shows up as a non-finite sum, and the caller
 reruns ``pair_careful``, which counts them and sums the finite pairs). Sums run in vector lanes
-within blocks of ``BLOCK`` elements and blocks add up in order.
+within blocks of ``BLOCK`` elements and blocks add up in order. Each partial's lines stand
+twice on purpose (in the fast and the careful block): each block stays one flat loop for numba
+to compile, and both are written from the one layout, the logic's single home.
 """
 
 from __future__ import annotations

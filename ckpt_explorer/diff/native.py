@@ -2,27 +2,9 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from typing import Any
 
-_memcmp: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
-_memcmp_loaded = False
-
-
-def _load_memcmp() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
-    global _memcmp, _memcmp_loaded
-    if not _memcmp_loaded:
-        _memcmp_loaded = True
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-            fn = libc.memcmp
-            fn.restype = ctypes.c_int
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-            _memcmp = fn
-        except (OSError, AttributeError):
-            _memcmp = None
-    return _memcmp
+from ..io.memcmp import libc_memcmp
 
 
 def bytes_equal(a: Any, b: Any) -> bool:
@@ -33,7 +15,7 @@ def bytes_equal(a: Any, b: Any) -> bool:
         return False
     if na == 0:
         return True
-    fn = _load_memcmp()
+    fn = libc_memcmp()
     torch_like = hasattr(a, "data_ptr")
     if fn is not None:
         pa = a.data_ptr() if torch_like else a.ctypes.data

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..natural import natural_text_key
 from .quant_budget import BEYOND, EXACT, UNPROVEN, VERDICTS, WITHIN
+
+# The row kinds this module names; engine.py imports the same names (a list, not logic).
 from .rows import (
     CHANGED,
     DTYPE_MISMATCH,

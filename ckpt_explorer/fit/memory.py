@@ -49,6 +49,7 @@ class Memory:
     def fits(self) -> bool | None:
         return None if self.gpu_mem is None else self.total <= self.gpu_mem
 
+    # a to_json field list: alike in shape with other records' (verdicts, parts, reports)
     def to_json(self) -> dict[str, object]:
         return {
             "params_per_gpu": self.params,

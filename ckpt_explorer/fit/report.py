@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..io.location import Location
 
 
+# A frozen record's field list: alike in shape with other reports' records, nothing shared.
 @dataclass(frozen=True)
 class FitReport:
     """``fits``: True all checks pass, False one fails, None something is unknown."""

@@ -61,6 +61,7 @@ class Verdict:
     def label(self) -> str:
         return LABELS.get(self.loader, self.loader)
 
+    # a to_json field list: alike in shape with other records' only
     def to_json(self) -> dict[str, Any]:
         return {
             "loader": self.loader,
@@ -116,6 +117,7 @@ class LoaderCall:
         )  # fmt: skip
 
 
+# A frozen record's field list: alike in shape with resume's Cause, nothing shared.
 @dataclass(frozen=True)
 class Conflict:
     """Two loaders that both load ``target`` but read different weight files."""

@@ -25,6 +25,7 @@ BUILDERS = {
 }
 
 
+# A frozen record's field list: alike in shape with other records only.
 @dataclass(frozen=True)
 class RepairResult:
     """The file written and what listing the folder again showed."""

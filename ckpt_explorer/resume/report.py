@@ -70,6 +70,7 @@ class DoctorReport:
     def top(self) -> Cause | None:
         return self.causes[0] if self.causes else None
 
+    # a to_json field list: alike in shape with other records' only
     def to_json(self) -> dict[str, Any]:
         return {
             "a": self.a,

@@ -200,6 +200,7 @@ _INERT: dict[str, frozenset[str]] = {
         {"TrainingArguments", "OptimizerNames", "ParallelMode"}
     ),
     "transformers.training_args_seq2seq": frozenset({"Seq2SeqTrainingArguments"}),
+    # allow-list entries: alike in shape with the other modules' entries (a table)
     "transformers.trainer_utils": frozenset(
         {
             "HubStrategy",

@@ -778,6 +778,7 @@ def _additems(m: _Machine, at: int) -> bool:
     return False
 
 
+# Opening checks shared in shape with _setitems_at below (each in CPython's own order).
 def _append_at(m: _Machine, at: int, x: int, opcode: str) -> None:
     n = len(m.stack)
     if x > n or x <= m.fence:

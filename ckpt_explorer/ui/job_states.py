@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..convert.plan_types import ConversionPlan
 from ..convert.targets import target, target_names
 from ..diff import DiffResult, TensorDiff, diff_checkpoints
 from ..errors import CkptExplorerError
+from ..io.location import Location
 from ..readable import human_bytes
 from ..resume import DoctorReport, resume_doctor
 from ..validate import ValidationReport, validate_checkpoint
@@ -72,6 +74,17 @@ class JobState(param.Parameterized):
     def wait(self, timeout: float | None = None) -> None:
         if self.job is not None:
             self.job.join(timeout)
+
+    def _later(self, guard: RootGuard, *texts: str) -> list[Callable[[], Path | Location]] | None:
+        """``guard.later`` of each of ``texts`` (a URL is fetched in the job); None while the job
+        runs already, or (the job failed) where one is refused."""
+        if self.running:
+            return None
+        try:
+            return [guard.later(t) for t in texts]
+        except CkptExplorerError as e:
+            self.fail(e.one_line())
+            return None
 
     def _start(self, work: Any, done: Any, wait: bool, name: str) -> None:
         self.job = Job(work, done, self.fail, name=name).start()
@@ -159,13 +172,10 @@ class CompareState(JobState):
 
     def run(self, wait: bool = False) -> None:
         """Diff A against B in the background (``wait`` blocks until it ends)."""
-        if self.running:
+        sides = self._later(self.guard, self.a, self.b)
+        if sides is None:
             return
-        try:
-            a, b = self.guard.later(self.a), self.guard.later(self.b)  # URLs: fetched in work
-        except CkptExplorerError as e:
-            self.fail(e.one_line())
-            return
+        a, b = sides
         rows: list[TensorDiff] = []
         push_rows = Throttle(lambda: setattr(self, "partial", list(rows)), 0.3)
         tick = Throttle(
@@ -218,13 +228,10 @@ class ValidateState(JobState):
         self.guard = guard
 
     def run(self, wait: bool = False) -> None:
-        if self.running:
+        later = self._later(self.guard, self.target)
+        if later is None:
             return
-        try:
-            path = self.guard.later(self.target)  # a URL: fetched in work
-        except CkptExplorerError as e:
-            self.fail(e.one_line())
-            return
+        (path,) = later
         tick = Throttle(lambda e: self.report(e.fraction), 0.1)
 
         def work(cancel: threading.Event) -> ValidationReport:
@@ -254,13 +261,10 @@ class ResumeState(JobState):
         self.guard = guard
 
     def run(self, wait: bool = False) -> None:
-        if self.running:
+        sides = self._later(self.guard, self.a, self.b)
+        if sides is None:
             return
-        try:
-            a, b = self.guard.later(self.a), self.guard.later(self.b)  # URLs: fetched in work
-        except CkptExplorerError as e:
-            self.fail(e.one_line())
-            return
+        a, b = sides
         tick = Throttle(lambda e: self.report(e.fraction), 0.1)
 
         def work(cancel: threading.Event) -> DoctorReport:

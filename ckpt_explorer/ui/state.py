@@ -183,6 +183,7 @@ class BrowseState(param.Parameterized):
     def _show(self, path: str, view: CheckpointView) -> None:
         self._stop_detail()
         self._stop_stats()
+        # keyword fields of the browse state: alike in shape with a profile's keywords only
         self.param.update(
             path=path,
             view=view,

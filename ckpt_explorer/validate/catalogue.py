@@ -45,6 +45,7 @@ def rule(id: str, severities: str | tuple[str, ...], doc: str) -> Rule:
     return r
 
 
+# One rule() line per rule id, alike in shape by design: these lines are the catalogue.
 # -- security: the gate's verdict of every file (security/judge.py, security/scan.py) ------------
 rule("security.code_execution", ERR, "a plain load of the file runs code (the verdict unsafe)")
 rule("security.ships_code", ERR, "the file is code a consumer imports or runs (the verdict code)")

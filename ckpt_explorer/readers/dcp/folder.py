@@ -85,6 +85,7 @@ class MetadataIndex:
     index: int | None = None
 
 
+# The field list of DCP's own StorageInfo (torch's names): a record, alike only in shape.
 @dataclass(frozen=True)
 class StorageInfo:
     relative_path: str

@@ -55,6 +55,7 @@ class Piece:
     count: int
 
 
+# A frozen record's field list: alike in shape with other records (site_pth, repair) only.
 @dataclass(frozen=True)
 class ZeroSlot:
     """One trainable parameter: its id, recorded name, shape, param group and pieces."""

@@ -103,6 +103,7 @@ def legacy_folder(path: Location) -> tuple[Location, str | None] | None:
     return None
 
 
+# The probe every folder reader starts with (find the folder, then read it): alike in shape.
 def probe(path: Location) -> Detection | None:
     found = legacy_folder(path)
     if found is None:

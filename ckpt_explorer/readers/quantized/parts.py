@@ -56,6 +56,7 @@ class QuantWeight:
         """The record's dtype: kind and sharing, e.g. ``int4/group32``."""
         return f"{self.kind}/{self.block.replace(' ', '')}"
 
+    # a JSON field list: alike in shape with other records' to_json only
     def describe(self) -> dict[str, Any]:
         return {
             **{k: v for k, v in self.params.items() if isinstance(v, int | float | str | bool)},

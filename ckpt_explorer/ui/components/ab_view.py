@@ -102,6 +102,7 @@ class ABView(pn.viewable.Viewer):
             return
         diff = f"max |A − B| {fmt_number(d.max_abs)}" if d.max_abs is not None else ""
         shapes = f"A {shape_text(d.shape_a)}, B {shape_text(d.shape_b)}"
+        # a tensor's title card, alike in shape with tensor_detail's; the lines shown differ
         title = pn.pane.HTML(
             f"<div style='font-weight:600;word-break:break-all'>{html.escape(d.name)}</div>"
             f"<div style='color:#6b7280'>{html.escape(shapes)}"

@@ -109,6 +109,32 @@ def job_status(job: Any) -> str:
     return f"*{html.escape(text)}*" if text else ""
 
 
+def job_bar(color: str = "primary") -> pn.indicators.Progress:
+    """A background job's progress bar (in thousandths), hidden until the job runs."""
+    return pn.indicators.Progress(
+        value=0, max=1000, bar_color=color, sizing_mode="stretch_width", visible=False
+    )
+
+
+def cancel_button(job: Any, **kw: Any) -> pn.widgets.Button:
+    """Cancel for a background job, disabled until it runs."""
+    button = pn.widgets.Button(label="Cancel", width=90, disabled=True, **kw)
+    button.on_click(lambda *_: job.cancel())
+    return button
+
+
+def show_job(job: Any, bar: Any, start: Any, cancel: Any, status: Any, results: Any) -> None:
+    """A job's widgets brought up to date: its bar, Start/Cancel enabled by whether it runs,
+    its status line, and its error (if any) in place of the ``results``."""
+    bar.visible = job.running
+    bar.value = int(job.progress * 1000)
+    start.disabled = job.running
+    cancel.disabled = not job.running
+    status.object = job_status(job)
+    if job.error:
+        results[:] = [error_pane(job.error)]
+
+
 BYTES_FORMAT = {"type": "money", "precision": 0, "thousand": ",", "symbol": ""}
 TABLE_CSS = """
 .tabulator {font-size: 13px; border-radius: 8px;}

@@ -18,14 +18,15 @@ from .common import (
     BAD,
     GOOD,
     PALETTE,
+    cancel_button,
     cards,
-    error_pane,
     fmt_bytes,
-    job_status,
+    job_bar,
     keep_sort,
     placeholder,
     plot,
     section,
+    show_job,
     style_figure,
     sync,
     table,
@@ -105,6 +106,7 @@ def diff_rows(rows: Sequence[TensorDiff], changed_only: bool) -> Any:
     )
 
 
+# A Panel view's constructor (widgets, watches, body): alike in shape with the other views'.
 class CompareView(pn.viewable.Viewer):
     """Choose A and B, run the diff in the background, read the result."""
 
@@ -120,11 +122,8 @@ class CompareView(pn.viewable.Viewer):
         self._rtol = pn.widgets.FloatInput.from_param(c.param.rtol, name="rtol", width=110)
         self._run = pn.widgets.Button(label="Compare", color="primary", width=120, align="end")
         self._run.on_click(lambda *_: c.run())
-        self._cancel = pn.widgets.Button(label="Cancel", width=90, align="end", disabled=True)
-        self._cancel.on_click(lambda *_: c.cancel())
-        self._progress = pn.indicators.Progress(
-            value=0, max=1000, bar_color="primary", sizing_mode="stretch_width", visible=False
-        )
+        self._cancel = cancel_button(c, align="end")
+        self._progress = job_bar()
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._changed_only = pn.widgets.Switch(value=c.changed_only, width=40, align="center")
         sync(c, "changed_only", self._changed_only, "value")
@@ -153,14 +152,9 @@ class CompareView(pn.viewable.Viewer):
         self._render()
 
     def _on_progress(self, *_: Any) -> None:
-        c = self.app.compare
-        self._progress.visible = c.running
-        self._progress.value = int(c.progress * 1000)
-        self._run.disabled = c.running
-        self._cancel.disabled = not c.running
-        self._status.object = job_status(c)
-        if c.error:
-            self._results[:] = [error_pane(c.error)]
+        show_job(
+            self.app.compare, self._progress, self._run, self._cancel, self._status, self._results
+        )
 
     def _render_partial(self, rows: list[Any]) -> None:
         """The rows so far, while the diff runs: the :data:`PARTIAL_SHOWN` largest changes,

@@ -11,9 +11,11 @@ from ..numbers import fmt_number, plural
 from ..state import AppState
 from ..subject import acts_on, code
 from .common import (
+    cancel_button,
     cards,
     error_pane,
     fmt_bytes,
+    job_bar,
     job_status,
     placeholder,
     section,
@@ -106,6 +108,7 @@ def plan_title(plan: Any, result: Any, running: bool, where: str = "") -> str:
     return "2 · The plan (written, NOT verified: nothing was installed)"
 
 
+# A Panel view's constructor (widgets, watches, body): alike in shape with the other views'.
 class ConvertView(pn.viewable.Viewer):
     """Plan first, then run in the background: the page stays responsive, Cancel works."""
 
@@ -141,11 +144,8 @@ class ConvertView(pn.viewable.Viewer):
             label="Run conversion", color="success", width=150, disabled=True
         )
         self._run_btn.on_click(lambda *_: c.run())
-        self._cancel = pn.widgets.Button(label="Cancel", width=90, disabled=True)
-        self._cancel.on_click(lambda *_: c.cancel())
-        self._progress = pn.indicators.Progress(
-            value=0, max=1000, bar_color="success", sizing_mode="stretch_width", visible=False
-        )
+        self._cancel = cancel_button(c)
+        self._progress = job_bar("success")
         self._status = pn.pane.Markdown("")
         self._log = pn.pane.HTML("", sizing_mode="stretch_width")
         self._plan_area = pn.Column(sizing_mode="stretch_width")

@@ -64,6 +64,7 @@ def pair_words(a: str, b: str, open_path: str) -> str:
     return f"{line}; B is {code(b)}." if b else f"{line}; pick B, a state from after the resume."
 
 
+# A Panel view's constructor (widgets, watches, body): alike in shape with the other views'.
 class ResumeView(pn.viewable.Viewer):
     """Two training states in, the likely causes of a loss jump out, with their evidence."""
 

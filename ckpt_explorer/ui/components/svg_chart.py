@@ -138,6 +138,7 @@ ROW = 18  # px per bar of :func:`hbars`: a 12 px label and its gap, never overla
 LABEL_CHARS = 22  # longest label drawn whole in :func:`hbars` (the hover has the full name)
 
 
+# bars' parameters (the same chart inputs), sideways: the drawing below differs.
 def hbars(
     labels: Sequence[str],
     values: Sequence[float],

@@ -12,7 +12,16 @@ import panel as pn
 from ...timeline.distribution import checkpoint_label
 from ..distribution_state import DistributionState
 from ..numbers import fmt_int, fmt_number, plural
-from .common import PALETTE, error_pane, job_status, placeholder, plot, style_figure, watch
+from .common import (
+    PALETTE,
+    cancel_button,
+    job_bar,
+    placeholder,
+    plot,
+    show_job,
+    style_figure,
+    watch,
+)
 from .path_box import PathBox
 
 TITLE = "One tensor over steps (its values at each checkpoint, on common bins)"
@@ -116,6 +125,7 @@ def stats_figure(d: Any) -> Any:
         fillcolor="rgba(79,70,229,0.15)",
         name="± std",
     )
+    # one add_scatter per line drawn: plotly keyword lists, alike only in shape
     fig.add_scatter(x=x, y=mean, mode="lines+markers", name="mean", line={"color": PALETTE[0]})
     fig.add_scatter(
         x=x,
@@ -173,11 +183,8 @@ class TensorStepsView(pn.viewable.Viewer):
         self._name.on_commit = lambda _text: state.run()
         self._show = pn.widgets.Button(label="Show", color="primary", width=90, align="end")
         self._show.on_click(lambda *_: state.run())
-        self._cancel = pn.widgets.Button(label="Cancel", width=90, align="end", disabled=True)
-        self._cancel.on_click(lambda *_: state.cancel())
-        self._progress = pn.indicators.Progress(
-            value=0, max=1000, bar_color="primary", sizing_mode="stretch_width", visible=False
-        )
+        self._cancel = cancel_button(state, align="end")
+        self._progress = job_bar()
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._figures = pn.Column(sizing_mode="stretch_width")
         watch(state, self._on_names, ["names", "tensor"])
@@ -200,14 +207,7 @@ class TensorStepsView(pn.viewable.Viewer):
             self._name.value = self.state.tensor
 
     def _on_progress(self, *_: Any) -> None:
-        st = self.state
-        self._progress.visible = st.running
-        self._progress.value = int(st.progress * 1000)
-        self._show.disabled = st.running
-        self._cancel.disabled = not st.running
-        self._status.object = job_status(st)
-        if st.error:
-            self._figures[:] = [error_pane(st.error)]
+        show_job(self.state, self._progress, self._show, self._cancel, self._status, self._figures)
 
     def _render(self) -> None:
         d = self.state.result

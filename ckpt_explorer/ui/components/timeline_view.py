@@ -19,15 +19,18 @@ import panel as pn
 from ..numbers import fmt_number, plural
 from ..state import AppState
 from ..timeline_state import default_run_dir, natural_key, run_beside
+
+# (the common widget helpers every view imports: alike with compare.py's list, names only)
 from .common import (
     BAD,
     SEVERITY_COLOURS,
+    cancel_button,
     cards,
-    error_pane,
-    job_status,
+    job_bar,
     placeholder,
     plot,
     section,
+    show_job,
     style_figure,
     sync,
     table,
@@ -240,6 +243,7 @@ def _severity_style(row: Any) -> list[str]:
     return [f"background-color: {colour}" if colour else ""] * len(row)
 
 
+# A Panel view's constructor (widgets, watches, body): alike in shape with the other views'.
 class TimelineView(pn.viewable.Viewer):
     """A run folder in, its timeline out; a pair of checkpoints on to Compare."""
 
@@ -252,11 +256,8 @@ class TimelineView(pn.viewable.Viewer):
         sync(st, "run_dir", self._folder, "value")
         self._build = pn.widgets.Button(label="Build", color="primary", width=110)
         self._build.on_click(lambda *_: st.build())
-        self._cancel = pn.widgets.Button(label="Cancel", width=90, disabled=True)
-        self._cancel.on_click(lambda *_: st.cancel())
-        self._progress = pn.indicators.Progress(
-            value=0, max=1000, bar_color="primary", sizing_mode="stretch_width", visible=False
-        )
+        self._cancel = cancel_button(st)
+        self._progress = job_bar()
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._pair = pn.widgets.Select(label="Pair", options={}, width=360)
         self._pair.param.watch(lambda e: setattr(st, "pair", e.new or 0), "value")
@@ -322,14 +323,14 @@ class TimelineView(pn.viewable.Viewer):
             self.open_pair(round(points[0]["x"]))
 
     def _on_progress(self, *_: Any) -> None:
-        st = self.app.timeline
-        self._progress.visible = st.running
-        self._progress.value = int(st.progress * 1000)
-        self._build.disabled = st.running
-        self._cancel.disabled = not st.running
-        self._status.object = job_status(st)
-        if st.error:
-            self._results[:] = [error_pane(st.error)]
+        show_job(
+            self.app.timeline,
+            self._progress,
+            self._build,
+            self._cancel,
+            self._status,
+            self._results,
+        )
 
     def _render(self) -> None:
         st = self.app.timeline

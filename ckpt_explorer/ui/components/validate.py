@@ -87,6 +87,7 @@ class ValidateView(pn.viewable.Viewer):
         watch(v, self._on_progress, ["running", "message", "error", "target", "checked"])
         watch(v, lambda *_: self._render(), "findings")
         watch(self.app.browse, lambda *_: self._on_progress(), "path")
+        # the body every view lays out alike (a row of controls, then its results)
         self._body = pn.Column(
             pn.Row(self._run, self._progress, self._target, sizing_mode="stretch_width"),
             self._of,
