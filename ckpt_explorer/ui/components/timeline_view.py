@@ -377,7 +377,8 @@ class TimelineView(pn.viewable.Viewer):
             blocks.insert(
                 0,
                 section(
-                    f"Runs ({len(st.runs_found)}): scalars overlaid; below, {st.focus()}",
+                    f"Runs ({len(st.runs_found)}): LR, moments and step counters overlaid; "
+                    f"heatmap, pairs and anomalies of {st.focus()}",
                     self._runs,
                 ),
             )
