@@ -99,7 +99,9 @@ def test_each_run_is_one_colour_and_one_legend_entry(root: Path) -> None:
     left = lr_lines(view)
     assert {t.legendgroup for t in left} == {"hf_lr_changed"}
     assert {t.line.color for t in left} == {colour["hf_lr_changed"]}
-    moments = [o for o in view._results.objects if "moment" in getattr(o, "title", "")]
+    moments = [
+        o for o in view._results.objects if getattr(o, "title", "").startswith("Optimizer moment")
+    ]
     assert moments and all(
         t.legendgroup == "hf_lr_changed" for t in moments[0].objects[0].object.data
     )

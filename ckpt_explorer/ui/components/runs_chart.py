@@ -31,6 +31,20 @@ def _finite(v: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def value_range(values: list[float], log_y: bool) -> list[float] | None:
+    """A y range for values that are all one value (plotly would centre an arbitrary range
+    on it, −0.5…1 for 3e-4): from zero to above it (a decade either side on a log axis);
+    None when the values spread (autorange shows them)."""
+    if not values or max(values) != min(values):
+        return None
+    v = values[0]
+    if log_y:
+        return [math.log10(v) - 1, math.log10(v) + 1]
+    if v == 0:
+        return [-1.0, 1.0]
+    return [min(0.0, 1.25 * v), max(0.0, 1.25 * v)]
+
+
 def runs_figure(
     series: dict[str, dict[str, list[Any]]],
     steps: dict[str, list[Any]],
@@ -42,8 +56,6 @@ def runs_figure(
     a run's lines share its colour and one legend entry (its name); a lone point says its
     value; points without a step, and non-positive ones on a log axis, are left out."""
     import plotly.graph_objects as go
-
-    from .timeline_view import value_range
 
     names = sorted({n for per_run in series.values() for n in per_run})
     fig = go.Figure()

@@ -36,7 +36,7 @@ from .common import (
     watch,
 )
 from .picker import PathPicker
-from .runs_chart import run_colours, runs_figure
+from .runs_chart import run_colours, runs_figure, value_range
 from .tensor_steps import TITLE, TensorStepsView
 
 MARK_COLOURS = {"error": BAD, "warning": "#f59e0b", "info": "#0ea5e9"}
@@ -165,20 +165,6 @@ def heatmap_figure(t: Any) -> Any:
     style_figure(fig, height=min(900, max(280, 24 * len(layers) + 140)))
     fig.update_layout(margin={"t": 40})
     return fig
-
-
-def value_range(values: list[float], log_y: bool) -> list[float] | None:
-    """A y range for values that are all one value (plotly would centre an arbitrary range
-    on it, −0.5…1 for 3e-4): from zero to above it (a decade either side on a log axis);
-    None when the values spread (autorange shows them)."""
-    if not values or max(values) != min(values):
-        return None
-    v = values[0]
-    if log_y:
-        return [math.log10(v) - 1, math.log10(v) + 1]
-    if v == 0:
-        return [-1.0, 1.0]
-    return [min(0.0, 1.25 * v), max(0.0, 1.25 * v)]
 
 
 def lines_figure(
