@@ -1,5 +1,9 @@
 """State of the Timeline view: the run folder, the background build and the pair to compare.
 
+A folder that holds several runs (sub-folders of checkpoints named by step, as TensorBoard's
+log folder holds one folder per run) is built run by run: its scalars are overlaid, one line
+per chosen run, and the heatmap, pairs and anomalies are those of the first chosen run.
+
 The figures come from :func:`ckpt_explorer.timeline.build_timeline` (cached per file identity
 in the default cache folder, so reopening a run reads no tensor); nothing is recomputed here.
 """
@@ -39,22 +43,37 @@ def default_run_dir(open_path: str) -> str:
     return parent.as_posix()
 
 
+def _saves(folder: Path) -> int:
+    """How many entries of ``folder`` are named as checkpoints by step (0 if unreadable)."""
+    from ..timeline.discover import name_step
+
+    try:
+        return sum(1 for e in folder.iterdir() if name_step(e.name, e.is_dir()))
+    except OSError:
+        return 0
+
+
 def run_beside(root: Path, run_dir: str) -> str:
     """``run_dir`` when it holds checkpoints named by step, else the one sub-folder of it
     that does (the demo: ``demo/resumed_from`` open -> ``demo/run``); ``run_dir`` if none."""
-    from ..timeline.discover import name_step
-
-    def runs(folder: Path) -> bool:
-        try:
-            return sum(1 for e in folder.iterdir() if name_step(e.name, e.is_dir())) >= 2
-        except OSError:
-            return False
-
     here = root / run_dir
-    if not run_dir or runs(here) or not here.is_dir():
+    if not run_dir or _saves(here) >= 2 or not here.is_dir():
         return run_dir
-    found = [d for d in sorted(here.iterdir()) if d.is_dir() and runs(d)]
+    found = [d for d in sorted(here.iterdir()) if d.is_dir() and _saves(d) >= 2]
     return (Path(run_dir) / found[0].name).as_posix() if len(found) == 1 else run_dir
+
+
+def runs_in(folder: Path) -> list[str]:
+    """The runs ``folder`` holds, in natural order: its sub-folders that hold checkpoints
+    named by step, when it holds two or more of them and no checkpoint itself; else []."""
+    try:
+        if not folder.is_dir() or _saves(folder):
+            return []
+        found = [d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    except OSError:
+        return []
+    found = [n for n in found if _saves(folder / n)]
+    return sorted(found, key=natural_key) if len(found) >= 2 else []
 
 
 class TimelineState(JobState):
@@ -70,12 +89,45 @@ class TimelineState(JobState):
     lr_scale: str = param.Selector(  # type: ignore[assignment]
         default="linear", objects=["linear", "log"], doc="the learning-rate chart's y axis"
     )
+    run_timelines = param.Dict(
+        default={}, doc="run name -> Timeline, when the folder holds several runs; {} for one"
+    )
+    runs = param.List(default=[], item_type=str, doc="the runs overlaid (of run_timelines)")
+    want_runs = param.List(
+        default=None, allow_None=True, doc="the runs to overlay once the build ends (a link's)"
+    )
 
     def __init__(self, guard: RootGuard, **params: Any) -> None:
         super().__init__(**params)
         self.guard = guard
         self._gen = 0
         self._lock = threading.Lock()
+        self.param.watch(lambda *_: self._refocus(), "runs")
+
+    @property
+    def runs_found(self) -> list[str]:
+        """The runs of the folder built, in natural order ([] for a single run)."""
+        return list(self.run_timelines)
+
+    def focus(self) -> str:
+        """The run whose heatmap, pairs and anomalies are shown: the first run overlaid (the
+        first run found when none is); "" for a single run."""
+        chosen = [r for r in self.runs_found if r in self.runs]
+        return (chosen or self.runs_found or [""])[0]
+
+    def overlaid(self) -> dict[str, Any]:
+        """Run name -> Timeline of the runs drawn on the scalar charts, in natural order:
+        the chosen ones of several runs; for a single run, its name -> its timeline."""
+        if self.run_timelines:
+            return {r: t for r, t in self.run_timelines.items() if r in self.runs}
+        t = self.timeline
+        return {Path(t.run_dir).name: t} if t is not None else {}
+
+    def _refocus(self) -> None:
+        """Show the focus run's timeline after the choice of runs changed."""
+        t = self.run_timelines.get(self.focus())
+        if t is not None and t is not self.timeline:
+            self.param.update(timeline=t, pair=_first_flagged_pair(t))
 
     def build(self, wait: bool = False, cache_dir: str | Path | None = None) -> None:
         """Build the timeline of ``run_dir`` (default cache folder unless ``cache_dir``)."""
@@ -89,18 +141,24 @@ class TimelineState(JobState):
         try:
             run = self.guard.resolve(self.run_dir)
         except CkptExplorerError as e:
-            self.param.update(timeline=None, built="")
+            self.param.update(timeline=None, run_timelines={}, built="")
             self.fail(e.one_line())
             return
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         tick = Throttle(self._progress, 0.1)
+        names = runs_in(run)
+
+        def one(folder: Path, i: int, cancel: threading.Event) -> Any:
+            def progress(e: Progress) -> None:
+                tick(e, i, max(1, len(names)), force=e.done == e.total)
+
+            return build_timeline(folder, cache_dir=cache, progress=progress, cancel=cancel)
 
         def work(cancel: threading.Event) -> Any:
-            def progress(e: Progress) -> None:
-                tick(e, force=e.done == e.total)
-
             try:
-                return build_timeline(run, cache_dir=cache, progress=progress, cancel=cancel)
+                if names:
+                    return {n: one(run / n, i, cancel) for i, n in enumerate(names)}
+                return one(run, 0, cancel)
             except Cancelled:
                 return None
             except OSError as e:
@@ -117,25 +175,43 @@ class TimelineState(JobState):
             if t is None:
                 self.finish("cancelled")
                 return
+            several: dict[str, Any] = t if isinstance(t, dict) else {}
+            wanted, self.want_runs = self.want_runs, None
+            chosen = [r for r in several if wanted is None or r in wanted]
+            if wanted and not chosen:
+                chosen = list(several)  # a link's runs that are gone: every run
+            if several:
+                t = several[(chosen or list(several))[0]]
             want, self.want_pair = self.want_pair, None
             pair = want if want is not None and 0 <= want < len(t.pairs) else None
-            self.param.update(timeline=t, pair=_first_flagged_pair(t) if pair is None else pair)
-            self.finish(summary_line(t))
+            self.param.update(
+                run_timelines=several,
+                runs=chosen,
+                timeline=t,
+                pair=_first_flagged_pair(t) if pair is None else pair,
+            )
+            line = summary_line(t)
+            if several:
+                line = f"{plural(len(several), 'run')}; {self.focus()}: {line}"
+            self.finish(line)
 
         def failed(msg: str) -> None:
             if gen == self._gen:
                 self.fail(msg)
 
-        self.param.update(timeline=None, built=self.run_dir)
+        self.param.update(timeline=None, run_timelines={}, built=self.run_dir)
         self.begin(f"reading {self.run_dir}")
         self.job = Job(work, done, failed, name="ckpt-explorer-timeline").start()
         if wait:
             self.job.join()
 
-    def _progress(self, e: Progress) -> None:
+    def _progress(self, e: Progress, run: int = 0, runs: int = 1) -> None:
         lo, hi = STAGES.get(e.stage, (0.0, 1.0))
         frac = lo + (hi - lo) * (e.done / e.total if e.total else 1.0)
-        self.report(frac, f"{e.done} of {e.total} {STAGE_WORDS.get(e.stage, e.stage)}")
+        words = f"{e.done} of {e.total} {STAGE_WORDS.get(e.stage, e.stage)}"
+        if runs > 1:
+            words = f"run {run + 1} of {runs}: {words}"
+        self.report((run + frac) / runs, words)
 
     def relative(self, path: str) -> str:
         """A checkpoint path of the timeline as the pickers take it (relative to the root)."""

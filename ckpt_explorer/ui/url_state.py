@@ -7,7 +7,8 @@ open checkpoint, the weight map's filter and selected tensor; the view in front 
   (every row, not the changed ones only) and ``result=1`` (a result was shown: run it again);
 - Resume doctor: ``a``, ``b`` and ``result=1`` (diagnose again);
 - Timeline: ``folder`` (the run folder), ``result=1`` (build it), ``pair`` (the pair
-  selected), ``series`` (the tensor shown over steps), ``scale=log`` (the LR chart's axis);
+  selected), ``series`` (the tensor shown over steps), ``scale=log`` (the LR chart's axis),
+  ``runs=a,b`` (the runs overlaid, when the folder holds several; none listed: all);
 - any view with a main table: ``sort=<column>:<asc|desc>``.
 
 Pure functions from state to query (:func:`query_of`) and back (:func:`apply_query`), and
@@ -38,6 +39,7 @@ KEYS = (
     "pair",
     "series",
     "scale",
+    "runs",
     "sort",
     "result",
 )
@@ -108,7 +110,24 @@ def _timeline_query(state: AppState) -> dict[str, str]:
         "pair": str(pair) if shown and pair is not None else "",
         "series": steps.tensor if shown and series else "",
         "scale": "log" if st.lr_scale == "log" else "",
+        "runs": runs_text(st) if shown else "",
     }
+
+
+def runs_text(st: Any) -> str:
+    """The runs overlaid as ``a,b`` (a link's ``runs``): the wanted ones while building,
+    "" for a single run or when every run is overlaid (a link without ``runs`` shows all)."""
+    if st.want_runs is not None:
+        return ",".join(st.want_runs)
+    found = st.runs_found
+    if not found or list(st.runs) == found:
+        return ""
+    return ",".join(st.runs) if st.runs else ","
+
+
+def runs_of(text: str) -> list[str]:
+    """``a,b`` as run names (``,`` alone: none)."""
+    return [r for r in text.split(",") if r]
 
 
 VIEW_QUERIES = {
@@ -166,6 +185,7 @@ def _apply_timeline(state: AppState, query: dict[str, str]) -> None:
         st.want_pair = int(pair) if pair.isdigit() else None
         if query.get("series"):
             steps.param.update(tensor=query["series"], want=True)
+        st.want_runs = runs_of(query["runs"]) if query.get("runs") else None
         st.build()
 
 
@@ -240,7 +260,7 @@ def bind_url(state: AppState) -> None:
     watched = (
         (state.compare, ["a", "b", "atol", "rtol", "changed_only", "selected", "result"]),
         (state.resume, ["a", "b", "report_obj", "examined"]),
-        (state.timeline, ["run_dir", "built", "timeline", "pair", "lr_scale"]),
+        (state.timeline, ["run_dir", "built", "timeline", "pair", "lr_scale", "runs"]),
         (state.steps, ["tensor", "result"]),
     )
     for obj, names in watched:

@@ -2,7 +2,9 @@
 
 A layer x step heatmap of update ratios ‖Δ‖/‖W‖ (log colour scale), the LR, optimizer moment
 norms and step counters per checkpoint, the anomalies marked on every plot and listed in a
-table. Clicking a heatmap cell (or "Compare this pair") opens Compare on that pair.
+table. Clicking a heatmap cell (or "Compare this pair") opens Compare on that pair. A folder of
+several runs overlays the chosen runs' LR, moment norms and step counters (one colour per run,
+a legend entry per run, a multi-select of the runs); the rest shows the first run chosen.
 Everything shown is :func:`ckpt_explorer.timeline.build_timeline`'s :class:`Timeline`.
 """
 
@@ -37,6 +39,7 @@ from .common import (
     watch,
 )
 from .picker import PathPicker
+from .runs_chart import run_colours, runs_figure, value_range
 from .tensor_steps import TITLE, TensorStepsView
 
 MARK_COLOURS = {"error": BAD, "warning": "#f59e0b", "info": "#0ea5e9"}
@@ -167,20 +170,6 @@ def heatmap_figure(t: Any) -> Any:
     return fig
 
 
-def value_range(values: list[float], log_y: bool) -> list[float] | None:
-    """A y range for values that are all one value (plotly would centre an arbitrary range
-    on it, −0.5…1 for 3e-4): from zero to above it (a decade either side on a log axis);
-    None when the values spread (autorange shows them)."""
-    if not values or max(values) != min(values):
-        return None
-    v = values[0]
-    if log_y:
-        return [math.log10(v) - 1, math.log10(v) + 1]
-    if v == 0:
-        return [-1.0, 1.0]
-    return [min(0.0, 1.25 * v), max(0.0, 1.25 * v)]
-
-
 def lines_figure(
     t: Any, title: str, series: dict[str, list[Any]], y_title: str, log_y: bool = False
 ) -> Any:
@@ -218,6 +207,17 @@ def lines_figure(
     style_figure(fig, height=300, title=title)
     fig.update_layout(margin={"t": 60})
     return fig
+
+
+COUNTERS = {"optimizer step": "opt_step", "scheduler step": "sched_step"}
+
+
+def scalars(series: dict[str, Any], key: str) -> dict[str, list[Any]]:
+    """A chart's lines from a timeline's series: ``lr`` and ``moments`` (per group) or
+    ``counters`` (the optimizer's and the scheduler's step counts)."""
+    if key == "counters":
+        return {name: series[k] for name, k in COUNTERS.items()}
+    return dict(series[key])
 
 
 def anomaly_frame(t: Any) -> Any:
@@ -269,6 +269,11 @@ class TimelineView(pn.viewable.Viewer):
         sync(st, "lr_scale", self._scale, "value")
         self._lr: pn.pane.Plotly | None = None
         watch(st, lambda *_: self._render_lr(), "lr_scale")
+        self._runs = pn.widgets.MultiChoice(
+            label="Runs overlaid", options=[], sizing_mode="stretch_width", css_classes=["runs"]
+        )
+        sync(st, "runs", self._runs, "value")
+        watch(st, lambda *_: self._render(), "runs")
         self.heatmap: pn.pane.Plotly | None = None
         self._steps = TensorStepsView(app.steps)
         self._results = pn.Column(sizing_mode="stretch_width")
@@ -353,6 +358,17 @@ class TimelineView(pn.viewable.Viewer):
             ]
         )
         blocks: list[Any] = [kpis]
+        if st.run_timelines:
+            self._runs.options = st.runs_found
+            self._runs.value = [r for r in st.runs_found if r in st.runs]
+            blocks.insert(
+                0,
+                section(
+                    f"Runs ({len(st.runs_found)}): LR, moments and step counters overlaid; "
+                    f"heatmap, pairs and anomalies of {st.focus()}",
+                    self._runs,
+                ),
+            )
         if t.pairs:
             self.heatmap = plot(heatmap_figure(t), name="timeline-heatmap")
             self.heatmap.param.watch(self._on_click, "click_data")
@@ -373,18 +389,17 @@ class TimelineView(pn.viewable.Viewer):
         else:
             self.heatmap = None
             blocks.append(placeholder("One readable checkpoint: no pair to show updates for."))
-        s = t.series()
+        s = {r: tl.series() for r, tl in st.overlaid().items()}
         self._lr = None
-        if s["lr"]:
+        if any(v["lr"] for v in s.values()):
             self._lr = plot(self._lr_figure(), name="timeline-lr")
             blocks.append(section("Learning rate", self._scale, self._lr))
-        if s["moments"]:
-            fig = lines_figure(t, "", s["moments"], "norm", log_y=True)
+        if any(v["moments"] for v in s.values()):
+            fig = self._scalars_figure("moments", "norm", log_y=True)
             blocks.append(section("Optimizer moment norms per group", plot(fig)))
         blocks.append(section(TITLE, self._steps))
-        counters = {"optimizer step": s["opt_step"], "scheduler step": s["sched_step"]}
-        if any(v is not None for vals in counters.values() for v in vals):
-            fig = lines_figure(t, "", counters, "count")
+        if any(v is not None for x in s.values() for k in COUNTERS.values() for v in x[k]):
+            fig = self._scalars_figure("counters", "count")
             blocks.append(section("Step counters recorded in each checkpoint", plot(fig)))
         if t.anomalies:
             tbl = table(anomaly_frame(t), pagination="local", page_size=15)
@@ -400,11 +415,30 @@ class TimelineView(pn.viewable.Viewer):
             blocks.append(section("Unreadable checkpoints", table(df)))
         self._results[:] = blocks
 
-    def _lr_figure(self) -> Any:
-        """The learning rate over steps, on the y axis chosen (linear or log)."""
+    def _scalars_figure(self, key: str, y_title: str, log_y: bool = False) -> Any:
+        """``key`` (``lr``, ``moments`` or ``counters``) over steps: the timeline's lines, or
+        with several runs one colour per run overlaid, the first run's anomalies marked."""
         st = self.app.timeline
         t = st.timeline
-        return lines_figure(t, "", t.series()["lr"], "lr", log_y=st.lr_scale == "log")
+        if not st.run_timelines:
+            return lines_figure(t, "", scalars(t.series(), key), y_title, log_y=log_y)
+        runs = st.overlaid()
+        per_run = {r: tl.series() for r, tl in runs.items()}
+        fig = runs_figure(
+            {r: scalars(v, key) for r, v in per_run.items()},
+            {r: v["steps"] for r, v in per_run.items()},
+            run_colours(st.runs_found),
+            y_title,
+            log_y=log_y,
+        )
+        if st.focus() in runs:
+            for step, group in by_step(t.anomalies).items():
+                _mark(fig, step, group)
+        return fig
+
+    def _lr_figure(self) -> Any:
+        """The learning rate over steps, on the y axis chosen (linear or log)."""
+        return self._scalars_figure("lr", "lr", log_y=self.app.timeline.lr_scale == "log")
 
     def _render_lr(self) -> None:
         if self._lr is not None and self.app.timeline.timeline is not None:
