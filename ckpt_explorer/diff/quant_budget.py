@@ -12,6 +12,9 @@ permutation) in a ggml type. Each type allows an error per element, derived from
   full step ``|d|`` (the clamp at the positive end) plus the F16 rounding of ``d``.
 - Q4_1 / Q5_1: ``d = (max - min) / 15`` (``31``) and ``min``, both F16: ``d / 2`` plus their
   rounding.
+- each of these block rules is taken per element as the largest over what the writer may have
+  quantized: the source itself (llama.cpp's converter) or its F16 / BF16 rounding
+  (``llama-quantize`` reads an intermediate F16 / BF16 GGUF), plus that rounding.
 - Q2_K ... Q6_K, given the export's bytes (``params={"raw": ...}``): the distance to the nearest
   point of each sub-block's grid as the export's own scales define it, plus the intermediate
   file's rounding (:mod:`.kquant_rule`).
@@ -170,6 +173,19 @@ APPROX_BITS: dict[str, tuple[float, int]] = {  # type -> (bits per weight, block
 }
 
 
+def _from_intermediate(fn: Callable[..., torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """A GGUF block rule's budget when the writer may have quantized ``x`` itself (llama.cpp's
+    converter) or its F16 / BF16 rounding (``llama-quantize`` reads an intermediate F16 / BF16
+    GGUF): per element the largest of ``rule(x')`` plus ``|x - x'|`` over those three ``x'``."""
+    import torch
+
+    bound = fn(x)
+    for dtype in (torch.float16, torch.bfloat16):
+        inter = x.to(dtype).double()
+        bound = torch.maximum(bound, fn(inter) + (x - inter).abs())
+    return bound
+
+
 def budget(
     ggml_type: str,
     expected: torch.Tensor,
@@ -202,7 +218,7 @@ def budget(
     elif ggml_type in RULES:
         fn, rule = RULES[ggml_type]
         if params is None:
-            bound = fn(x)
+            bound = _from_intermediate(fn, x)
         else:
             kw = {k: v for k, v in params.items() if k != "approximate"}
             bound = fn(x, kind=ggml_type, **kw)

@@ -13,7 +13,7 @@ Cases:
   type), with the sentencepiece tokenizer the converter needs; ``f16``: llama.cpp's
   ``convert_hf_to_gguf.py --outtype f16`` of it;
 * ``q4_k_m``, ``q5_k_m``, ``q6_k``, ``q3_k_m``, ``q2_k``, ``q4_0``, ``q4_1``, ``q5_0``,
-  ``q5_1``: ``llama-quantize f16.gguf <case>.gguf <TYPE>``; each case records the ggml type
+  ``q5_1``, ``q8_0``: ``llama-quantize f16.gguf <case>.gguf <TYPE>``; each case records the ggml type
   every tensor really holds (``types``, read with ``gguf.GGUFReader``);
 * planted faults in copies of ``q4_k_m.gguf``, bytes changed in place at the offset
   ``gguf.GGUFReader`` gives: ``fault_kq_norm`` (``blk.0.attn_norm.weight``, F32, times 1.5)
@@ -37,7 +37,7 @@ import torch
 from _manifest import main_out_dir, run_maker
 from gguf_maker import LLAMA_CPP_PYTHON, _convert, _converter, _patch, _sdist, _tensor_bytes
 
-QTYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "Q2_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
+QTYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "Q2_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DGGML_OPENMP=OFF", "-DLLAMA_CURL=OFF",
     "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
