@@ -5,7 +5,8 @@ A K-quant super-block of 256 values stores an F16 ``d`` (and ``dmin``) and one q
 sub-block's grid ``lo + L * step``. llama.cpp's writer (``quantize_row_q*_K``, with or without
 an importance matrix) first chooses and quantizes the scales, then gives every value the grid
 level nearest to it (``nearest_int`` clamped to the levels). So, with the grid read from the
-export's own scales, an element may be off by at most its distance to the nearest grid point.
+export's own scales, an element may be off by at most half its sub-block's step, or, where the
+source lies beyond the grid's ends (the clamp), by its distance to the nearer end.
 
 The grid is read through ``gguf.quants.dequantize`` itself: the blocks are dequantized once with
 every level field set to 0 and once set to 1 (``lo`` and ``lo + step``), so no scale packing is
@@ -47,8 +48,8 @@ def _probe(kind: str, blocks: Any, level: int, rows: int) -> Any:
 
 
 def kquant(x: torch.Tensor, kind: str, raw: Any) -> torch.Tensor:
-    """Each element's budget: its distance to the nearest point of its sub-block's stored grid,
-    plus the intermediate file's rounding. ``x``: the source (2-D, float64, the export's
+    """Each element's budget: half its sub-block's stored step (its distance to the grid's end
+    where it lies beyond it), plus the intermediate file's rounding. ``x``: the source (2-D, float64, the export's
     layout); ``raw``: the export tensor's bytes (uint8, whole blocks, same element order)."""
     import numpy as np
     import torch
@@ -62,7 +63,7 @@ def kquant(x: torch.Tensor, kind: str, raw: Any) -> torch.Tensor:
     safe = torch.where(step != 0, step, torch.ones_like(step))
     level = torch.clamp(torch.round((x - lo) / safe), 0, levels - 1)
     level = torch.where(step != 0, level, torch.zeros_like(level))
-    grid = (x - (lo + level * step)).abs()
+    grid = torch.maximum((x - (lo + level * step)).abs(), step.abs() / 2)
     rounding = torch.maximum(
         (x - x.to(torch.float16).double()).abs(), (x - x.to(torch.bfloat16).double()).abs()
     )

@@ -15,9 +15,9 @@ permutation) in a ggml type. Each type allows an error per element, derived from
 - each of these block rules is taken per element as the largest over what the writer may have
   quantized: the source itself (llama.cpp's converter) or its F16 / BF16 rounding
   (``llama-quantize`` reads an intermediate F16 / BF16 GGUF), plus that rounding.
-- Q2_K ... Q6_K, given the export's bytes (``params={"raw": ...}``): the distance to the nearest
-  point of each sub-block's grid as the export's own scales define it, plus the intermediate
-  file's rounding (:mod:`.kquant_rule`).
+- Q2_K ... Q6_K, given the export's bytes (``params={"raw": ...}``): half the step of each
+  sub-block's grid as the export's own scales define it (the distance to the grid's end for a
+  clamped element), plus the intermediate file's rounding (:mod:`.kquant_rule`).
 - other types (IQ, ternary, FP4; K-quants without their bytes): **approximate**: one step of a
   plain quantizer of the type's bits over the block's range (``(max - min) / (2^bits - 1)``).
   That does not bound the writer: a tensor over it is ``cannot_tell``, never beyond budget.
@@ -225,7 +225,7 @@ def budget(
             approximate = bool(params.get("approximate"))
     elif ggml_type in kquant_rule.LAYOUTS and params is not None and "raw" in params:
         bound = kquant_rule.kquant(x, ggml_type, params["raw"])
-        rule = "the distance to the nearest point of each sub-block's stored grid"
+        rule = "half a step of each sub-block's stored grid (its F16 d times its sub-block scale)"
     elif ggml_type in APPROX_BITS:
         bits, block = APPROX_BITS[ggml_type]
         bound = _approx(bits, block)(x)
