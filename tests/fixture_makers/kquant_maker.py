@@ -15,6 +15,7 @@ Cases:
 * ``q4_k_m``, ``q5_k_m``, ``q6_k``, ``q3_k_m``, ``q2_k``, ``q4_0``, ``q4_1``, ``q5_0``,
   ``q5_1``, ``q8_0``: ``llama-quantize f16.gguf <case>.gguf <TYPE>``; each case records the ggml type
   every tensor really holds (``types``, read with ``gguf.GGUFReader``);
+* ``mixtral_q4_k_m``: the same of a 256-wide tiny Mixtral (``mixtral_hf``; experts stacked);
 * planted faults in copies of ``q4_k_m.gguf``, bytes changed in place at the offset
   ``gguf.GGUFReader`` gives: ``fault_kq_norm`` (``blk.0.attn_norm.weight``, F32, times 1.5)
   and ``fault_kq_swap`` (the Q4_K blocks of ``blk.0.attn_q.weight`` replaced by those of
@@ -112,6 +113,20 @@ def _tiny_llama(folder: Path) -> dict[str, Any]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def _tiny_mixtral(folder: Path, tokenizer: Path) -> None:
+    """A 256-wide Mixtral (4 experts: the converter stacks them into one tensor per layer)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(1)
+    config = MixtralConfig(
+        vocab_size=64, hidden_size=256, intermediate_size=256, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        num_local_experts=4, num_experts_per_tok=2,
+    )  # fmt: skip
+    MixtralForCausalLM(config).save_pretrained(folder)
+    shutil.copyfile(tokenizer, folder / "tokenizer.model")
+
+
 def _types(path: Path) -> dict[str, str]:
     """The ggml type each tensor of a file really holds, as gguf.GGUFReader reads it."""
     import gguf
@@ -136,6 +151,14 @@ def _faults(out: Path) -> dict[str, Any]:
     }
 
 
+def _quantize(binary: Path, src: Path, dst: Path, qtype: str) -> None:
+    proc = subprocess.run(
+        [str(binary), str(src), str(dst), qtype, "2"], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"llama-quantize {qtype} failed:\n{proc.stderr[-3000:]}")
+
+
 def make(out: Path) -> dict[str, Any]:
     binary = llama_quantize()
     llama_cpp = _converter(out)
@@ -147,11 +170,7 @@ def make(out: Path) -> dict[str, Any]:
     cases["f16"] = {"path": f16.name, "family": "gguf", "kind": "model", "types": _types(f16)}
     for qtype in QTYPES:
         path = out / f"{qtype.lower()}.gguf"
-        proc = subprocess.run(
-            [str(binary), str(f16), str(path), qtype, "2"], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"llama-quantize {qtype} failed:\n{proc.stderr[-3000:]}")
+        _quantize(binary, f16, path, qtype)
         cases[qtype.lower()] = {
             "path": path.name,
             "family": "gguf",
@@ -159,6 +178,13 @@ def make(out: Path) -> dict[str, Any]:
             "qtype": qtype,
             "types": _types(path),
         }
+    _tiny_mixtral(out / "mixtral_hf", hf / "tokenizer.model")
+    _convert(llama_cpp, out / "mixtral_hf", out / "mixtral_f16.gguf", "f16")
+    moe = out / "mixtral_q4_k_m.gguf"
+    _quantize(binary, out / "mixtral_f16.gguf", moe, "Q4_K_M")
+    cases["mixtral_hf"] = {"path": "mixtral_hf", "family": "hf-single", "kind": "model"}
+    cases["mixtral_q4_k_m"] = {"path": moe.name, "family": "gguf", "kind": "model"}
+    cases["mixtral_q4_k_m"]["types"] = _types(moe)
     for case, (g, h) in _faults(out).items():
         path = f"{case}.gguf"
         cases[case] = {"path": path, "family": "gguf", "kind": "model", "fault_gguf": g}

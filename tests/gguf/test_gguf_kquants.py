@@ -69,6 +69,19 @@ def test_untouched_export_is_within_budget(made: Any, case: str) -> None:
     assert held == set(cases[case]["types"].values())
 
 
+def test_stacked_k_quant_experts_are_within_budget(made: Any) -> None:
+    """Each expert of a stacked K-quant tensor is judged on its own slice of the blocks."""
+    out, cases = made
+    case = cases["mixtral_q4_k_m"]
+    assert any(t.endswith("_K") for n, t in case["types"].items() if "_exps" in n)
+    result = diff_checkpoints(out / cases["mixtral_hf"]["path"], out / case["path"])
+    rows = result.export_rows()
+    experts = [r for r in rows if ".experts." in r.name]
+    assert len(experts) == 12 and {r.quant for r in experts} <= K_TYPES
+    assert {r.verdict for r in rows} <= {"exact", WITHIN}
+    assert result.export_verdict == "faithful"
+
+
 @pytest.mark.parametrize("case", FAULTS)
 def test_planted_fault_is_found_and_ranked_first(made: Any, case: str) -> None:
     out, cases = made
