@@ -10,9 +10,13 @@ a verdict (:mod:`.quant_budget`), and every unpaired row the reason.
 
 from __future__ import annotations
 
-from ..readers.gguf.hf import export_of, export_values, hf_view, is_gguf
+from typing import Any
+
+from ..readers.gguf.hf import ExportSource, export_of, export_values, hf_view, is_gguf
+from ..readers.gguf.values import Dequantized
 from ..view import CheckpointView
 from .export_config import config_checks
+from .kquant_rule import LAYOUTS
 from .quant_budget import budget
 from .quant_export import attach_quant_budgets, quant_checks
 from .rows import ONLY_IN_A, ONLY_IN_B, TensorDiff, ValueDiff
@@ -58,13 +62,28 @@ def attach_budgets(
             expected = source.load(name)
             if src.forward is not None:
                 expected = src.forward(expected)
-            figures = budget(src.ggml_type, expected, export_values(export, src))
+            figures = budget(src.ggml_type, expected, export_values(export, src), _raw(export, src))
             row.quant = src.ggml_type
             row.verdict = figures.verdict
             row.budget = figures.max_budget
             row.budget_ratio = figures.ratio
             row.export_tensor = src.describe()
     return side_name
+
+
+def _raw(export: CheckpointView, src: ExportSource) -> dict[str, Any] | None:
+    """A K-quant tensor's own bytes (its expert's), whose scales its budget is read from."""
+    if src.ggml_type not in LAYOUTS:
+        return None
+    load = export.record(src.gguf).loader
+    if not isinstance(load, Dequantized) or load.byteorder != "little":
+        return None
+    import numpy as np
+
+    raw = np.frombuffer(load.mapped.byte_view(load.offset, load.nbytes), dtype=np.uint8)
+    if src.expert is not None:
+        raw = raw.reshape(load.shape[0], -1)[src.expert]
+    return {"raw": raw}
 
 
 def export_checks(view_a: CheckpointView, view_b: CheckpointView) -> list[ValueDiff]:

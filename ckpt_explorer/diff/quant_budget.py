@@ -12,8 +12,15 @@ permutation) in a ggml type. Each type allows an error per element, derived from
   full step ``|d|`` (the clamp at the positive end) plus the F16 rounding of ``d``.
 - Q4_1 / Q5_1: ``d = (max - min) / 15`` (``31``) and ``min``, both F16: ``d / 2`` plus their
   rounding.
-- other types (K-quants, IQ, ternary, FP4): **approximate**: one step of a plain quantizer of
-  the type's bits over the block's range (``(max - min) / (2^bits - 1)``).
+- each of these block rules is taken per element as the largest over what the writer may have
+  quantized: the source itself (llama.cpp's converter) or its F16 / BF16 rounding
+  (``llama-quantize`` reads an intermediate F16 / BF16 GGUF), plus that rounding.
+- Q2_K ... Q6_K, given the export's bytes (``params={"raw": ...}``): half the step of each
+  sub-block's grid as the export's own scales define it (the distance to the grid's end for a
+  clamped element), plus the intermediate file's rounding (:mod:`.kquant_rule`).
+- other types (IQ, ternary, FP4; K-quants without their bytes): **approximate**: one step of a
+  plain quantizer of the type's bits over the block's range (``(max - min) / (2^bits - 1)``).
+  That does not bound the writer: a tensor over it is ``cannot_tell``, never beyond budget.
 
 :func:`budget` compares the export's values with ``x`` element by element: the largest error,
 the largest budget, and the worst ratio error / budget. Verdict: ``exact``, ``within_budget``
@@ -27,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import quant_rules
+from . import kquant_rule, quant_rules
 
 if TYPE_CHECKING:
     import torch
@@ -166,6 +173,19 @@ APPROX_BITS: dict[str, tuple[float, int]] = {  # type -> (bits per weight, block
 }
 
 
+def _from_intermediate(fn: Callable[..., torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """A GGUF block rule's budget when the writer may have quantized ``x`` itself (llama.cpp's
+    converter) or its F16 / BF16 rounding (``llama-quantize`` reads an intermediate F16 / BF16
+    GGUF): per element the largest of ``rule(x')`` plus ``|x - x'|`` over those three ``x'``."""
+    import torch
+
+    bound = fn(x)
+    for dtype in (torch.float16, torch.bfloat16):
+        inter = x.to(dtype).double()
+        bound = torch.maximum(bound, fn(inter) + (x - inter).abs())
+    return bound
+
+
 def budget(
     ggml_type: str,
     expected: torch.Tensor,
@@ -198,11 +218,14 @@ def budget(
     elif ggml_type in RULES:
         fn, rule = RULES[ggml_type]
         if params is None:
-            bound = fn(x)
+            bound = _from_intermediate(fn, x)
         else:
             kw = {k: v for k, v in params.items() if k != "approximate"}
             bound = fn(x, kind=ggml_type, **kw)
             approximate = bool(params.get("approximate"))
+    elif ggml_type in kquant_rule.LAYOUTS and params is not None and "raw" in params:
+        bound = kquant_rule.kquant(x, ggml_type, params["raw"])
+        rule = "half a step of each sub-block's stored grid (its F16 d times its sub-block scale)"
     elif ggml_type in APPROX_BITS:
         bits, block = APPROX_BITS[ggml_type]
         bound = _approx(bits, block)(x)
@@ -216,6 +239,8 @@ def budget(
     over = torch.where(torch.isnan(err), torch.full_like(err, float("inf")), over)
     ratio = _max(over)
     verdict = WITHIN if ratio <= 1.0 else BEYOND
+    if verdict == BEYOND and ggml_type in APPROX_BITS and approximate and params is None:
+        verdict = UNPROVEN  # a plain quantizer's step does not bound this type's writer
     if verdict == WITHIN and _max(err) == 0.0:
         verdict = EXACT
     return Budget(ggml_type, verdict, _max(err), _max(bound), ratio, rule, approximate)
