@@ -35,6 +35,10 @@ case "$cmd" in
     .venv/bin/ruff format --check .
     echo "== mypy"
     .venv/bin/mypy
+    # llama.cpp's llama-quantize (K-quant fixtures), built once from the sdist and cached like a
+    # fixture: a cold build takes 10-20 min on 2 cores, longer than a maker may run inside a test
+    echo "== fixture tools"
+    .venv/bin/python tests/fixture_makers/kquant_maker.py --build
     echo "== pytest"
     exec .venv/bin/python -m pytest -q -ra --durations=15 "$@"
     ;;

@@ -69,6 +69,8 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   uvi -c "$PIN" "fvcore==0.1.5.post20221221" "iopath==0.1.10" "yacs==0.1.8" "tabulate==0.10.0" \
       "portalocker==4.4.2" "jsonargparse==4.41.0" "docstring-parser==0.18.0"
   uvi --no-deps "litgpt==0.5.13"
+  # cmake builds llama.cpp's llama-quantize for the K-quant fixtures (a system cmake is used first)
+  command -v cmake >/dev/null || uvi "cmake==3.31.6"
   # quantized-export fixtures and oracles: compressed-tensors' compressors (bitsandbytes above)
   uvi -c "$PIN" "compressed-tensors==0.20.1" "loguru==0.7.3"
   # mmengine's Runner (writer-profile fixtures) imports cv2 and matplotlib
