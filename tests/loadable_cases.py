@@ -147,7 +147,11 @@ def run_all(fx: Any) -> dict[str, Any]:
     from ckpt_explorer.loadable import loader_table
     from ckpt_explorer.repair import plan_repair, run_repair
 
-    tmp = Path(tempfile.mkdtemp(prefix="loadable-"))
+    # transformers 4 guesses a model type from the folder's path when config.json has none
+    # (any of its model-type names in the path string, e.g. "t5" in a random "9shcz5t5"): a
+    # name of digits only keeps the cases' paths free of them (the prediction assumes so)
+    tmp = Path(tempfile.mkdtemp(prefix="loadable-", suffix=f"-{os.getpid()}"))
+    tmp = tmp.rename(tmp.parent / f"loadable-{os.getpid()}-{int(tmp.stat().st_ino)}")
     cases = make_cases(fx, tmp)
     repairs = {}
     for name, p in cases.items():

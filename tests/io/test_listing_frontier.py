@@ -41,14 +41,22 @@ def test_sparse_deepseek_lists_as_safe_open_reads_it(tmp_path: Path) -> None:
             for k in f.keys():  # noqa: SIM118 (safe_open is no dict)
                 expected[k] = (tuple(f.get_slice(k).get_shape()), f.get_slice(k).get_dtype())
     view = open_checkpoint(folder)
-    assert view.family == "hf-sharded" and not view.warnings
-    assert {r.name: r.shape for r in view.tensors} == {k: s for k, (s, _) in expected.items()}
+    # DeepSeek-V3 is FP8 with 128 x 128 block scales (quantization_config): each weight is
+    # listed once, its weight_scale_inv folded into it as a part
+    assert view.family == "hf-quantized" and not view.warnings
+    scales = {k for k in expected if k.endswith(".weight_scale_inv")}
+    assert scales and {r.name: r.shape for r in view.tensors} == {
+        k: s for k, (s, _) in expected.items() if k not in scales
+    }
     index = json.loads((folder / "model.safetensors.index.json").read_text())
-    assert [r.name for r in view.tensors] == list(index["weight_map"])  # the index's order
+    in_order = [k for k in index["weight_map"] if k not in scales]
+    assert [r.name for r in view.tensors] == in_order  # the index's order
     dtypes = {r.dtype for r in view.tensors}
-    assert dtypes == {"float8_e4m3fn", "float32", "bfloat16"}
-    scale = next(r for r in view.tensors if r.name.endswith("o_proj.weight_scale_inv"))
-    assert scale.shape == (2, 2)  # 256 x 256 in 128 x 128 blocks
+    assert dtypes == {"fp8_e4m3/block128x128", "float32", "bfloat16"}
+    stored = {k for k, (_, dt) in expected.items() if dt == "F8_E4M3"}
+    assert {r.name for r in view.tensors if r.dtype.startswith("fp8")} == stored
+    assert {k.removesuffix("_scale_inv") for k in scales} == stored  # 256 x 256: 2 x 2 blocks
+    assert all(expected[k][0] == (2, 2) for k in scales if "o_proj" in k)
 
 
 def test_streamed_json_is_the_report(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ other unretrieved error still is (the browser side is test_ui_server_log.py)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from tornado.websocket import WebSocketClosedError
@@ -21,7 +22,10 @@ def test_only_closed_socket_errors_are_dropped() -> None:
             quiet_closed_sockets()
             quiet_closed_sockets()  # once per loop
 
-        loop.run_until_complete(install())
+        # in a thread of its own: a test before this one may leave a loop running in this one
+        runner = threading.Thread(target=loop.run_until_complete, args=(install(),))
+        runner.start()
+        runner.join()
         closed, other = WebSocketClosedError(), ValueError("a real error")
         loop.call_exception_handler({"message": "Task exception was never retrieved",
                                      "exception": closed})  # fmt: skip
