@@ -151,7 +151,7 @@ _MAKERS = sorted(
 
 # the writer's own source tree a maker keeps beside its outputs (llama.cpp's converter and its
 # gguf-py, which do shadow the installed gguf when Python starts in gguf-py/): not an output
-_TOOL_TREES = {"gguf": ("llama.cpp",)}
+_TOOL_TREES = {"gguf": ("llama.cpp",), "kquant": ("llama.cpp",)}
 
 
 def _is_code_by_nature(v: Any) -> bool:
