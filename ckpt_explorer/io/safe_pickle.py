@@ -569,6 +569,16 @@ class SafeUnpickler(pickle._Unpickler):
             charge_hash(self.budget, item)
         _BASE_DISPATCH[pickle.FROZENSET[0]](self)
 
+    def load_bytearray8(self) -> None:
+        """BYTEARRAY8 as CPython reads it, but the bytes are read before the buffer is made:
+        pickle.py allocates ``bytearray(n)`` for the n the file claims (2**56 is a MemoryError)."""
+        read = self.read  # type: ignore[attr-defined]  # set by pickle._Unpickler.load
+        (n,) = struct.unpack("<Q", read(8))
+        data = read(n) if n <= sys.maxsize else b""
+        if len(data) != n:
+            raise pickle.UnpicklingError(f"BYTEARRAY8 of {n} bytes, {len(data)} left")
+        self.append(bytearray(data))  # type: ignore[attr-defined]
+
     def load_append(self) -> None:
         _check_target(self.stack[-2], _SEQUENCES, "APPEND")
         _BASE_DISPATCH[pickle.APPEND[0]](self)
@@ -588,6 +598,7 @@ for _opcode, _method in {
     pickle.DICT: SafeUnpickler.load_dict,
     pickle.ADDITEMS: SafeUnpickler.load_additems,
     pickle.FROZENSET: SafeUnpickler.load_frozenset,
+    pickle.BYTEARRAY8: SafeUnpickler.load_bytearray8,
     pickle.APPEND: SafeUnpickler.load_append,
     pickle.APPENDS: SafeUnpickler.load_appends,
 }.items():

@@ -153,6 +153,15 @@ def test_random_pickle_bytes(tmp_path: Path, payload: bytes) -> None:
         read_torch_bytes(_blob(b"\x80\x02" + payload), tmp_path / "fuzz.pt")
 
 
+@pytest.mark.parametrize("length", [1 << 56, (1 << 64) - 1, 5])
+def test_a_bytearray_longer_than_the_pickle_is_refused(tmp_path: Path, length: int) -> None:
+    """BYTEARRAY8 claiming more bytes than the pickle holds (found by the fuzzer above: pickle.py
+    allocates the claimed size first, a MemoryError) is a clear error, allocating nothing."""
+    payload = b"\x96" + length.to_bytes(8, "little") + b"\x01"
+    with pytest.raises(CkptExplorerError):
+        read_torch_bytes(_blob(b"\x80\x02" + payload), tmp_path / "fuzz.pt")
+
+
 def _global(module: str, name: str) -> bytes:
     return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
 
