@@ -141,6 +141,8 @@ RULES: dict[str, tuple[Callable[..., torch.Tensor], str]] = {
     "Q4_1": (_affine(15), "half a step of each 32-block's (max-min)/15 (F16 scale, min)"),
     "Q5_1": (_affine(31), "half a step of each 32-block's (max-min)/31 (F16 scale, min)"),
     # quantized safetensors (:mod:`.quant_rules`): the export's parameters are passed in
+    "int2": (quant_rules.integer, "half a step of each share's min-max int2 scale"),
+    "int3": (quant_rules.integer, "half a step of each share's min-max int3 scale"),
     "int4": (quant_rules.integer, "half a step of each share's min-max int4 scale"),
     "int8": (quant_rules.integer, "half a step of each share's min-max int8 scale"),
     "fp8_e4m3": (quant_rules.fp8, "half an e4m3 ulp of x / (amax/448) per share"),

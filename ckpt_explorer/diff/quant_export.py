@@ -9,10 +9,18 @@ findings become value rows that count in the verdict.
 
 from __future__ import annotations
 
-from ..readers.quantized.folder import QUANT_KEY, quant_weights
+from typing import TYPE_CHECKING, Any
+
+from ..readers.quantized.folder import QUANT_KEY, part_loader, quant_weights
 from ..view import CheckpointView
-from .quant_budget import BEYOND, FLOATS, UNPROVEN, budget
+from .quant_budget import BEYOND, FLOATS, UNPROVEN, Budget, budget
+from .quant_evidence import describe, evidence
 from .rows import ONLY_IN_A, ONLY_IN_B, TensorDiff, ValueDiff
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..readers.quantized.parts import QuantWeight
 
 FLOAT_TYPES = {dtype: name for name, (dtype, _, _) in FLOATS.items()}
 
@@ -37,6 +45,7 @@ def attach_quant_budgets(
         return None
     source, export, export_is_a = found
     weights = quant_weights(export) or {}
+    awq_moved = any(w.scheme == "awq" for w in weights.values())
     for row in rows:
         if row.status in (ONLY_IN_A, ONLY_IN_B) or row.max_abs is None:
             continue
@@ -54,7 +63,8 @@ def attach_quant_budgets(
         if not kind:
             continue
         try:
-            figures = budget(kind, source.load(src_name), export.load(exp_name), params)
+            x, y = source.load(src_name), export.load(exp_name)
+            figures = budget(kind, x, y, params)
         except KeyError:
             continue
         row.quant = w.label if w is not None else kind
@@ -64,14 +74,50 @@ def attach_quant_budgets(
         row.export_tensor = tensor
         if figures.approximate:
             row.note = f"approximate budget: {figures.rule}"
-            if w is not None and w.params.get("moved_by"):
-                row.note += (
-                    f"; the weights were changed before rounding ({w.params['moved_by']}): "
-                    "errors beyond it are expected there"
-                )
-                if figures.verdict == BEYOND:
-                    row.verdict = UNPROVEN  # the budget bounds round-to-nearest, not this writer
+        if w is None and figures.verdict == BEYOND and awq_moved:
+            row.verdict = UNPROVEN  # AWQ divides the norm before a scaled Linear by its scales
+            row.note = "AWQ folds its activation scales into this tensor: no bound from the source"
+        judged = w is not None and (w.params.get("moved_by") or w.scheme == "compressed-tensors")
+        if w is not None and judged and figures.verdict == BEYOND and w.kind.startswith("int"):
+            _judge_moved(row, figures, w, x, y, part_loader(export))
     return "a" if export_is_a else "b"
+
+
+def _judge_moved(
+    row: TensorDiff, figures: Budget, w: QuantWeight, x: torch.Tensor, y: torch.Tensor, load: Any
+) -> None:
+    """An integer weight over its round-to-nearest budget: a fault only where proven.
+
+    Round to nearest of the stored grid proven: the budget stands. Else the weights may have
+    been moved before rounding (GPTQ, AWQ, a GPTQ-made export without its recipe): beyond only
+    for a gross fault (:mod:`.quant_evidence`), else cannot tell."""
+    moved = w.params.get("moved_by")
+    head = f"{row.note}; " if row.note else ""
+    if load is None or x.dim() != 2:
+        ev = None
+    else:
+        ev = evidence(x.detach().double(), y.detach().double().reshape(x.shape), w, load)
+    if ev is not None and ev.rtn and not moved:
+        row.note = head + (
+            "every code is the nearest point of its stored grid: plain rounding, budget applies"
+        )
+        return
+    if ev is not None and ev.ratio > 1:
+        row.budget_ratio = max(ev.ratio, figures.ratio) if moved is None else ev.ratio
+        row.note = head + describe(ev)
+        return
+    row.verdict = UNPROVEN
+    why = (
+        f"weights changed before rounding ({moved})"
+        if moved
+        else (
+            "codes are not the nearest points of their stored grid to the source: the weights were "
+            "moved before rounding (GPTQ-like, no recipe.yaml says so)"
+        )
+    )
+    row.note = f"{head}{why}; " + (
+        describe(ev) if ev is not None else "no group structure to judge"
+    )
 
 
 def quant_checks(view_a: CheckpointView, view_b: CheckpointView) -> list[ValueDiff]:

@@ -21,9 +21,9 @@ from ...view import CheckpointView
 from ..hf import folder as hf_folder
 from ..hf import sharded_index
 from ..json_files import optional_json
-from . import bnb, compressed, fp8_block
+from . import awq, bnb, compressed, fp8_block, gptq
 from .checks import check_config
-from .parts import Grouper, QuantWeight
+from .parts import Grouper, Load, QuantWeight
 from .runtimes import runtime_notes
 
 if TYPE_CHECKING:
@@ -35,15 +35,21 @@ SCHEMES: dict[str, Grouper] = {
     compressed.METHOD: compressed.group,
     fp8_block.METHOD: fp8_block.group,
     bnb.METHOD: bnb.group,
+    gptq.METHOD: gptq.group,
+    awq.METHOD: awq.group,
 }
 _WEIGHTS: weakref.WeakKeyDictionary[CheckpointView, dict[str, QuantWeight]] = (
     weakref.WeakKeyDictionary()
 )
+_PART_LOADS: weakref.WeakKeyDictionary[CheckpointView, Load] = weakref.WeakKeyDictionary()
 
 
 def quant_config(path: Location) -> dict[str, Any] | None:
     config = optional_json(path, "config.json") if (path / "config.json").is_file() else None
     q = config.get("quantization_config") if isinstance(config, dict) else None
+    if q is None and (path / "quantize_config.json").is_file():  # AutoGPTQ's own file
+        doc = optional_json(path, "quantize_config.json")
+        q = {"quant_method": "gptq", **doc} if isinstance(doc, dict) else None
     return q if isinstance(q, dict) and q.get("quant_method") in SCHEMES else None
 
 
@@ -92,6 +98,11 @@ def quant_weights(view: CheckpointView) -> dict[str, QuantWeight] | None:
     return _WEIGHTS.get(view)
 
 
+def part_loader(view: CheckpointView) -> Load | None:
+    """The stored parts' values by their stored names (None for any other view)."""
+    return _PART_LOADS.get(view)
+
+
 def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     base_det = _base(path)
     assert base_det is not None
@@ -100,7 +111,8 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     else:
         base = sharded_index.open_sharded(path, base_det)
     config = optional_json(path, "config.json")
-    q = config["quantization_config"]
+    q = quant_config(path)
+    assert q is not None
     raw = {r.name: r for r in base.tensors}
     weights = SCHEMES[q["quant_method"]](raw, q, base.load)
     moved = error_feedback(path, q)
@@ -157,6 +169,7 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
         warnings=(*base.warnings, *(c["message"] for c in checks)),
     )
     _WEIGHTS[view] = {w.name: w for w in weights}
+    _PART_LOADS[view] = base.load
     return view
 
 

@@ -1,0 +1,170 @@
+"""What can be said of an integer export whose writer may have moved the weights before rounding.
+
+GPTQ (error feedback), AWQ (activation-aware scaling) and GPTQ-made compressed-tensors exports
+round weights that are no longer the trained ones: no per-element bound from the source holds,
+so the round-to-nearest half step is not a budget for them. What stays provable:
+
+- **round to nearest, proven**: every stored code is the nearest point of its own stored grid
+  ``scale * (q - zero)`` to the source value (the grid's end for a value beyond it). Then the
+  export is plain rounding of the source and the min-max budget applies as it stands;
+- **a gross fault** (AWQ's per-input-column scaling undone first: each column's
+  least-squares factor over all rows divided out): a group (one output row's input columns sharing a scale) whose values are
+  not the source's: its least-squares gain ``<x, y> / <x, x>`` at most ``LOW`` (values
+  unrelated to the source: another layer's or expert's, a permuted ``g_idx``) or at least
+  ``HIGH`` (a scale off by a factor). Error feedback and activation scaling change values by a
+  fraction of a step around the source's (GPTQModel 2/3/4/8-bit and AutoAWQ exports here: gains
+  0.9 to 1.1); they do not scale a whole group by 1.6 or decorrelate it.
+
+Anything else is ``cannot_tell``, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..readers.quantized.parts import Load, QuantWeight
+
+LOW, HIGH = 0.4, 1.6
+MIN_GROUP = 8  # groups smaller than this give no gain worth judging
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """``rtn``: round to nearest of the stored grid proven; ``worst_gain``: the group gain
+    farthest from 1 (as a factor) and ``where`` it is; ``ratio``: how far past the gross-fault
+    line that gain is (> 1: a gross fault)."""
+
+    rtn: bool
+    worst_gain: float
+    where: str
+    ratio: float
+
+
+def group_ids(w: QuantWeight, load: Load) -> torch.Tensor | None:
+    """Each element's group ``[out, in]`` (row times the input group); None when unknown."""
+    import torch
+
+    rows, cols = w.shape
+    g_idx = w.parts.get("g_idx")
+    if g_idx is not None:
+        col_group = load(g_idx).reshape(-1).long()
+    elif w.params.get("strategy") == "group" and w.params.get("group_size"):
+        col_group = torch.arange(cols) // int(w.params["group_size"])
+    elif w.params.get("strategy") == "channel":
+        col_group = torch.zeros(cols, dtype=torch.long)
+    else:
+        return None
+    n = int(col_group.max()) + 1 if col_group.numel() else 1
+    return torch.arange(rows)[:, None] * n + col_group[None, :]
+
+
+def _steps(w: QuantWeight, load: Load) -> tuple[torch.Tensor, float, float] | None:
+    """compressed-tensors' stored step per element ``[out, in]`` and its code range; None
+    for other schemes (their grid is the writer's own, not checked here)."""
+    if w.scheme != "compressed-tensors" or "weight_zero_point" in w.parts:
+        return None
+    strategy = w.params.get("strategy")
+    if strategy not in ("group", "channel") or w.kind not in ("int4", "int8"):
+        return None
+    rows, cols = w.shape
+    scale = load(w.parts["weight_scale"]).double().reshape(rows, -1)
+    half = 2 ** (w.bits - 1)
+    if strategy == "group":
+        scale = scale.repeat_interleave(int(w.params["group_size"]), 1)[:, :cols]
+    return scale.expand(rows, cols), -half, half - 1
+
+
+def rtn_proven(x: torch.Tensor, y: torch.Tensor, w: QuantWeight, load: Load) -> bool:
+    """Every value of ``y`` the nearest point of its stored symmetric grid to ``x``."""
+    import torch
+
+    found = _steps(w, load)
+    if found is None:
+        return False
+    step, lo, hi = found
+    safe = torch.where(step > 0, step, torch.ones_like(step))
+    code = torch.round(y / safe)
+    nearest = torch.clamp(torch.round(x / safe), lo, hi)
+    # a tie (x half-way) may round either way: allow codes one apart when |x/s - code| = 0.5
+    tie = ((x / safe - code).abs() - 0.5).abs() < 1e-6
+    return bool(((code == nearest) | tie).all())
+
+
+def g_idx_fault(w: QuantWeight, load: Load) -> str:
+    """A GPTQ ``g_idx`` no GPTQ writer makes: without ``desc_act`` it is ``i // group_size``
+    (kernels that ignore it, ExLlama and Marlin, and those that read it would compute
+    different weights); with it, each group holds ``group_size`` columns."""
+    import torch
+
+    if "g_idx" not in w.parts or w.scheme != "gptq":
+        return ""
+    g = load(w.parts["g_idx"]).reshape(-1).long()
+    gs = int(w.params.get("group_size") or g.numel())
+    if not w.params.get("desc_act"):
+        if not torch.equal(g, torch.arange(g.numel()) // gs):
+            return f"g_idx is not i // {gs} though desc_act is false"
+        return ""
+    counts = torch.bincount(g)
+    if bool((counts[:-1] != gs).any()):
+        return f"g_idx groups do not hold {gs} columns each"
+    return ""
+
+
+def evidence(x: torch.Tensor, y: torch.Tensor, w: QuantWeight, load: Load) -> Evidence | None:
+    """The figures for one weight (``x`` source, ``y`` export, ``[out, in]`` float64)."""
+    import torch
+
+    rtn = rtn_proven(x, y, w, load)
+    bad = g_idx_fault(w, load)
+    if bad:
+        return Evidence(rtn, float("nan"), bad, float("inf"))
+    if w.scheme == "awq":  # AWQ scales each input column of the weight: undo it first
+        col = (x * y).sum(0) / torch.where((x * x).sum(0) > 0, (x * x).sum(0), torch.ones(1))
+        y = y / torch.where(col > 0, col, torch.ones_like(col))[None, :]
+    ids = group_ids(w, load)
+    if ids is None or ids.shape != x.shape:
+        return Evidence(rtn, 1.0, "", 0.0) if rtn else None
+    flat = ids.reshape(-1)
+    n = int(flat.max()) + 1
+    xx = torch.zeros(n, dtype=torch.float64).index_add_(0, flat, (x * x).reshape(-1))
+    xy = torch.zeros(n, dtype=torch.float64).index_add_(0, flat, (x * y).reshape(-1))
+    size = torch.zeros(n, dtype=torch.float64).index_add_(
+        0, flat, torch.ones_like(flat, dtype=torch.float64)
+    )
+    usable = (size >= MIN_GROUP) & (xx > 0)
+    if not bool(usable.any()):
+        return Evidence(rtn, 1.0, "", 0.0)
+    gain = torch.where(
+        usable, xy / torch.where(xx > 0, xx, torch.ones_like(xx)), torch.ones_like(xx)
+    )
+    # how far past the line each gain is: > 1 beyond it
+    past = torch.maximum(gain / HIGH, LOW / torch.clamp(gain, min=1e-300))
+    past = torch.where(gain <= 0, torch.full_like(gain, float("inf")), past)
+    past = torch.where(usable, past, torch.zeros_like(past))
+    worst = int(past.argmax())
+    per_row = n // x.shape[0] if x.shape[0] else 1
+    row, group = divmod(worst, per_row)
+    return Evidence(rtn, float(gain[worst]), f"row {row}, group {group}", float(past[worst]))
+
+
+def describe(ev: Evidence) -> str:
+    if ev.ratio > 1 and ev.worst_gain != ev.worst_gain:  # NaN: a structural fault
+        return f"gross fault: {ev.where}"
+    if ev.ratio > 1:
+        return (
+            f"gross fault: {ev.where} is {ev.worst_gain:.3g}x the source (least-squares gain; "
+            f"outside {LOW}..{HIGH}, which error feedback or activation scaling do not reach)"
+        )
+    return (
+        "the weights were moved before rounding: no per-element bound from the source holds "
+        f"(group gains within {LOW}..{HIGH}: no gross fault; worst {ev.worst_gain:.3g}x at "
+        f"{ev.where or 'no group'})"
+    )
+
+
+def params_of(w: QuantWeight) -> dict[str, Any]:
+    return {k: v for k, v in w.params.items() if k != "moved_by"} | {"bits": w.bits}
