@@ -10,7 +10,8 @@ Usage: ``python tests/fixture_makers/gptq_maker.py OUT_DIR``
   of 32, asymmetric: values straddle int32 words), ``gptq_8bit`` (8-bit, one group per row:
   ``group_size -1``), ``gptq_4bit_static`` (4-bit, groups of 32, no ``desc_act``, symmetric).
   ``gptq_v2``: ``gptq_3bit`` converted to the ``gptq_v2`` checkpoint format by GPTQModel's own
-  ``convert_gptq_v1_to_v2`` zero correction (zeros stored as they are).
+  ``convert_gptq_v1_to_v2`` zero correction (zeros stored as they are);
+  ``gptq_legacy_config``: ``gptq_4bit`` with its config in ``quantize_config.json`` only.
   Oracle: GPTQModel's offline dequantizer (``gptqmodel.utils.model_dequant.dequantize_model``,
   float32) saved as ``<case>.oracle.safetensors``.
 * AutoAWQ (``AutoAWQForCausalLM.quantize`` on CPU, ``save_quantized``): ``awq_gemm`` (4-bit,
@@ -21,7 +22,8 @@ Usage: ``python tests/fixture_makers/gptq_maker.py OUT_DIR``
 * faults: ``fault_gptq_scale`` (``gptq_4bit``, layers.1.self_attn.o_proj: one group's scale
   of one output row times 2), ``fault_gptq_layers`` (``gptq_4bit``: layers 0 and 1
   mlp.up_proj parts swapped), ``fault_gptq_gidx`` (``gptq_4bit_static``: layers.0.
-  self_attn.q_proj g_idx shuffled), ``fault_awq_scale`` (``awq_gemm``, layers.1.mlp.down_proj:
+  self_attn.q_proj g_idx shuffled), ``fault_gptq_gidx_act`` (``gptq_4bit``, desc_act:
+  layers.0.self_attn.k_proj g_idx shuffled), ``fault_awq_scale`` (``awq_gemm``, layers.1.mlp.down_proj:
   one scale times 2).
 """
 
@@ -121,6 +123,12 @@ def gptq(out: Path) -> dict[str, Any]:
     _v2(out, "gptq_3bit", "gptq_v2")
     _gptq_oracle(out, "gptq_v2")
     cases["gptq_v2"] = _case("gptq_v2", bits=3, group_size=32, desc_act=False, sym=False)
+    legacy = out / "gptq_legacy_config"
+    shutil.copytree(out / "gptq_4bit", legacy)
+    doc = json.loads((legacy / "config.json").read_text())
+    del doc["quantization_config"]  # AutoGPTQ-era folders: quantize_config.json only
+    (legacy / "config.json").write_text(json.dumps(doc, indent=2))
+    cases["gptq_legacy_config"] = _case("gptq_legacy_config", bits=4, group_size=32)
     return cases
 
 
@@ -266,6 +274,12 @@ def faults(out: Path) -> dict[str, Any]:
         out / "fault_gptq_gidx",
         lambda n, t: t[torch.randperm(t.numel(), generator=g)] if n == gidx else t,
     )
+    act_idx = "model.layers.0.self_attn.k_proj.g_idx"
+    _rewrite(
+        out / "gptq_4bit",
+        out / "fault_gptq_gidx_act",
+        lambda n, t: t[torch.randperm(t.numel(), generator=g)] if n == act_idx else t,
+    )
     awq_scale = "model.layers.1.mlp.down_proj.scales"
     _rewrite(
         out / "awq_gemm",
@@ -282,6 +296,9 @@ def faults(out: Path) -> dict[str, Any]:
             also="model.layers.1.mlp.up_proj.weight",
         ),
         "fault_gptq_gidx": _case("fault_gptq_gidx", fault="model.layers.0.self_attn.q_proj.weight"),
+        "fault_gptq_gidx_act": _case(
+            "fault_gptq_gidx_act", fault="model.layers.0.self_attn.k_proj.weight"
+        ),
         "fault_awq_scale": _case("fault_awq_scale", fault="model.layers.1.mlp.down_proj.weight"),
     }
 

@@ -59,4 +59,20 @@ def runtime_notes(q: dict[str, Any], weights: list[QuantWeight]) -> list[dict[st
                 else "bitsandbytes 8-bit (LLM.int8) checkpoints are not listed as supported",
             ),
         ]
+    if method == "gptq":
+        bits = sorted({w.bits for w in weights})
+        return [
+            _note(
+                "vLLM",
+                True,
+                f"GPTQ {'/'.join(map(str, bits))}-bit; its Marlin kernels take 4/8-bit only "
+                "(other widths fall back to the plain GPTQ kernel); NVIDIA GPU",
+            ),
+            _note("transformers", True, "with GPTQModel (CPU through its torch kernel)"),
+        ]
+    if method == "awq":
+        return [
+            _note("vLLM", True, "AWQ GEMM checkpoints (awq / awq_marlin kernels); NVIDIA GPU"),
+            _note("transformers", True, "with AutoAWQ or GPTQModel"),
+        ]
     return []
