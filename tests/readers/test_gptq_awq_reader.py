@@ -111,3 +111,22 @@ def test_g_idx_out_of_range_is_an_error_not_garbage(made: Any, tmp_path: Path) -
     with pytest.raises(CkptExplorerError):
         view.load("model.layers.0.self_attn.q_proj.weight")
     assert view.load("model.layers.0.self_attn.k_proj.weight").shape == (64, 128)
+
+
+def test_config_bits_that_disagree_with_the_parts_are_found(made: Any, tmp_path: Path) -> None:
+    """A config saying 8-bit over 4-bit codes: every part's size disagrees (validate errors)."""
+    import json
+
+    from ckpt_explorer.readers.quantized.checks import RULE_PARTS
+    from ckpt_explorer.validate import validate_checkpoint
+
+    out, _ = made
+    folder = tmp_path / "wrong_bits"
+    shutil.copytree(out / "gptq_4bit", folder)
+    doc = json.loads((folder / "config.json").read_text())
+    doc["quantization_config"]["bits"] = 8
+    (folder / "config.json").write_text(json.dumps(doc))
+    report = validate_checkpoint(folder, numeric=False)
+    bad = sorted({f.tensor for f in report.findings if f.rule == RULE_PARTS})
+    assert bad == sorted(_linear_names()) and not report.ok
+    assert validate_checkpoint(out / "gptq_4bit", numeric=False).ok

@@ -3,7 +3,7 @@
 Each finding is a dict ``{"rule", "module", "message"}``:
 
 - a stored part that disagrees with the scheme's sizes (packed width vs bits and shape, one
-  scale per group / block / row, bitsandbytes' absmax per block, its quant type);
+  scale per group / block / row, GPTQ / AWQ codes, zeros and scales per group of input columns, bitsandbytes' absmax per block, its quant type);
 - a module the config's ``ignore`` list names that is stored quantized;
 - a module the config targets by regex, or a Linear-like ``*proj`` weight under a ``Linear``
   target, stored in float (it would load unquantized, or not at all).
@@ -65,6 +65,16 @@ def _expected_parts(w: QuantWeight, q: dict[str, Any]) -> dict[str, tuple[int, .
             want["weight_packed"] = (rows, _cdiv(cols * w.bits, 32))
     elif w.scheme == "fp8":
         want["weight_scale_inv"] = (_cdiv(rows, p["block_rows"]), _cdiv(cols, p["block_cols"]))
+    elif w.scheme in ("gptq", "awq"):  # stored transposed: [in, out] codes
+        groups = _cdiv(cols, int(p["group_size"]))
+        packed_out = _cdiv(rows * w.bits, 32)
+        want["scales"] = (groups, rows)
+        want["qzeros"] = (groups, packed_out)
+        if w.scheme == "gptq":
+            want["qweight"] = (_cdiv(cols * w.bits, 32), rows)
+            want["g_idx"] = (cols,)
+        else:
+            want["qweight"] = (cols, packed_out)
     elif w.scheme == "bitsandbytes" and w.bits == 4:
         if not p.get("double_quant"):
             want["absmax"] = (_cdiv(rows * cols, int(p["blocksize"])),)
