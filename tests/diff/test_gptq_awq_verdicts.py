@@ -85,3 +85,52 @@ def test_planted_fault_is_beyond_budget_and_ranked_first(made: Any, case: str) -
     )
     assert all(r.verdict != BEYOND for r in ranked[len(faulty) :])
     assert result.export_verdict == "not_faithful"
+
+
+def test_round_to_nearest_is_proven_on_rtn_exports_only(real_checkpoints: Any, made: Any) -> None:
+    from ckpt_explorer.api import open_checkpoint
+    from ckpt_explorer.diff.quant_evidence import nearest_groups
+    from ckpt_explorer.readers.quantized.folder import part_loader, quant_weights
+
+    q_out, _ = real_checkpoints("quantized")
+    g_out, _ = made
+    for folder, expected in (
+        (q_out / "ct_w4a16", 1.0),
+        (q_out / "ct_w4_asym", 1.0),
+        (q_out / "ct_w8a8", 1.0),
+        (g_out / "ct_gptq", 0.0),
+    ):
+        view, source = open_checkpoint(folder), open_checkpoint(folder.parent / "hf")
+        load = part_loader(view)
+        assert load is not None
+        for name, w in (quant_weights(view) or {}).items():
+            x, y = source.load(name).double(), view.load(name).double()
+            found = nearest_groups(x, y, w, load)
+            assert found is not None
+            assert (found[0] == 1.0) if expected else (found[0] < 0.1), (folder.name, name)
+
+
+def test_one_code_changed_in_a_rtn_export_stays_beyond_budget(
+    real_checkpoints: Any, tmp_path: Path
+) -> None:
+    """No recipe, codes not all nearest: the rest of the tensor proves round to nearest, so
+    the one group off its grid is a fault, not "cannot tell"."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    out, _ = real_checkpoints("quantized")
+    folder = tmp_path / "one_code"
+    shutil.copytree(out / "ct_w4a16", folder)
+    state = load_file(str(folder / "model.safetensors"))
+    name = "model.layers.0.self_attn.v_proj.weight_packed"
+    packed = state[name].clone()
+    packed[2, 1] = packed[2, 1] ^ torch.tensor(0x6, dtype=packed.dtype)  # one code: two steps off
+    state[name] = packed
+    save_file(state, str(folder / "model.safetensors"), {"format": "pt"})
+    result = diff_checkpoints(out / "hf", folder)
+    row = result.export_rows()[0]
+    assert row.name == "model.layers.0.self_attn.v_proj.weight" and row.verdict == BEYOND
+    assert row.note and "round to nearest" in row.note and "row 2" in row.note
+    assert all(r.verdict != BEYOND for r in result.export_rows()[1:])
