@@ -98,6 +98,7 @@ def _gptq_oracle(out: Path, case: str) -> None:
 
 def gptq(out: Path) -> dict[str, Any]:
     os.environ.setdefault("GPTQMODEL_CPU_WORKERS", "2")
+    os.chdir(out)  # GPTQModel writes its quantization logs under ./logs
     from gptqmodel import GPTQModel, QuantizeConfig
 
     calib = [
@@ -111,7 +112,12 @@ def gptq(out: Path) -> dict[str, Any]:
     for case, (bits, gs, desc_act, sym) in GPTQ_CASES.items():
         if not (out / f"{case}.oracle.safetensors").is_file():  # (a rerun into the same folder)
             config = QuantizeConfig(
-                bits=bits, group_size=gs, desc_act=desc_act, sym=sym, act_group_aware=False
+                bits=bits,
+                group_size=gs,
+                desc_act=desc_act,
+                sym=sym,
+                act_group_aware=False,
+                offload_to_disk=False,
             )
             model = GPTQModel.load(str(out / "hf"), config, device="cpu")
             model.quantize(calib, batch_size=1)
@@ -123,6 +129,7 @@ def gptq(out: Path) -> dict[str, Any]:
     _v2(out, "gptq_3bit", "gptq_v2")
     _gptq_oracle(out, "gptq_v2")
     cases["gptq_v2"] = _case("gptq_v2", bits=3, group_size=32, desc_act=False, sym=False)
+    shutil.rmtree(out / "logs", ignore_errors=True)
     legacy = out / "gptq_legacy_config"
     shutil.copytree(out / "gptq_4bit", legacy)
     doc = json.loads((legacy / "config.json").read_text())
