@@ -13,9 +13,9 @@ so the round-to-nearest half step is not a budget for them. What stays provable:
   not the source's: its least-squares gain ``<x, y> / <x, x>`` at most ``LOW`` (values
   unrelated to the source: another layer's or expert's, a permuted ``g_idx``) or at least
   ``HIGH`` (a scale off by a factor). Error feedback and activation scaling change values by a
-  fraction of a step around the source's (GPTQModel 3/4/8-bit exports here: worst group gain
-  1.12; AutoAWQ 4-bit, its column scaling undone: 1.24); they do not scale a whole group by
-  1.6 or decorrelate it.
+  fraction of a step around the source's (GPTQModel exports of a tiny Llama: worst group gain
+  1.12 at 3/4/8-bit, 1.27 at 2-bit; AutoAWQ 4-bit, its column scaling undone: 1.24); they do
+  not scale a whole group by 1.6 or decorrelate it.
 
 - **a fault in a round-to-nearest export**: at least ``RTN_SHARE`` of a tensor's groups are
   round to nearest of their stored grid, the others not (error feedback leaves few groups all
