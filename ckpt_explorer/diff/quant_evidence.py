@@ -27,7 +27,7 @@ Anything else is ``cannot_tell``, with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
@@ -197,7 +197,3 @@ def describe(ev: Evidence) -> str:
         f"(group gains within {LOW}..{HIGH}: no gross fault; worst {ev.worst_gain:.3g}x at "
         f"{ev.where or 'no group'})"
     )
-
-
-def params_of(w: QuantWeight) -> dict[str, Any]:
-    return {k: v for k, v in w.params.items() if k != "moved_by"} | {"bits": w.bits}
