@@ -73,11 +73,6 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   command -v cmake >/dev/null || uvi "cmake==3.31.6"
   # quantized-export fixtures and oracles: compressed-tensors' compressors (bitsandbytes above)
   uvi -c "$PIN" "compressed-tensors==0.20.1" "loguru==0.7.3"
-  # GPTQ / AWQ fixtures and oracles, written on CPU by GPTQModel and AutoAWQ (GPTQModel asks for
-  # a newer torch than the pin but runs on it: --no-deps, its runtime needs listed by hand)
-  uvi -c "$PIN" "datasets==5.2.0" "pypcre==0.6.4" "logbar==0.4.15" "device-smi==0.5.7" \
-      "tokenicer==0.0.14" "defuser==0.0.28" "threadpoolctl==3.8.0"
-  uvi --no-deps "gptqmodel==7.7.0" "autoawq==0.2.9"
   # mmengine's Runner (writer-profile fixtures) imports cv2 and matplotlib
   uvi -c "$PIN" "opencv-python-headless==4.10.0.84" "matplotlib==3.9.2"
   # (diffusers' models import peft>=0.17 when peft is found: its maker hides peft)
@@ -96,5 +91,13 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
       "pyarrow==26.0.1" "dill==0.4.1" "multiprocess==0.70.19" "xxhash==4.1.0" \
       "sentencepiece==0.2.3" "tiktoken==0.14.0" "blobfile==3.3.0" "lxml==6.1.3" \
       "pycryptodomex==3.24.2" "kagglehub==1.0.3"
+  # GPTQ / AWQ fixtures and oracles, written on CPU by GPTQModel and AutoAWQ, in a side folder put
+  # on sys.path by gptq_maker.py only: peft imports awq whenever it is importable, and AutoAWQ
+  # breaks that import under transformers 4 (GPTQModel asks for a newer torch than the pin but
+  # runs on it, hence --no-deps and its runtime needs listed)
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/gptq" \
+      "gptqmodel==7.7.0" "autoawq==0.2.9" "datasets==5.2.0" "pyarrow==26.0.1" "dill==0.4.1" \
+      "multiprocess==0.70.19" "xxhash==4.1.0" "pypcre==0.6.4" "logbar==0.4.15" \
+      "device-smi==0.5.7" "tokenicer==0.0.14" "defuser==0.0.28" "threadpoolctl==3.8.0"
 fi
 echo "$stamp_key" > "$VENV/.ckpt_explorer_stamp"

@@ -1,6 +1,7 @@
 """GPTQ and AWQ exports of one tiny Llama, quantized on CPU by the real tools, with faults.
 
-Usage: ``python tests/fixture_makers/gptq_maker.py OUT_DIR``
+Usage: ``python tests/fixture_makers/gptq_maker.py OUT_DIR`` (GPTQModel and AutoAWQ are
+imported from ``.venv/side/gptq``, see scripts/setup_env.sh).
 
 ``hf`` is the source (a tiny ``LlamaForCausalLM``, a word-level tokenizer the tools need).
 
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _manifest import main_out_dir, run_maker
+from _manifest import main_out_dir, run_maker, side_folder
 
 HIDDEN, INTER, VOCAB = 128, 256, 256
 
@@ -312,6 +313,10 @@ def faults(out: Path) -> dict[str, Any]:
 
 if __name__ == "__main__":
     from importlib.metadata import version
+
+    # GPTQModel and AutoAWQ live in a side folder (scripts/setup_env.sh): peft imports awq
+    # whenever it can, and AutoAWQ breaks that import under transformers 4
+    sys.path.insert(0, side_folder("gptqmodel", "GPTQ_SIDE_DIR", "gptq"))
 
     versions = "; ".join(
         f"{p} {version(p)}" for p in ("gptqmodel", "autoawq", "compressed-tensors", "transformers")
