@@ -21,7 +21,7 @@ import itertools
 import math
 import operator
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from .io.mapped import MappedFile, MappedTensor
@@ -31,7 +31,6 @@ from .types import TensorRecord
 COLUMNS = ("name", "dtype", "shape", "nbytes", "file", "offset", "mapped")
 STORED = ("name", "dtype", "shape", "nbytes", "file", "offset", "storage_key", "loader")
 _NEW_LOADER = functools.partial(tuple.__new__, MappedTensor)  # MappedTensor._make, in C
-_IS_NONE = functools.partial(operator.is_, None)
 
 
 @functools.cache
@@ -91,11 +90,12 @@ class RecordTable(Sequence[TensorRecord]):
         shapes: list[Any],
         nbytes: list[int],
         files: list[str],
-        offsets: list[int],
-        mapped: list[MappedFile | None],
+        offsets: list[int | None],
+        mapped: list[MappedFile | Callable[[], Any] | None],
     ) -> RecordTable:
         """Tensors that are each one range of a file: ``offsets``/``nbytes`` into the file
-        ``mapped`` (None: not loadable). Shapes may be lists (as parsed): records get tuples.
+        ``mapped`` (None: not loadable; a callable: the record's loader as it is, for a tensor
+        made from several stored ones). Shapes may be lists (as parsed): records get tuples.
         The lists are the table's from now on; the caller must not change them."""
         table = cls()
         given = (names, dtypes, shapes, nbytes, files, offsets, mapped)
@@ -111,6 +111,12 @@ class RecordTable(Sequence[TensorRecord]):
         return table
 
     # -- columns ------------------------------------------------------------------------
+
+    @property
+    def columnar(self) -> bool:
+        """Whether the table holds columns (made with :meth:`from_columns`, every one of
+        :data:`COLUMNS` readable with :meth:`column`), not records."""
+        return bool(self._columns)
 
     def column(self, field: str) -> Sequence[Any]:
         """One field of every record, in order (shapes as parsed: lists or tuples; loaders
@@ -160,7 +166,8 @@ class RecordTable(Sequence[TensorRecord]):
         name, dtype, nbytes, file, offset, mapped = map(
             self._column, ("name", "dtype", "nbytes", "file", "offset", "mapped")
         )
-        if any(map(_IS_NONE, mapped)):
+        loaders: list[Any]
+        if not all(issubclass(t, MappedFile) for t in set(map(type, mapped))):
             loaders = list(map(_loader, mapped, offset, nbytes, dtype, shapes))
         else:
             fixed = itertools.repeat(None), itertools.repeat(0), itertools.repeat("little")
@@ -270,9 +277,15 @@ class RecordTable(Sequence[TensorRecord]):
 
 
 def _loader(
-    mapped: MappedFile | None, offset: int, nbytes: int, dtype: str, shape: tuple[int, ...]
-) -> MappedTensor | None:
-    return None if mapped is None else MappedTensor(mapped, offset, nbytes, dtype, shape)
+    mapped: MappedFile | Callable[[], Any] | None,
+    offset: int,
+    nbytes: int,
+    dtype: str,
+    shape: tuple[int, ...],
+) -> MappedTensor | Callable[[], Any] | None:
+    if mapped is None or not isinstance(mapped, MappedFile):
+        return mapped  # not loadable, or a ready loader
+    return MappedTensor(mapped, offset, nbytes, dtype, shape)
 
 
 def record_column(records: Iterable[TensorRecord], field: str) -> Sequence[Any]:

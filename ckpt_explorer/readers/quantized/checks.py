@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .parts import QuantWeight
+from .parts import Grouped, QuantWeight
 
 RULE_PARTS = "quantized.parts_disagree"
 RULE_IGNORED = "quantized.ignored_but_quantized"
@@ -73,8 +74,8 @@ def _expected_parts(w: QuantWeight, q: dict[str, Any]) -> dict[str, tuple[int, .
     return want
 
 
-def _parts_findings(
-    w: QuantWeight, q: dict[str, Any], shapes: dict[str, tuple[int, ...]]
+def _shape_findings(
+    w: QuantWeight, q: dict[str, Any], shape_of: Callable[[str], tuple[int, ...] | None]
 ) -> list[dict[str, str]]:
     module = w.name.removesuffix(".weight")
     found = []
@@ -83,7 +84,7 @@ def _parts_findings(
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         return [_finding(RULE_PARTS, module, f"the scheme's sizes cannot be read ({e!r})")]
     for role, shape in expected.items():
-        have = shapes.get(w.parts.get(role, ""))
+        have = shape_of(w.parts.get(role, ""))
         if have is not None and tuple(have) != shape and math.prod(have) != math.prod(shape):
             found.append(
                 _finding(
@@ -93,6 +94,13 @@ def _parts_findings(
                     f"{list(w.shape)} weight needs {list(shape)}",
                 )
             )
+    return found
+
+
+def _config_findings(w: QuantWeight, q: dict[str, Any]) -> list[dict[str, str]]:
+    """What the weight's scheme words (not its parts' shapes) say against the config."""
+    module = w.name.removesuffix(".weight")
+    found = []
     if w.scheme == "bitsandbytes":
         four = bool(q.get("load_in_4bit") or q.get("_load_in_4bit"))
         if (w.bits == 4) != four:
@@ -109,29 +117,74 @@ def _parts_findings(
     return found
 
 
+def _parts_findings(
+    g: Grouped, q: dict[str, Any], shape_of: Callable[[str], tuple[int, ...] | None]
+) -> list[dict[str, str]]:
+    """Each weight's shape and config findings. The expected part shapes are worked out once
+    per family and shape, the config's words once per family; a weight whose parts have those
+    shapes, in a family with nothing to say, is passed without making its object."""
+    found = []
+    wanted: dict[tuple[int, tuple[int, ...]], list[tuple[int, tuple[int, ...]]] | None] = {}
+    quiet: dict[int, bool] = {}
+    for i, (fam, shape, parts) in enumerate(zip(g.family, g.shapes, g.parts, strict=True)):
+        want = wanted.get((fam, shape), _UNSEEN)
+        if want is _UNSEEN:
+            want = wanted[(fam, shape)] = _roles_wanted(g, i, q)
+        clean = quiet.get(fam)
+        if clean is None:
+            clean = quiet[fam] = not _config_findings(g.families[fam], q)
+        if clean and want is not None:
+            for at, need in want:
+                if shape_of(parts[at]) not in (need, None):
+                    break
+            else:
+                continue
+        w = g.weight(i)
+        found += _shape_findings(w, q, shape_of) + _config_findings(w, q)
+    return found
+
+
+_UNSEEN: Any = object()
+
+
+def _roles_wanted(
+    g: Grouped, i: int, q: dict[str, Any]
+) -> list[tuple[int, tuple[int, ...]]] | None:
+    """(position in the weight's parts, expected shape) of each part with an expected shape;
+    None when the scheme's sizes cannot be read."""
+    try:
+        expected = _expected_parts(g.weight(i), q)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    roles = g.roles[g.family[i]]
+    return [(roles.index(role), shape) for role, shape in expected.items() if role in roles]
+
+
 def check_config(
     q: dict[str, Any],
-    weights: list[QuantWeight],
-    names: list[str],
-    shapes: dict[str, tuple[int, ...]],
+    weights: Grouped,
+    names: Sequence[str],
+    shape_of: Callable[[str], tuple[int, ...] | None],
 ) -> list[dict[str, str]]:
     """Findings for ``q`` (the quantization_config) against the grouped ``weights``, the
     view's tensor ``names`` (logical weights and the float tensors) and the stored parts'
-    ``shapes``."""
+    shapes (``shape_of`` a stored name; None for a name not stored)."""
     found = []
     ignore = _ignore_list(q)
-    quantized = {w.name.removesuffix(".weight") for w in weights}
-    for module in sorted(quantized):
-        if any(_matches(p, module) for p in ignore):
-            found.append(
-                _finding(RULE_IGNORED, module, "the config ignores it, the files quantize it")
-            )
-    for w in weights:
-        found += _parts_findings(w, q, shapes)
+    quantized = {n.removesuffix(".weight") for n in weights.names}
+    if ignore:
+        for module in sorted(quantized):
+            if any(_matches(p, module) for p in ignore):
+                found.append(
+                    _finding(RULE_IGNORED, module, "the config ignores it, the files quantize it")
+                )
+    found += _parts_findings(weights, q, shape_of)
     targets = []
     for group in (q.get("config_groups") or {}).values():
         if isinstance(group, dict):
             targets += [t for t in group.get("targets") or [] if isinstance(t, str)]
+    if not targets:  # nothing is targeted: no float module can be missing
+        return found
     floats = [n.removesuffix(".weight") for n in names if n.endswith(".weight")]
     for module in floats:
         if module in quantized or any(_matches(p, module) for p in ignore):

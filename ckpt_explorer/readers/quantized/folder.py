@@ -10,20 +10,24 @@ embeddings, modules the config ignores) is listed as stored.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CkptExplorerError
 from ...io.location import Location
-from ...types import Detection, FileInfo, TensorRecord, Traits
+from ...record_table import COLUMNS, RecordTable
+from ...record_table import _records as make_records
+from ...types import Detection, FileInfo, Traits
 from ...view import CheckpointView
 from ..hf import folder as hf_folder
 from ..hf import sharded_index
 from ..json_files import optional_json
 from . import bnb, compressed, fp8_block
 from .checks import check_config
-from .parts import Grouper, QuantWeight
+from .lazy import Described, Weights
+from .parts import Grouped, Grouper, QuantWeight, StoredParts
 from .runtimes import runtime_notes
 
 if TYPE_CHECKING:
@@ -36,9 +40,7 @@ SCHEMES: dict[str, Grouper] = {
     fp8_block.METHOD: fp8_block.group,
     bnb.METHOD: bnb.group,
 }
-_WEIGHTS: weakref.WeakKeyDictionary[CheckpointView, dict[str, QuantWeight]] = (
-    weakref.WeakKeyDictionary()
-)
+_WEIGHTS: weakref.WeakKeyDictionary[CheckpointView, Weights] = weakref.WeakKeyDictionary()
 
 
 def quant_config(path: Location) -> dict[str, Any] | None:
@@ -87,7 +89,7 @@ def error_feedback(path: Location, q: dict[str, Any]) -> str:
     return ", ".join(dict.fromkeys(found))
 
 
-def quant_weights(view: CheckpointView) -> dict[str, QuantWeight] | None:
+def quant_weights(view: CheckpointView) -> Mapping[str, QuantWeight] | None:
     """The quantized weights of a view this reader opened (None for any other view)."""
     return _WEIGHTS.get(view)
 
@@ -101,77 +103,132 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
         base = sharded_index.open_sharded(path, base_det)
     config = optional_json(path, "config.json")
     q = config["quantization_config"]
-    raw = {r.name: r for r in base.tensors}
-    weights = SCHEMES[q["quant_method"]](raw, q, base.load)
+    table = base.tensors  # read as columns: the parts' records are never made
+    names = table.column("name")
+    stored = StoredParts(names, table.column("dtype"), table.column("shape"))
+    found = SCHEMES[q["quant_method"]](stored, q, base.load)
+    grouped = found if isinstance(found, Grouped) else Grouped.of(found)
     moved = error_feedback(path, q)
-    if moved:
-        weights = [replace(w, params={**w.params, "moved_by": moved}) for w in weights]
-    by_part = {part: w for w in weights for part in w.parts.values()}
-    records: list[TensorRecord] = []
-    seen: set[str] = set()
-    for rec in base.tensors:
-        w = by_part.get(rec.name)
-        if w is None:
-            records.append(rec)
-        elif w.name not in seen:
-            seen.add(w.name)
-            nbytes = sum(raw[p].nbytes for p in w.parts.values())
-            records.append(
-                replace(
-                    rec,
-                    name=w.name,
-                    dtype=w.label,
-                    shape=w.shape,
-                    nbytes=nbytes,
-                    offset=None,
-                    storage_key=None,
-                    loader=_loader(path, w, base.load),
-                )
-            )
+    weights = Weights(grouped, {"moved_by": moved} if moved else None)
+    records = _table(path, table, stored, grouped, weights, base.load)
     values = dict(base.values)
     values["config.json"] = config
-    shapes = {n: tuple(r.shape) for n, r in raw.items()}
-    checks = check_config(q, weights, [r.name for r in records], shapes)
+    checks = check_config(q, grouped, records.column("name"), stored.shape)
+    used = sorted(set(grouped.family))
+    kinds = sorted({grouped.families[f].label for f in used})
     values[QUANT_KEY] = {
         "method": q["quant_method"],
-        "weights": {w.name: w.describe() for w in weights},
+        "weights": Described(weights),
         "checks": checks,
-        "runtimes": runtime_notes(q, weights),
+        "runtimes": runtime_notes(q, {grouped.families[f].kind for f in used}),
     }
     files = list(base.files)
     if not any(f.path == "config.json" for f in files):
         files.append(FileInfo("config.json", (path / "config.json").stat().st_size))
-    kinds = sorted({w.label for w in weights})
     readers = ", ".join(n["runtime"] for n in values[QUANT_KEY]["runtimes"] if n["reads"])
     evidence = (
         *detection.evidence,
-        f"{len(weights)} quantized weights: {', '.join(kinds)}",
+        f"{len(grouped)} quantized weights: {', '.join(kinds)}",
         *([f"read by {readers} (their documentation; unverified here)"] if readers else []),
     )
     view = CheckpointView(
         path,
         replace(detection, evidence=evidence),
         tuple(files),
-        tuple(records),
+        records,
         values,
         warnings=(*base.warnings, *(c["message"] for c in checks)),
     )
-    _WEIGHTS[view] = {w.name: w for w in weights}
+    _WEIGHTS[view] = weights
     return view
 
 
-def _loader(
-    path: Location, w: QuantWeight, load: Callable[[str], torch.Tensor]
-) -> Callable[[], torch.Tensor]:
-    def values() -> torch.Tensor:
+def _table(
+    path: Location,
+    table: RecordTable,
+    stored: StoredParts,
+    grouped: Grouped,
+    weights: Weights,
+    load: Callable[[str], torch.Tensor],
+) -> RecordTable:
+    """The view's records in the listing's order: a stored tensor no weight claims as it is,
+    each weight once, where its first part is (in that part's file), with its parts' bytes
+    and a loader that dequantizes them. Kept as columns when the listing is (records are made
+    when a consumer asks), each weight's record made once from its row otherwise."""
+    names = table.column("name")
+    owner = {p: i for i, parts in enumerate(grouped.parts) for p in parts}
+    hits: list[int | None] = list(map(owner.get, names))
+    if len(weights) != len(grouped):  # a weight name found twice: listed once, as before
+        first: dict[str, int] = {}
+        same = [first.setdefault(n, i) for i, n in enumerate(grouped.names)]
+        hits = [None if i is None else same[i] for i in hits]
+    rows: list[int] = []  # the listing's row of each record
+    order: list[int] = []  # each weight's index in grouped, in the order listed
+    at: list[int] = []  # and its record's position
+    seen = bytearray(len(grouped))
+    for row, i in enumerate(hits):
+        if i is None:
+            rows.append(row)
+        elif not seen[i]:
+            seen[i] = 1
+            order.append(i)
+            at.append(len(rows))
+            rows.append(row)
+    labels = [f.label for f in grouped.families]
+    size, row_of = table.column("nbytes").__getitem__, stored.positions.__getitem__
+    fam, wname, parts = grouped.family, grouped.names, grouped.parts
+    context = Dequantize(path, weights, load)
+    new: dict[str, list[Any]] = {  # column -> the weights' values, in the order of `at`
+        "name": [wname[i] for i in order],
+        "dtype": [labels[fam[i]] for i in order],
+        "shape": list(map(grouped.shapes.__getitem__, order)),
+        "nbytes": [sum(map(size, map(row_of, parts[i]))) for i in order],
+        "offset": [None] * len(order),
+        "mapped": [partial(context, wname[i]) for i in order],
+    }
+    if not table.columnar:
+        files = table.column("file")
+        fields = (new[k] for k in ("name", "dtype", "shape", "nbytes", "mapped"))
+        made = iter(
+            make_records(
+                (n, d, s, b, files[rows[k]], None, None, m)
+                for k, n, d, s, b, m in zip(at, *fields, strict=True)
+            )
+        )
+        weight_at = set(at)
+        return RecordTable.from_records(
+            next(made) if k in weight_at else table[r] for k, r in enumerate(rows)
+        )
+    columns: dict[str, list[Any]] = {}
+    for key in COLUMNS:
+        column = list(map(table.column(key).__getitem__, rows))
+        for k, v in zip(at, new.get(key, ()), strict=False):
+            column[k] = v
+        columns[key] = column
+    return RecordTable.from_columns(*(columns[k] for k in COLUMNS))
+
+
+class Dequantize:
+    """The quantized records' loaders: ``partial(dequantize, name)`` is the record's."""
+
+    __slots__ = ("load", "path", "weights")
+
+    def __init__(
+        self,
+        path: Location,
+        weights: Mapping[str, QuantWeight],
+        load: Callable[[str], torch.Tensor],
+    ) -> None:
+        self.path, self.weights, self.load = path, weights, load
+
+    def __call__(self, name: str) -> torch.Tensor:
+        w = self.weights[name]
         try:
-            return w.values(load)
+            return w.values(self.load)
         except (RuntimeError, ValueError, IndexError, KeyError) as e:
             raise CkptExplorerError(
-                path,
+                self.path,
                 f"the parts of {w.name} ({w.kind} {w.block}) to dequantize",
                 f"parts that do not fit together: {e}",
                 "compare the parts' shapes with quantization_config (validate lists them)",
             ) from e
-
-    return values

@@ -13,16 +13,15 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .parts import Load, QuantWeight, module_of
+from .parts import Grouped, Load, QuantWeight, Stored
 from .unpack import expand_blocks
 
 if TYPE_CHECKING:
     import torch
 
-    from ...types import TensorRecord
-
 METHOD = "fp8"
 FP8_DTYPES = {"float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
+SCALE = ".weight_scale_inv"
 
 
 def dequantize_block(weight: torch.Tensor, scale: torch.Tensor, bh: int, bw: int) -> torch.Tensor:
@@ -36,30 +35,48 @@ def _dequantize_parts(p: dict[str, torch.Tensor], bh: int, bw: int) -> torch.Ten
     return dequantize_block(p["weight"], p["weight_scale_inv"], bh, bw)
 
 
-def group(
-    records: Mapping[str, TensorRecord], config: dict[str, Any], load: Load
-) -> list[QuantWeight]:
+def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> Grouped:
+    """One pass over the names: each ``<m>.weight_scale_inv`` beside a ``<m>.weight``. The
+    weights of one stored dtype share everything but name, shape and parts (one family)."""
     block = config.get("weight_block_size") or [128, 128]
     bh, bw = int(block[0]), int(block[1])
-    found = []
+    dequantize = partial(_dequantize_parts, bh=bh, bw=bw)
+    names: list[str] = []
+    shapes: list[tuple[int, ...]] = []
+    parts: list[tuple[str, ...]] = []
+    family: list[int] = []
+    families: list[QuantWeight] = []
+    by_dtype: dict[str, int] = {}
+    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+    cut = -len(SCALE)
     for name in records:
-        module = module_of(name, ".weight_scale_inv")
-        weight = f"{module}.weight" if module is not None else None
-        if weight is None or weight not in records:
+        if not name.endswith(SCALE):
             continue
-        wrec = records[weight]
-        kind = FP8_DTYPES.get(wrec.dtype, wrec.dtype)
-        found.append(
-            QuantWeight(
-                weight,
-                tuple(wrec.shape),
-                METHOD,
-                kind,
-                8,
-                f"block {bh}x{bw}",
-                {"weight": weight, "weight_scale_inv": name},
-                {"block_rows": bh, "block_cols": bw, "fp8": kind, "scale_of": "scale_inv"},
-                partial(_dequantize_parts, bh=bh, bw=bw),
+        wrec = records.get(name[:cut] + ".weight")
+        if wrec is None:
+            continue
+        weight = wrec.name  # the listing's string, not a copy
+        shape = tuple(wrec.shape)
+        shape = seen.setdefault(shape, shape)  # a few shapes, shared
+        at = by_dtype.get(wrec.dtype)
+        if at is None:
+            at = by_dtype[wrec.dtype] = len(families)
+            kind = FP8_DTYPES.get(wrec.dtype, wrec.dtype)
+            families.append(
+                QuantWeight(
+                    weight,
+                    shape,
+                    METHOD,
+                    kind,
+                    8,
+                    f"block {bh}x{bw}",
+                    {"weight": weight, "weight_scale_inv": name},
+                    {"block_rows": bh, "block_cols": bw, "fp8": kind, "scale_of": "scale_inv"},
+                    dequantize,
+                )
             )
-        )
-    return found
+        names.append(weight)
+        shapes.append(shape)
+        parts.append((weight, name))
+        family.append(at)
+    return Grouped(names, shapes, parts, family, families)

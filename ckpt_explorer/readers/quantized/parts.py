@@ -10,14 +10,12 @@ they are (norms, embeddings, ignored modules kept in float).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     import torch
-
-    from ...types import TensorRecord
 
 MAX_JSON_BYTES = 1 << 20
 Load = Callable[[str], "torch.Tensor"]  # a stored part's values by its name
@@ -72,7 +70,133 @@ class QuantWeight:
         return self.dequantize({role: load(name) for role, name in self.parts.items()})
 
 
-Grouper = Callable[[Mapping[str, "TensorRecord"], dict[str, Any], Load], list[QuantWeight]]
+class Stored(Protocol):
+    """What a scheme reads of a stored tensor (a record has it, and so has :class:`Part`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def shape(self) -> Sequence[int]: ...
+
+
+class Part(NamedTuple):
+    name: str  # the listing's own string (a weight's name shares it)
+    dtype: str
+    shape: Sequence[int]
+
+
+class StoredParts(Mapping[str, Part]):
+    """name -> (dtype, shape) of the stored tensors, read from the listing's columns (no
+    record is made); a name stored twice is its last copy, as in a dict of the records."""
+
+    __slots__ = ("_dtypes", "_index", "_names", "_shapes")
+
+    def __init__(self, names: Sequence[str], dtypes: Sequence[str], shapes: Sequence[Any]):
+        self._index = dict(zip(names, range(len(names)), strict=True))
+        self._names = names
+        self._dtypes = dtypes
+        self._shapes = shapes
+
+    def __getitem__(self, name: str) -> Part:
+        i = self._index[name]
+        return Part(self._names[i], self._dtypes[i], self._shapes[i])
+
+    def get(self, name: str, default: Any = None) -> Any:
+        i = self._index.get(name)
+        return default if i is None else Part(self._names[i], self._dtypes[i], self._shapes[i])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    @property
+    def positions(self) -> Mapping[str, int]:
+        """name -> its row in the listing (its last copy)."""
+        return self._index
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        i = self._index.get(name)
+        return None if i is None else tuple(self._shapes[i])
+
+
+class Grouped:
+    """The weights a scheme found, as columns; each :class:`QuantWeight` is made when asked
+    for (a DeepSeek-V3 export has 45,000: the listing needs only their names, shapes, labels
+    and parts).
+
+    Attributes:
+        names: each weight's name.
+        shapes: its logical shape.
+        parts: the stored names of its parts, in the order of its family's ``roles``.
+        family: for each weight, the index in ``families`` of what it shares with others
+            (scheme, kind, bits, block, params, dequantize: a weight of that family).
+        families: one weight of each family.
+        roles: each family's part roles, in the order of ``parts``.
+    """
+
+    __slots__ = ("families", "family", "names", "parts", "roles", "shapes")
+
+    def __init__(
+        self,
+        names: list[str],
+        shapes: list[tuple[int, ...]],
+        parts: list[tuple[str, ...]],
+        family: list[int],
+        families: list[QuantWeight],
+    ) -> None:
+        self.names = names
+        self.shapes = shapes
+        self.parts = parts
+        self.family = family
+        self.families = families
+        self.roles = [tuple(f.parts) for f in families]
+
+    @classmethod
+    def of(cls, weights: Sequence[QuantWeight]) -> Grouped:
+        """Weights made one by one (each its own family)."""
+        return cls(
+            [w.name for w in weights],
+            [w.shape for w in weights],
+            [tuple(w.parts.values()) for w in weights],
+            list(range(len(weights))),
+            list(weights),
+        )
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def label(self, i: int) -> str:
+        return self.families[self.family[i]].label
+
+    def weight(self, i: int) -> QuantWeight:
+        """The ``i``-th weight (made anew unless it is its family's own)."""
+        f = self.families[self.family[i]]
+        name, shape, parts = self.names[i], self.shapes[i], self.parts[i]
+        if f.name == name and f.shape == shape and tuple(f.parts.values()) == parts:
+            return f
+        return QuantWeight(
+            name,
+            shape,
+            f.scheme,
+            f.kind,
+            f.bits,
+            f.block,
+            dict(zip(self.roles[self.family[i]], parts, strict=True)),
+            f.params,
+            f.dequantize,
+        )
+
+
+Grouper = Callable[[Mapping[str, Stored], dict[str, Any], Load], "list[QuantWeight] | Grouped"]
 
 
 def module_of(name: str, suffix: str) -> str | None:

@@ -6,9 +6,8 @@ comes from the runtime's documentation and was not verified on this machine.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any
-
-from .parts import QuantWeight
 
 SOURCE = "documentation; unverified here"
 
@@ -17,9 +16,9 @@ def _note(runtime: str, reads: bool | None, note: str) -> dict[str, Any]:
     return {"runtime": runtime, "reads": reads, "note": note, "source": SOURCE}
 
 
-def runtime_notes(q: dict[str, Any], weights: list[QuantWeight]) -> list[dict[str, Any]]:
+def runtime_notes(q: dict[str, Any], kinds: Set[str]) -> list[dict[str, Any]]:
+    """The notes for an export of ``quant_method`` whose weights are of these ``kinds``."""
     method = q.get("quant_method")
-    kinds = {w.kind for w in weights}
     if method == "compressed-tensors":
         return [
             _note(
