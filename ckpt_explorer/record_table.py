@@ -22,7 +22,7 @@ import math
 import operator
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 from .io.mapped import MappedFile, MappedTensor
 from .types import TensorRecord
@@ -90,15 +90,15 @@ class RecordTable(Sequence[TensorRecord]):
         shapes: list[Any],
         nbytes: list[int],
         files: list[str],
-        offsets: list[int | None],
-        mapped: list[MappedFile | Callable[[], Any] | None],
+        offsets: Sequence[int | None],
+        mapped: Sequence[MappedFile | LoaderSource | None],
     ) -> RecordTable:
         """Tensors that are each one range of a file: ``offsets``/``nbytes`` into the file
-        ``mapped`` (None: not loadable; a callable: the record's loader as it is, for a tensor
-        made from several stored ones). Shapes may be lists (as parsed): records get tuples.
+        ``mapped`` (None: not loadable; a :class:`LoaderSource`: ``loader_for(name)``, for a
+        tensor made from several stored ones). Shapes may be lists (as parsed): records get tuples.
         The lists are the table's from now on; the caller must not change them."""
         table = cls()
-        given = (names, dtypes, shapes, nbytes, files, offsets, mapped)
+        given: tuple[Any, ...] = (names, dtypes, shapes, nbytes, files, offsets, mapped)
         table._columns = dict(zip(COLUMNS, given, strict=True))
         return table
 
@@ -168,7 +168,7 @@ class RecordTable(Sequence[TensorRecord]):
         )
         loaders: list[Any]
         if not all(issubclass(t, MappedFile) for t in set(map(type, mapped))):
-            loaders = list(map(_loader, mapped, offset, nbytes, dtype, shapes))
+            loaders = list(map(_loader, mapped, offset, nbytes, dtype, shapes, name))
         else:
             fixed = itertools.repeat(None), itertools.repeat(0), itertools.repeat("little")
             rows = zip(mapped, offset, nbytes, dtype, shapes, *fixed, strict=False)
@@ -189,7 +189,7 @@ class RecordTable(Sequence[TensorRecord]):
             c = self._columns
             shape = tuple(c["shape"][source])
             row = [c[k][source] for k in COLUMNS]
-            loader = _loader(row[6], row[5], row[3], row[1], shape)
+            loader = _loader(row[6], row[5], row[3], row[1], shape, row[0])
             (r,) = _records([(row[0], row[1], shape, row[3], row[4], row[5], None, loader)])
             with self._lock:
                 r = self._made.setdefault(i, r)
@@ -276,16 +276,26 @@ class RecordTable(Sequence[TensorRecord]):
         return table
 
 
+class LoaderSource(Protocol):
+    """Where tensors that are not one range of one file load from (a quantized weight,
+    dequantized from its parts): a column-born table asks it for a record's loader."""
+
+    def loader_for(self, name: str) -> Callable[[], Any]: ...
+
+
 def _loader(
-    mapped: MappedFile | Callable[[], Any] | None,
+    mapped: MappedFile | LoaderSource | None,
     offset: int,
     nbytes: int,
     dtype: str,
     shape: tuple[int, ...],
+    name: str,
 ) -> MappedTensor | Callable[[], Any] | None:
-    if mapped is None or not isinstance(mapped, MappedFile):
-        return mapped  # not loadable, or a ready loader
-    return MappedTensor(mapped, offset, nbytes, dtype, shape)
+    if mapped is None:
+        return None
+    if isinstance(mapped, MappedFile):
+        return MappedTensor(mapped, offset, nbytes, dtype, shape)
+    return mapped.loader_for(name)
 
 
 def record_column(records: Iterable[TensorRecord], field: str) -> Sequence[Any]:

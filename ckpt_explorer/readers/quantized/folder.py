@@ -10,9 +10,12 @@ embeddings, modules the config ignores) is listed as stored.
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
+from itertools import accumulate, chain, repeat
+from operator import sub
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CkptExplorerError
@@ -118,7 +121,7 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     kinds = sorted({grouped.families[f].label for f in used})
     values[QUANT_KEY] = {
         "method": q["quant_method"],
-        "weights": Described(weights),
+        "weights": Described(grouped.names, weights),
         "checks": checks,
         "runtimes": runtime_notes(q, {grouped.families[f].kind for f in used}),
     }
@@ -156,9 +159,17 @@ def _table(
     and a loader that dequantizes them. Kept as columns when the listing is (records are made
     when a consumer asks), each weight's record made once from its row otherwise."""
     names = table.column("name")
-    owner = {p: i for i, parts in enumerate(grouped.parts) for p in parts}
-    hits: list[int | None] = list(map(owner.get, names))
-    if len(weights) != len(grouped):  # a weight name found twice: listed once, as before
+    parts = grouped.parts
+    flat = list(chain.from_iterable(parts))  # every part, weight after weight
+    owners = list(chain.from_iterable(map(repeat, range(len(parts)), map(len, parts))))
+    hits: list[int | None] = [None] * len(names)
+    if len(stored.positions) == len(names):  # each name once: a part is one row
+        part_rows = list(map(stored.positions.__getitem__, flat))
+        deque(map(hits.__setitem__, part_rows, owners), maxlen=0)
+    else:  # every copy of a part's name is the part
+        hits = list(map(dict(zip(flat, owners, strict=True)).get, names))
+        part_rows = list(map(stored.positions.__getitem__, flat))
+    if len(set(grouped.names)) != len(grouped):  # a weight name found twice: listed once
         first: dict[str, int] = {}
         same = [first.setdefault(n, i) for i, n in enumerate(grouped.names)]
         hits = [None if i is None else same[i] for i in hits]
@@ -174,25 +185,26 @@ def _table(
             order.append(i)
             at.append(len(rows))
             rows.append(row)
-    labels = [f.label for f in grouped.families]
-    size, row_of = table.column("nbytes").__getitem__, stored.positions.__getitem__
-    fam, wname, parts = grouped.family, grouped.names, grouped.parts
-    context = Dequantize(path, weights, load)
+    sizes = [0, *accumulate(map(table.column("nbytes").__getitem__, part_rows))]
+    ends = list(accumulate(map(len, parts)))
+    totals = list(map(sub, map(sizes.__getitem__, ends), map(sizes.__getitem__, [0, *ends])))
+    labels = list(map([f.label for f in grouped.families].__getitem__, grouped.family))
+    source = Dequantize(path, weights, load)
     new: dict[str, list[Any]] = {  # column -> the weights' values, in the order of `at`
-        "name": [wname[i] for i in order],
-        "dtype": [labels[fam[i]] for i in order],
+        "name": list(map(grouped.names.__getitem__, order)),
+        "dtype": list(map(labels.__getitem__, order)),
         "shape": list(map(grouped.shapes.__getitem__, order)),
-        "nbytes": [sum(map(size, map(row_of, parts[i]))) for i in order],
+        "nbytes": list(map(totals.__getitem__, order)),
         "offset": [None] * len(order),
-        "mapped": [partial(context, wname[i]) for i in order],
+        "mapped": [source] * len(order),
     }
     if not table.columnar:
         files = table.column("file")
-        fields = (new[k] for k in ("name", "dtype", "shape", "nbytes", "mapped"))
+        fields = (new[k] for k in ("name", "dtype", "shape", "nbytes"))
         made = iter(
             make_records(
-                (n, d, s, b, files[rows[k]], None, None, m)
-                for k, n, d, s, b, m in zip(at, *fields, strict=True)
+                (n, d, s, b, files[rows[k]], None, None, source.loader_for(n))
+                for k, n, d, s, b in zip(at, *fields, strict=True)
             )
         )
         weight_at = set(at)
@@ -202,14 +214,14 @@ def _table(
     columns: dict[str, list[Any]] = {}
     for key in COLUMNS:
         column = list(map(table.column(key).__getitem__, rows))
-        for k, v in zip(at, new.get(key, ()), strict=False):
-            column[k] = v
+        if key in new:
+            deque(map(column.__setitem__, at, new[key]), maxlen=0)
         columns[key] = column
     return RecordTable.from_columns(*(columns[k] for k in COLUMNS))
 
 
 class Dequantize:
-    """The quantized records' loaders: ``partial(dequantize, name)`` is the record's."""
+    """Where the quantized records load from: ``loader_for(name)`` is the record's loader."""
 
     __slots__ = ("load", "path", "weights")
 
@@ -220,6 +232,9 @@ class Dequantize:
         load: Callable[[str], torch.Tensor],
     ) -> None:
         self.path, self.weights, self.load = path, weights, load
+
+    def loader_for(self, name: str) -> Callable[[], torch.Tensor]:
+        return partial(self, name)
 
     def __call__(self, name: str) -> torch.Tensor:
         w = self.weights[name]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
+from operator import methodcaller
 from typing import TYPE_CHECKING, Any
 
-from .parts import Grouped, Load, QuantWeight, Stored
+from .parts import Grouped, Load, QuantWeight, Stored, StoredParts
 from .unpack import expand_blocks
 
 if TYPE_CHECKING:
@@ -38,9 +39,12 @@ def _dequantize_parts(p: dict[str, torch.Tensor], bh: int, bw: int) -> torch.Ten
 def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> Grouped:
     """One pass over the names: each ``<m>.weight_scale_inv`` beside a ``<m>.weight``. The
     weights of one stored dtype share everything but name, shape and parts (one family)."""
+    stored = records if isinstance(records, StoredParts) else StoredParts.of(records)
     block = config.get("weight_block_size") or [128, 128]
     bh, bw = int(block[0]), int(block[1])
-    dequantize = partial(_dequantize_parts, bh=bh, bw=bw)
+    cut = -len(SCALE)
+    scales = list(filter(methodcaller("endswith", SCALE), stored))
+    rows = list(map(stored.positions.get, [s[:cut] + ".weight" for s in scales]))
     names: list[str] = []
     shapes: list[tuple[int, ...]] = []
     parts: list[tuple[str, ...]] = []
@@ -48,20 +52,18 @@ def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> 
     families: list[QuantWeight] = []
     by_dtype: dict[str, int] = {}
     seen: dict[tuple[int, ...], tuple[int, ...]] = {}
-    cut = -len(SCALE)
-    for name in records:
-        if not name.endswith(SCALE):
+    dequantize = partial(_dequantize_parts, bh=bh, bw=bw)
+    column, dtypes, stored_shapes = stored.names, stored.dtypes, stored.shapes
+    for scale, row in zip(scales, rows, strict=True):
+        if row is None:
             continue
-        wrec = records.get(name[:cut] + ".weight")
-        if wrec is None:
-            continue
-        weight = wrec.name  # the listing's string, not a copy
-        shape = tuple(wrec.shape)
+        weight, dtype = column[row], dtypes[row]  # the listing's strings, not copies
+        shape = tuple(stored_shapes[row])
         shape = seen.setdefault(shape, shape)  # a few shapes, shared
-        at = by_dtype.get(wrec.dtype)
+        at = by_dtype.get(dtype)
         if at is None:
-            at = by_dtype[wrec.dtype] = len(families)
-            kind = FP8_DTYPES.get(wrec.dtype, wrec.dtype)
+            at = by_dtype[dtype] = len(families)
+            kind = FP8_DTYPES.get(dtype, dtype)
             families.append(
                 QuantWeight(
                     weight,
@@ -70,13 +72,13 @@ def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> 
                     kind,
                     8,
                     f"block {bh}x{bw}",
-                    {"weight": weight, "weight_scale_inv": name},
+                    {"weight": weight, "weight_scale_inv": scale},
                     {"block_rows": bh, "block_cols": bw, "fp8": kind, "scale_of": "scale_inv"},
                     dequantize,
                 )
             )
         names.append(weight)
         shapes.append(shape)
-        parts.append((weight, name))
+        parts.append((weight, scale))
         family.append(at)
     return Grouped(names, shapes, parts, family, families)

@@ -9,7 +9,7 @@ quantization value: a dict whose values are made on first read.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, Mapping, ValuesView
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import replace
 from typing import Any
 
@@ -61,8 +61,8 @@ class Described(dict[str, Any]):
     """name -> ``weight.describe()``: a dict (it is one to every consumer and to JSON) that
     holds every name from the start and makes each value when it is first read."""
 
-    def __init__(self, weights: Weights) -> None:
-        super().__init__(dict.fromkeys(weights, _PENDING))
+    def __init__(self, names: Iterable[str], weights: Mapping[str, QuantWeight]) -> None:
+        super().__init__(dict.fromkeys(names, _PENDING))  # the names of ``weights``
         self._weights = weights
 
     def _value(self, key: str, value: Any) -> Any:

@@ -90,42 +90,47 @@ class Part(NamedTuple):
 
 
 class StoredParts(Mapping[str, Part]):
-    """name -> (dtype, shape) of the stored tensors, read from the listing's columns (no
-    record is made); a name stored twice is its last copy, as in a dict of the records."""
+    """name -> (name, dtype, shape) of the stored tensors, read from the listing's columns (no
+    record is made); a name stored twice is its last copy, as in a dict of the records.
 
-    __slots__ = ("_dtypes", "_index", "_names", "_shapes")
+    Attributes:
+        names, dtypes, shapes: the columns, in the listing's order (shapes as parsed).
+        positions: name -> its row (its last copy).
+    """
+
+    __slots__ = ("dtypes", "names", "positions", "shapes")
 
     def __init__(self, names: Sequence[str], dtypes: Sequence[str], shapes: Sequence[Any]):
-        self._index = dict(zip(names, range(len(names)), strict=True))
-        self._names = names
-        self._dtypes = dtypes
-        self._shapes = shapes
+        self.positions = dict(zip(names, range(len(names)), strict=True))
+        self.names = names
+        self.dtypes = dtypes
+        self.shapes = shapes
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Stored]) -> StoredParts:
+        values = list(stored.values())
+        return cls(list(stored), [v.dtype for v in values], [v.shape for v in values])
 
     def __getitem__(self, name: str) -> Part:
-        i = self._index[name]
-        return Part(self._names[i], self._dtypes[i], self._shapes[i])
+        i = self.positions[name]
+        return Part(self.names[i], self.dtypes[i], self.shapes[i])
 
     def get(self, name: str, default: Any = None) -> Any:
-        i = self._index.get(name)
-        return default if i is None else Part(self._names[i], self._dtypes[i], self._shapes[i])
+        i = self.positions.get(name)
+        return default if i is None else Part(self.names[i], self.dtypes[i], self.shapes[i])
 
     def __contains__(self, name: object) -> bool:
-        return name in self._index
+        return name in self.positions
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
+        return iter(self.positions)
 
     def __len__(self) -> int:
-        return len(self._index)
-
-    @property
-    def positions(self) -> Mapping[str, int]:
-        """name -> its row in the listing (its last copy)."""
-        return self._index
+        return len(self.positions)
 
     def shape(self, name: str) -> tuple[int, ...] | None:
-        i = self._index.get(name)
-        return None if i is None else tuple(self._shapes[i])
+        i = self.positions.get(name)
+        return None if i is None else tuple(self.shapes[i])
 
 
 class Grouped:
