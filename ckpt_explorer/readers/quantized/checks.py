@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .parts import Grouped, QuantWeight
+from .parts import Grouped, QuantWeight, StoredParts
 
 RULE_PARTS = "quantized.parts_disagree"
 RULE_IGNORED = "quantized.ignored_but_quantized"
@@ -117,15 +117,14 @@ def _config_findings(w: QuantWeight, q: dict[str, Any]) -> list[dict[str, str]]:
     return found
 
 
-def _parts_findings(
-    g: Grouped, q: dict[str, Any], shape_of: Callable[[str], tuple[int, ...] | None]
-) -> list[dict[str, str]]:
+def _parts_findings(g: Grouped, q: dict[str, Any], stored: StoredParts) -> list[dict[str, str]]:
     """Each weight's shape and config findings. The expected part shapes are worked out once
     per family and shape, the config's words once per family; a weight whose parts have those
     shapes, in a family with nothing to say, is passed without making its object."""
     found = []
     wanted: dict[tuple[int, tuple[int, ...]], list[tuple[int, tuple[int, ...]]] | None] = {}
     quiet: dict[int, bool] = {}
+    index, shapes = stored.positions, stored.shapes
     for i, (fam, shape, parts) in enumerate(zip(g.family, g.shapes, g.parts, strict=True)):
         want = wanted.get((fam, shape), _UNSEEN)
         if want is _UNSEEN:
@@ -135,12 +134,13 @@ def _parts_findings(
             clean = quiet[fam] = not _config_findings(g.families[fam], q)
         if clean and want is not None:
             for at, need in want:
-                if shape_of(parts[at]) not in (need, None):
+                row = index.get(parts[at])
+                if row is not None and tuple(shapes[row]) != need:
                     break
             else:
                 continue
         w = g.weight(i)
-        found += _shape_findings(w, q, shape_of) + _config_findings(w, q)
+        found += _shape_findings(w, q, stored.shape) + _config_findings(w, q)
     return found
 
 
@@ -164,11 +164,11 @@ def check_config(
     q: dict[str, Any],
     weights: Grouped,
     names: Sequence[str],
-    shape_of: Callable[[str], tuple[int, ...] | None],
+    stored: StoredParts,
 ) -> list[dict[str, str]]:
     """Findings for ``q`` (the quantization_config) against the grouped ``weights``, the
-    view's tensor ``names`` (logical weights and the float tensors) and the stored parts'
-    shapes (``shape_of`` a stored name; None for a name not stored)."""
+    view's tensor ``names`` (logical weights and the float tensors) and the ``stored``
+    tensors (the parts' shapes)."""
     found = []
     ignore = _ignore_list(q)
     quantized = {n.removesuffix(".weight") for n in weights.names}
@@ -178,7 +178,7 @@ def check_config(
                 found.append(
                     _finding(RULE_IGNORED, module, "the config ignores it, the files quantize it")
                 )
-    found += _parts_findings(weights, q, shape_of)
+    found += _parts_findings(weights, q, stored)
     targets = []
     for group in (q.get("config_groups") or {}).values():
         if isinstance(group, dict):

@@ -116,7 +116,7 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     records = _table(path, table, stored, grouped, weights, base.load)
     values = dict(base.values)
     values["config.json"] = config
-    checks = check_config(q, grouped, records.column("name"), stored.shape)
+    checks = check_config(q, grouped, records.column("name"), stored)
     used = sorted(set(grouped.family))
     kinds = sorted({grouped.families[f].label for f in used})
     values[QUANT_KEY] = {
