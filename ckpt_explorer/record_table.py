@@ -118,24 +118,26 @@ class RecordTable(Sequence[TensorRecord]):
         :data:`COLUMNS` readable with :meth:`column`), not records."""
         return bool(self._columns)
 
-    def column(self, field: str) -> Sequence[Any]:
+    def column(self, field: str, keep: bool = True) -> Sequence[Any]:
         """One field of every record, in order (shapes as parsed: lists or tuples; loaders
-        make every record). Do not modify the result."""
+        make every record). Do not modify the result. ``keep=False``: a reordered column is
+        not kept for the next call (a reader that reads a listing once to make its own)."""
         if not self._columns or field == "loader":  # a table of records, or loaders
             return list(map(operator.attrgetter(field), self.records()))
         if field == "storage_key":
             return [None] * len(self)
         if field not in COLUMNS:
             return [_defaults()[field]] * len(self)  # KeyError: not a field
-        return self._column(field)
+        return self._column(field, keep)
 
-    def _column(self, field: str) -> list[Any]:
+    def _column(self, field: str, keep: bool = True) -> list[Any]:
         if self._order is None:
             return self._columns[field]
         found = self._ordered.get(field)
         if found is None:
             found = list(map(self._columns[field].__getitem__, self._order))
-            self._ordered[field] = found
+            if keep:
+                self._ordered[field] = found
         return found
 
     def nbytes_total(self) -> int:

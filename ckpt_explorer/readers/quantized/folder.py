@@ -107,8 +107,10 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     config = optional_json(path, "config.json")
     q = config["quantization_config"]
     table = base.tensors  # read as columns: the parts' records are never made
-    names = table.column("name")
-    stored = StoredParts(names, table.column("dtype"), table.column("shape"))
+    names = table.column("name", keep=False)  # the base view keeps no copy in its order
+    stored = StoredParts(
+        names, table.column("dtype", keep=False), table.column("shape", keep=False)
+    )
     found = SCHEMES[q["quant_method"]](stored, q, base.load)
     grouped = found if isinstance(found, Grouped) else Grouped.of(found)
     moved = error_feedback(path, q)
@@ -158,7 +160,7 @@ def _table(
     each weight once, where its first part is (in that part's file), with its parts' bytes
     and a loader that dequantizes them. Kept as columns when the listing is (records are made
     when a consumer asks), each weight's record made once from its row otherwise."""
-    names = table.column("name")
+    names = stored.names
     parts = grouped.parts
     flat = list(chain.from_iterable(parts))  # every part, weight after weight
     owners = list(chain.from_iterable(map(repeat, range(len(parts)), map(len, parts))))
@@ -185,7 +187,7 @@ def _table(
             order.append(i)
             at.append(len(rows))
             rows.append(row)
-    sizes = [0, *accumulate(map(table.column("nbytes").__getitem__, part_rows))]
+    sizes = [0, *accumulate(map(table.column("nbytes", keep=False).__getitem__, part_rows))]
     ends = list(accumulate(map(len, parts)))
     totals = list(map(sub, map(sizes.__getitem__, ends), map(sizes.__getitem__, [0, *ends])))
     labels = list(map([f.label for f in grouped.families].__getitem__, grouped.family))
@@ -199,7 +201,7 @@ def _table(
         "mapped": [source] * len(order),
     }
     if not table.columnar:
-        files = table.column("file")
+        files = table.column("file", keep=False)
         fields = (new[k] for k in ("name", "dtype", "shape", "nbytes"))
         made = iter(
             make_records(
@@ -212,8 +214,10 @@ def _table(
             next(made) if k in weight_at else table[r] for k, r in enumerate(rows)
         )
     columns: dict[str, list[Any]] = {}
+    read = {"name": stored.names, "dtype": stored.dtypes, "shape": stored.shapes}
     for key in COLUMNS:
-        column = list(map(table.column(key).__getitem__, rows))
+        values = read.get(key) or table.column(key, keep=False)
+        column = list(map(values.__getitem__, rows))
         if key in new:
             deque(map(column.__setitem__, at, new[key]), maxlen=0)
         columns[key] = column

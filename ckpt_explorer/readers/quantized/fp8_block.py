@@ -14,7 +14,7 @@ from functools import partial
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any
 
-from .parts import Grouped, Load, QuantWeight, Stored, StoredParts
+from .parts import Grouped, Load, PartColumns, QuantWeight, Stored, StoredParts
 from .unpack import expand_blocks
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> 
     rows = list(map(stored.positions.get, [s[:cut] + ".weight" for s in scales]))
     names: list[str] = []
     shapes: list[tuple[int, ...]] = []
-    parts: list[tuple[str, ...]] = []
+    with_scale: list[str] = []
     family: list[int] = []
     families: list[QuantWeight] = []
     by_dtype: dict[str, int] = {}
@@ -79,6 +79,6 @@ def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> 
             )
         names.append(weight)
         shapes.append(shape)
-        parts.append((weight, scale))
+        with_scale.append(scale)
         family.append(at)
-    return Grouped(names, shapes, parts, family, families)
+    return Grouped(names, shapes, PartColumns(names, with_scale), family, families)

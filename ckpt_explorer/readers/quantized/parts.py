@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, overload
 
 if TYPE_CHECKING:
     import torch
@@ -133,6 +133,33 @@ class StoredParts(Mapping[str, Part]):
         return None if i is None else tuple(self.shapes[i])
 
 
+class PartColumns(Sequence[tuple[str, ...]]):
+    """Each weight's parts when every weight has the same roles, kept as one column a role
+    (no tuple a weight until one is asked for)."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, *columns: list[str]) -> None:
+        self.columns = columns
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[str, ...]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[str, ...]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[str, ...] | list[tuple[str, ...]]:
+        if isinstance(i, slice):
+            return list(zip(*(c[i] for c in self.columns), strict=True))
+        return tuple(c[i] for c in self.columns)
+
+    def __iter__(self) -> Iterator[tuple[str, ...]]:
+        return zip(*self.columns, strict=True)
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+
 class Grouped:
     """The weights a scheme found, as columns; each :class:`QuantWeight` is made when asked
     for (a DeepSeek-V3 export has 45,000: the listing needs only their names, shapes, labels
@@ -154,7 +181,7 @@ class Grouped:
         self,
         names: list[str],
         shapes: list[tuple[int, ...]],
-        parts: list[tuple[str, ...]],
+        parts: Sequence[tuple[str, ...]],
         family: list[int],
         families: list[QuantWeight],
     ) -> None:
