@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from itertools import compress
+from operator import ne
+from typing import Any, cast
 
-from .parts import Grouped, QuantWeight, StoredParts
+from .parts import Grouped, PartColumns, QuantWeight, StoredParts
 
 RULE_PARTS = "quantized.parts_disagree"
 RULE_IGNORED = "quantized.ignored_but_quantized"
@@ -118,38 +120,74 @@ def _config_findings(w: QuantWeight, q: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def _parts_findings(g: Grouped, q: dict[str, Any], stored: StoredParts) -> list[dict[str, str]]:
-    """Each weight's shape and config findings. The expected part shapes are worked out once
-    per family and shape, the config's words once per family; a weight whose parts have those
-    shapes, in a family with nothing to say, is passed without making its object."""
+    """Each weight's shape and config findings, worked out for the weights that may have some
+    (:func:`_suspects`): the others are passed without making their objects."""
     found = []
-    wanted: dict[tuple[int, tuple[int, ...]], list[tuple[int, tuple[int, ...]]] | None] = {}
-    quiet: dict[int, bool] = {}
-    index, shapes = stored.positions, stored.shapes
-    for i, (fam, shape, parts) in enumerate(zip(g.family, g.shapes, g.parts, strict=True)):
-        want = wanted.get((fam, shape), _UNSEEN)
-        if want is _UNSEEN:
-            want = wanted[(fam, shape)] = _roles_wanted(g, i, q)
-        clean = quiet.get(fam)
-        if clean is None:
-            clean = quiet[fam] = not _config_findings(g.families[fam], q)
-        if clean and want is not None:
-            for at, need in want:
-                row = index.get(parts[at])
-                if row is not None and tuple(shapes[row]) != need:
-                    break
-            else:
-                continue
+    for i in _suspects(g, q, stored):
         w = g.weight(i)
         found += _shape_findings(w, q, stored.shape) + _config_findings(w, q)
     return found
 
 
+Wanted = list[tuple[int, tuple[int, ...]]] | None  # (part position, expected shape)s
+
+
+def _suspects(g: Grouped, q: dict[str, Any], stored: StoredParts) -> list[int]:
+    """The weights that may have findings, in order: the expected part shapes are worked out
+    once per family and shape, the config's words once per family; a weight whose parts have
+    those shapes, in a family with nothing to say, has none."""
+    n = len(g)
+    first = dict(
+        zip(
+            zip(reversed(g.family), reversed(g.shapes), strict=True),
+            range(n - 1, -1, -1),
+            strict=True,
+        )
+    )
+    wanted: dict[tuple[int, tuple[int, ...]], Wanted] = {
+        key: _roles_wanted(g, i, q) for key, i in first.items()
+    }
+    quiet = {f: not _config_findings(g.families[f], q) for f in {k[0] for k in first}}
+    doubtful = {k for k, want in wanted.items() if want is None or not quiet[k[0]]}
+    index, shapes = stored.positions, stored.shapes
+    if isinstance(g.parts, PartColumns):
+        out: set[int] = set()
+        if doubtful:
+            out.update(
+                i for i, k in enumerate(zip(g.family, g.shapes, strict=True)) if k in doubtful
+            )
+        for at, column in enumerate(g.parts.columns):
+            need = {k: s for k, want in wanted.items() for a, s in want or () if a == at}
+            if not need:
+                continue
+            found = list(map(index.get, column))
+            if None in found:  # a part not stored: weight by weight below
+                break
+            have = map(tuple, map(shapes.__getitem__, cast(list[int], found)))
+            expected = map(need.get, zip(g.family, g.shapes, strict=True))
+            out.update(compress(range(n), map(ne, have, expected)))
+        else:
+            return sorted(out)
+    out_list = []
+    for i, (key, parts) in enumerate(
+        zip(zip(g.family, g.shapes, strict=True), g.parts, strict=True)
+    ):
+        want = wanted[key]
+        if key in doubtful or want is None:
+            out_list.append(i)
+            continue
+        for at, shape in want:
+            row = index.get(parts[at])
+            if row is not None and tuple(shapes[row]) != shape:
+                out_list.append(i)
+                break
+    return out_list
+
+
 _UNSEEN: Any = object()
 
 
-def _roles_wanted(
-    g: Grouped, i: int, q: dict[str, Any]
-) -> list[tuple[int, tuple[int, ...]]] | None:
+def _roles_wanted(g: Grouped, i: int, q: dict[str, Any]) -> Wanted:
     """(position in the weight's parts, expected shape) of each part with an expected shape;
     None when the scheme's sizes cannot be read."""
     try:

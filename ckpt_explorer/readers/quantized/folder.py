@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
-from itertools import accumulate, chain, repeat
-from operator import sub
-from typing import TYPE_CHECKING, Any
+from itertools import accumulate, chain, compress, repeat
+from operator import is_, is_not, sub
+from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import CkptExplorerError
 from ...io.location import Location
@@ -30,7 +30,7 @@ from ..json_files import optional_json
 from . import bnb, compressed, fp8_block
 from .checks import check_config
 from .lazy import Described, Weights
-from .parts import Grouped, Grouper, QuantWeight, StoredParts
+from .parts import Grouped, Grouper, PartColumns, QuantWeight, StoredParts
 from .runtimes import runtime_notes
 
 if TYPE_CHECKING:
@@ -160,42 +160,14 @@ def _table(
     each weight once, where its first part is (in that part's file), with its parts' bytes
     and a loader that dequantizes them. Kept as columns when the listing is (records are made
     when a consumer asks), each weight's record made once from its row otherwise."""
-    names = stored.names
-    parts = grouped.parts
-    flat = list(chain.from_iterable(parts))  # every part, weight after weight
-    owners = list(chain.from_iterable(map(repeat, range(len(parts)), map(len, parts))))
-    hits: list[int | None] = [None] * len(names)
-    if len(stored.positions) == len(names):  # each name once: a part is one row
-        part_rows = list(map(stored.positions.__getitem__, flat))
-        deque(map(hits.__setitem__, part_rows, owners), maxlen=0)
-    else:  # every copy of a part's name is the part
-        hits = list(map(dict(zip(flat, owners, strict=True)).get, names))
-        part_rows = list(map(stored.positions.__getitem__, flat))
-    if len(set(grouped.names)) != len(grouped):  # a weight name found twice: listed once
-        first: dict[str, int] = {}
-        same = [first.setdefault(n, i) for i, n in enumerate(grouped.names)]
-        hits = [None if i is None else same[i] for i in hits]
-    rows: list[int] = []  # the listing's row of each record
-    order: list[int] = []  # each weight's index in grouped, in the order listed
-    at: list[int] = []  # and its record's position
-    seen = bytearray(len(grouped))
-    for row, i in enumerate(hits):
-        if i is None:
-            rows.append(row)
-        elif not seen[i]:
-            seen[i] = 1
-            order.append(i)
-            at.append(len(rows))
-            rows.append(row)
-    sizes = [0, *accumulate(map(table.column("nbytes", keep=False).__getitem__, part_rows))]
-    ends = list(accumulate(map(len, parts)))
-    totals = list(map(sub, map(sizes.__getitem__, ends), map(sizes.__getitem__, [0, *ends])))
+    rows, order, at, totals = _placed(table, stored, grouped)
     labels = list(map([f.label for f in grouped.families].__getitem__, grouped.family))
+    listed = {s: list(s) for s in set(grouped.shapes)}  # as the listing's: one list a shape
     source = Dequantize(path, weights, load)
     new: dict[str, list[Any]] = {  # column -> the weights' values, in the order of `at`
         "name": list(map(grouped.names.__getitem__, order)),
         "dtype": list(map(labels.__getitem__, order)),
-        "shape": list(map(grouped.shapes.__getitem__, order)),
+        "shape": list(map(listed.__getitem__, map(grouped.shapes.__getitem__, order))),
         "nbytes": list(map(totals.__getitem__, order)),
         "offset": [None] * len(order),
         "mapped": [source] * len(order),
@@ -214,14 +186,70 @@ def _table(
             next(made) if k in weight_at else table[r] for k, r in enumerate(rows)
         )
     columns: dict[str, list[Any]] = {}
-    read = {"name": stored.names, "dtype": stored.dtypes, "shape": stored.shapes}
+    kept = table.take(rows)  # the listing's rows kept, read from its own columns once
     for key in COLUMNS:
-        values = read.get(key) or table.column(key, keep=False)
-        column = list(map(values.__getitem__, rows))
+        if kept.columnar:
+            column = list(kept.column(key, keep=False))
+        else:  # some records were made already (a part loaded while grouping)
+            column = list(map(table.column(key, keep=False).__getitem__, rows))
         if key in new:
             deque(map(column.__setitem__, at, new[key]), maxlen=0)
         columns[key] = column
     return RecordTable.from_columns(*(columns[k] for k in COLUMNS))
+
+
+def _placed(
+    table: RecordTable, stored: StoredParts, grouped: Grouped
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(the listing's row of each record, each weight's index in ``grouped`` in the order
+    listed, its record's position, its parts' bytes by weight index)."""
+    names, nw = stored.names, len(grouped)
+    nbytes = table.column("nbytes", keep=False).__getitem__
+    hits: list[int | None] = [None] * len(names)
+    unique = len(stored.positions) == len(names) and len(set(grouped.names)) == nw
+    if unique and isinstance(grouped.parts, PartColumns):  # column by column, in C loops
+        columns = [list(map(stored.positions.__getitem__, c)) for c in grouped.parts.columns]
+        for column in columns:
+            deque(map(hits.__setitem__, column, range(nw)), maxlen=0)
+        if len(names) - hits.count(None) == nw * len(columns):  # no part of two weights
+            firsts = list(map(min, *columns)) if len(columns) > 1 else columns[0]
+            rows = sorted(chain(compress(range(len(names)), map(_IS_NONE, hits)), firsts))
+            claimed = list(map(hits.__getitem__, rows))
+            at = list(compress(range(len(rows)), map(is_not, claimed, repeat(None))))
+            order = cast(list[int], list(filter(_NOT_NONE, claimed)))
+            totals = list(map(sum, zip(*(map(nbytes, c) for c in columns), strict=True)))
+            return rows, order, at, totals
+        hits = [None] * len(names)
+    parts = grouped.parts
+    flat = list(chain.from_iterable(parts))  # every part, weight after weight
+    owners = list(chain.from_iterable(map(repeat, range(nw), map(len, parts))))
+    part_rows = list(map(stored.positions.__getitem__, flat))
+    if len(stored.positions) == len(names):  # each name once: a part is one row
+        deque(map(hits.__setitem__, part_rows, owners), maxlen=0)
+    else:  # every copy of a part's name is the part
+        hits = list(map(dict(zip(flat, owners, strict=True)).get, names))
+    if not unique and len(set(grouped.names)) != nw:  # a weight name twice: listed once
+        first: dict[str, int] = {}
+        same = [first.setdefault(n, i) for i, n in enumerate(grouped.names)]
+        hits = [None if i is None else same[i] for i in hits]
+    rows, order, at = [], [], []
+    seen = bytearray(nw)
+    for row, i in enumerate(hits):
+        if i is None:
+            rows.append(row)
+        elif not seen[i]:
+            seen[i] = 1
+            order.append(i)
+            at.append(len(rows))
+            rows.append(row)
+    sizes = [0, *accumulate(map(nbytes, part_rows))]
+    ends = list(accumulate(map(len, parts)))
+    totals = list(map(sub, map(sizes.__getitem__, ends), map(sizes.__getitem__, [0, *ends])))
+    return rows, order, at, totals
+
+
+_IS_NONE = partial(is_, None)
+_NOT_NONE = partial(is_not, None)
 
 
 class Dequantize:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from operator import methodcaller
-from typing import TYPE_CHECKING, Any
+from itertools import compress, repeat
+from operator import add, is_not, itemgetter, methodcaller
+from typing import TYPE_CHECKING, Any, cast
 
 from .parts import Grouped, Load, PartColumns, QuantWeight, Stored, StoredParts
 from .unpack import expand_blocks
@@ -44,41 +45,39 @@ def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> 
     bh, bw = int(block[0]), int(block[1])
     cut = -len(SCALE)
     scales = list(filter(methodcaller("endswith", SCALE), stored))
-    rows = list(map(stored.positions.get, [s[:cut] + ".weight" for s in scales]))
-    names: list[str] = []
-    shapes: list[tuple[int, ...]] = []
-    with_scale: list[str] = []
-    family: list[int] = []
+    weights = map(add, map(itemgetter(slice(None, cut)), scales), repeat(".weight"))
+    found = list(map(stored.positions.get, weights))  # each name made, looked up, dropped
+    if None in found:  # a scale without its weight stays listed as stored
+        scales = list(compress(scales, map(is_not, found, repeat(None))))
+        found = list(filter(partial(is_not, None), found))
+    rows = cast(list[int], found)
+    names = list(map(stored.names.__getitem__, rows))  # the listing's strings, not copies
+    dtypes = list(map(stored.dtypes.__getitem__, rows))
+    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+    def shared(shape: tuple[int, ...]) -> tuple[int, ...]:  # a few shapes, one tuple each
+        return seen.setdefault(shape, shape)
+
+    shapes = list(map(shared, map(tuple, map(stored.shapes.__getitem__, rows))))
+    dequantize = partial(_dequantize_parts, bh=bh, bw=bw)
     families: list[QuantWeight] = []
     by_dtype: dict[str, int] = {}
-    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
-    dequantize = partial(_dequantize_parts, bh=bh, bw=bw)
-    column, dtypes, stored_shapes = stored.names, stored.dtypes, stored.shapes
-    for scale, row in zip(scales, rows, strict=True):
-        if row is None:
-            continue
-        weight, dtype = column[row], dtypes[row]  # the listing's strings, not copies
-        shape = tuple(stored_shapes[row])
-        shape = seen.setdefault(shape, shape)  # a few shapes, shared
-        at = by_dtype.get(dtype)
-        if at is None:
-            at = by_dtype[dtype] = len(families)
-            kind = FP8_DTYPES.get(dtype, dtype)
-            families.append(
-                QuantWeight(
-                    weight,
-                    shape,
-                    METHOD,
-                    kind,
-                    8,
-                    f"block {bh}x{bw}",
-                    {"weight": weight, "weight_scale_inv": scale},
-                    {"block_rows": bh, "block_cols": bw, "fp8": kind, "scale_of": "scale_inv"},
-                    dequantize,
-                )
+    for dtype in dict.fromkeys(dtypes):  # one family a stored dtype, in order of appearance
+        i = dtypes.index(dtype)
+        kind = FP8_DTYPES.get(dtype, dtype)
+        by_dtype[dtype] = len(families)
+        families.append(
+            QuantWeight(
+                names[i],
+                shapes[i],
+                METHOD,
+                kind,
+                8,
+                f"block {bh}x{bw}",
+                {"weight": names[i], "weight_scale_inv": scales[i]},
+                {"block_rows": bh, "block_cols": bw, "fp8": kind, "scale_of": "scale_inv"},
+                dequantize,
             )
-        names.append(weight)
-        shapes.append(shape)
-        with_scale.append(scale)
-        family.append(at)
-    return Grouped(names, shapes, PartColumns(names, with_scale), family, families)
+        )
+    family = list(map(by_dtype.__getitem__, dtypes))
+    return Grouped(names, shapes, PartColumns(names, scales), family, families)
