@@ -154,3 +154,26 @@ def test_table_column_of_loader_sources() -> None:
     other = RecordTable.from_columns(["c"], ["i8"], [[1]], [1], ["g"], [0], [source])
     both = RecordTable.concat([table, other])
     assert [r.loader() for r in both if r.loader is not None] == ["values of a", "values of c"]
+
+
+def test_a_listing_of_records_gives_the_same_view(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A base listing made of records (a reader that builds them) is grouped alike."""
+    from ckpt_explorer.readers.quantized import folder as quantized_folder
+    from ckpt_explorer.view import CheckpointView
+
+    columns = open_checkpoint(folder)
+    open_sharded = sharded_index.open_sharded
+
+    def as_records(path: Any, detection: Any) -> CheckpointView:
+        view = open_sharded(path, detection)
+        view.tensors = RecordTable.from_records(list(view.tensors))
+        return view
+
+    monkeypatch.setattr(quantized_folder.sharded_index, "open_sharded", as_records)
+    records = open_checkpoint(folder)
+    assert not records.tensors.columnar and columns.tensors.columnar
+    assert list(records.tensors) == list(columns.tensors)  # names, dtypes, shapes, sizes, files
+    name = next(r.name for r in records.tensors if r.dtype == FP8)
+    assert records.load(name).numpy().tobytes() == columns.load(name).numpy().tobytes()  # NaN too

@@ -174,6 +174,7 @@ def _table(
     }
     if not table.columnar:
         files = table.column("file", keep=False)
+        new["shape"] = list(map(grouped.shapes.__getitem__, order))  # records hold tuples
         fields = (new[k] for k in ("name", "dtype", "shape", "nbytes"))
         made = iter(
             make_records(
