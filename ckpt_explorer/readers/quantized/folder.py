@@ -5,6 +5,14 @@ set); the scheme named by ``quant_method`` then claims each quantized weight's s
 the view lists one record per logical weight (dtype ``<type>/<sharing>``, e.g.
 ``int4/group32``), whose values load dequantized to float. Everything else (norms,
 embeddings, modules the config ignores) is listed as stored.
+
+Listing works on the plain listing's columns and makes no record, weight object or
+description a consumer does not ask for: a DeepSeek-V3 export (45,000 FP8 weights in 90,000
+tensors) lists at the plain listing's cost. The view's table is columns again (each weight's
+loader comes from one :class:`Dequantize`), :func:`quant_weights` makes a weight when it is
+first looked up, and ``values[QUANT_KEY]["weights"]`` a description when it is first read
+(:mod:`.lazy`). The config checks run at listing (their findings are the view's warnings),
+once per family and shape of weights (:mod:`.checks`).
 """
 
 from __future__ import annotations
