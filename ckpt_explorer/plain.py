@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -35,10 +36,10 @@ def to_plain(obj: Any, depth: int = 0) -> Any:
     if isinstance(obj, type):  # a class named in the pickle, e.g. numpy.ndarray
         return f"<class {obj.__module__}.{obj.__qualname__}>"
     if isinstance(obj, dict):
-        items = list(obj.items())
-        out = {str(k): to_plain(v, depth + 1) for k, v in items[:MAX_ITEMS]}
-        if len(items) > MAX_ITEMS:
-            out["..."] = f"{len(items) - MAX_ITEMS} more"
+        items = itertools.islice(obj.items(), MAX_ITEMS)  # a lazy dict makes only these
+        out = {str(k): to_plain(v, depth + 1) for k, v in items}
+        if len(obj) > MAX_ITEMS:
+            out["..."] = f"{len(obj) - MAX_ITEMS} more"
         return out
     if isinstance(obj, list | tuple | set | frozenset):
         seq = list(obj)

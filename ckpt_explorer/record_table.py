@@ -21,8 +21,8 @@ import itertools
 import math
 import operator
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol, overload
 
 from .io.mapped import MappedFile, MappedTensor
 from .types import TensorRecord
@@ -31,7 +31,6 @@ from .types import TensorRecord
 COLUMNS = ("name", "dtype", "shape", "nbytes", "file", "offset", "mapped")
 STORED = ("name", "dtype", "shape", "nbytes", "file", "offset", "storage_key", "loader")
 _NEW_LOADER = functools.partial(tuple.__new__, MappedTensor)  # MappedTensor._make, in C
-_IS_NONE = functools.partial(operator.is_, None)
 
 
 @functools.cache
@@ -91,14 +90,15 @@ class RecordTable(Sequence[TensorRecord]):
         shapes: list[Any],
         nbytes: list[int],
         files: list[str],
-        offsets: list[int],
-        mapped: list[MappedFile | None],
+        offsets: Sequence[int | None],
+        mapped: Sequence[MappedFile | LoaderSource | None],
     ) -> RecordTable:
         """Tensors that are each one range of a file: ``offsets``/``nbytes`` into the file
-        ``mapped`` (None: not loadable). Shapes may be lists (as parsed): records get tuples.
+        ``mapped`` (None: not loadable; a :class:`LoaderSource`: ``loader_for(name)``, for a
+        tensor made from several stored ones). Shapes may be lists (as parsed): records get tuples.
         The lists are the table's from now on; the caller must not change them."""
         table = cls()
-        given = (names, dtypes, shapes, nbytes, files, offsets, mapped)
+        given: tuple[Any, ...] = (names, dtypes, shapes, nbytes, files, offsets, mapped)
         table._columns = dict(zip(COLUMNS, given, strict=True))
         return table
 
@@ -112,24 +112,32 @@ class RecordTable(Sequence[TensorRecord]):
 
     # -- columns ------------------------------------------------------------------------
 
-    def column(self, field: str) -> Sequence[Any]:
+    @property
+    def columnar(self) -> bool:
+        """Whether the table holds columns (made with :meth:`from_columns`, every one of
+        :data:`COLUMNS` readable with :meth:`column`), not records."""
+        return bool(self._columns)
+
+    def column(self, field: str, keep: bool = True) -> Sequence[Any]:
         """One field of every record, in order (shapes as parsed: lists or tuples; loaders
-        make every record). Do not modify the result."""
+        make every record). Do not modify the result. ``keep=False``: a reordered column is
+        not kept for the next call (a reader that reads a listing once to make its own)."""
         if not self._columns or field == "loader":  # a table of records, or loaders
             return list(map(operator.attrgetter(field), self.records()))
         if field == "storage_key":
             return [None] * len(self)
         if field not in COLUMNS:
             return [_defaults()[field]] * len(self)  # KeyError: not a field
-        return self._column(field)
+        return self._column(field, keep)
 
-    def _column(self, field: str) -> list[Any]:
+    def _column(self, field: str, keep: bool = True) -> list[Any]:
         if self._order is None:
             return self._columns[field]
         found = self._ordered.get(field)
         if found is None:
             found = list(map(self._columns[field].__getitem__, self._order))
-            self._ordered[field] = found
+            if keep:
+                self._ordered[field] = found
         return found
 
     def nbytes_total(self) -> int:
@@ -160,8 +168,9 @@ class RecordTable(Sequence[TensorRecord]):
         name, dtype, nbytes, file, offset, mapped = map(
             self._column, ("name", "dtype", "nbytes", "file", "offset", "mapped")
         )
-        if any(map(_IS_NONE, mapped)):
-            loaders = list(map(_loader, mapped, offset, nbytes, dtype, shapes))
+        loaders: list[Any]
+        if not all(issubclass(t, MappedFile) for t in set(map(type, mapped))):
+            loaders = list(map(_loader, mapped, offset, nbytes, dtype, shapes, name))
         else:
             fixed = itertools.repeat(None), itertools.repeat(0), itertools.repeat("little")
             rows = zip(mapped, offset, nbytes, dtype, shapes, *fixed, strict=False)
@@ -182,7 +191,7 @@ class RecordTable(Sequence[TensorRecord]):
             c = self._columns
             shape = tuple(c["shape"][source])
             row = [c[k][source] for k in COLUMNS]
-            loader = _loader(row[6], row[5], row[3], row[1], shape)
+            loader = _loader(row[6], row[5], row[3], row[1], shape, row[0])
             (r,) = _records([(row[0], row[1], shape, row[3], row[4], row[5], None, loader)])
             with self._lock:
                 r = self._made.setdefault(i, r)
@@ -269,10 +278,26 @@ class RecordTable(Sequence[TensorRecord]):
         return table
 
 
+class LoaderSource(Protocol):
+    """Where tensors that are not one range of one file load from (a quantized weight,
+    dequantized from its parts): a column-born table asks it for a record's loader."""
+
+    def loader_for(self, name: str) -> Callable[[], Any]: ...
+
+
 def _loader(
-    mapped: MappedFile | None, offset: int, nbytes: int, dtype: str, shape: tuple[int, ...]
-) -> MappedTensor | None:
-    return None if mapped is None else MappedTensor(mapped, offset, nbytes, dtype, shape)
+    mapped: MappedFile | LoaderSource | None,
+    offset: int,
+    nbytes: int,
+    dtype: str,
+    shape: tuple[int, ...],
+    name: str,
+) -> MappedTensor | Callable[[], Any] | None:
+    if mapped is None:
+        return None
+    if isinstance(mapped, MappedFile):
+        return MappedTensor(mapped, offset, nbytes, dtype, shape)
+    return mapped.loader_for(name)
 
 
 def record_column(records: Iterable[TensorRecord], field: str) -> Sequence[Any]:

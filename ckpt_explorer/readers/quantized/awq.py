@@ -17,12 +17,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .gptq import unpack_codes
-from .parts import Load, QuantWeight, module_of
+from .parts import Load, QuantWeight, Stored, module_of
 
 if TYPE_CHECKING:
     import torch
-
-    from ...types import TensorRecord
 
 METHOD = "awq"
 ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # the output column of each nibble, within 8
@@ -53,9 +51,7 @@ def dequantize(parts: dict[str, torch.Tensor], group_size: int) -> torch.Tensor:
     return ((q - zeros[groups]) * scales[groups]).t().contiguous()
 
 
-def group(
-    records: Mapping[str, TensorRecord], config: dict[str, Any], load: Load
-) -> list[QuantWeight]:
+def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> list[QuantWeight]:
     bits = int(config.get("bits") or config.get("w_bit") or 4)
     gs = int(config.get("group_size") or config.get("q_group_size") or 128)
     version = str(config.get("version") or "gemm").lower()

@@ -19,12 +19,10 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .parts import Load, QuantWeight, json_part, module_of
+from .parts import Load, QuantWeight, Stored, json_part, module_of
 
 if TYPE_CHECKING:
     import torch
-
-    from ...types import TensorRecord
 
 METHOD = "bitsandbytes"
 STATE = ".weight.quant_state.bitsandbytes__"
@@ -71,9 +69,7 @@ def dequantize_int8(parts: dict[str, torch.Tensor]) -> torch.Tensor:
     return parts["weight"] * parts["SCB"].reshape(-1, 1) * INV_127
 
 
-def group(
-    records: Mapping[str, TensorRecord], config: dict[str, Any], load: Load
-) -> list[QuantWeight]:
+def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> list[QuantWeight]:
     found = []
     for name in records:
         if STATE in name:
@@ -105,7 +101,7 @@ def group(
     return found
 
 
-def _four_bit(records: Mapping[str, TensorRecord], name: str, load: Load) -> list[QuantWeight]:
+def _four_bit(records: Mapping[str, Stored], name: str, load: Load) -> list[QuantWeight]:
     module, _, qtype = name.partition(STATE)
     weight = f"{module}.weight"
     if weight not in records:

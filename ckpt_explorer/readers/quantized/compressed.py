@@ -22,13 +22,11 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .parts import Load, QuantWeight, module_of
+from .parts import Load, QuantWeight, Stored, module_of
 from .unpack import expand_blocks, unpack_int32
 
 if TYPE_CHECKING:
     import torch
-
-    from ...types import TensorRecord
 
 METHOD = "compressed-tensors"
 ACTIVATION_PARTS = ("input_scale", "input_zero_point", "output_scale", "output_zero_point")
@@ -108,9 +106,7 @@ def _plain(parts: dict[str, torch.Tensor], args: dict[str, Any]) -> torch.Tensor
     return dequantize(parts["weight"], parts["weight_scale"], parts.get("weight_zero_point"), args)
 
 
-def group(
-    records: Mapping[str, TensorRecord], config: dict[str, Any], load: Load
-) -> list[QuantWeight]:
+def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> list[QuantWeight]:
     groups = config.get("config_groups") or {}
     found = []
     for name in records:

@@ -5,25 +5,40 @@ set); the scheme named by ``quant_method`` then claims each quantized weight's s
 the view lists one record per logical weight (dtype ``<type>/<sharing>``, e.g.
 ``int4/group32``), whose values load dequantized to float. Everything else (norms,
 embeddings, modules the config ignores) is listed as stored.
+
+Listing works on the plain listing's columns and makes no record, weight object or
+description a consumer does not ask for: a DeepSeek-V3 export (45,000 FP8 weights in 90,000
+tensors) lists at the plain listing's cost. The view's table is columns again (each weight's
+loader comes from one :class:`Dequantize`), :func:`quant_weights` makes a weight when it is
+first looked up, and ``values[QUANT_KEY]["weights"]`` a description when it is first read
+(:mod:`.lazy`). The config checks run at listing (their findings are the view's warnings),
+once per family and shape of weights (:mod:`.checks`).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from itertools import accumulate, chain, compress, repeat
+from operator import is_, is_not, sub
+from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import CkptExplorerError
 from ...io.location import Location
-from ...types import Detection, FileInfo, TensorRecord, Traits
+from ...record_table import COLUMNS, RecordTable
+from ...record_table import _records as make_records
+from ...types import Detection, FileInfo, Traits
 from ...view import CheckpointView
 from ..hf import folder as hf_folder
 from ..hf import sharded_index
 from ..json_files import optional_json
 from . import awq, bnb, compressed, fp8_block, gptq
 from .checks import check_config
-from .parts import Grouper, Load, QuantWeight
+from .lazy import Described, Weights
+from .parts import Grouped, Grouper, Load, PartColumns, QuantWeight, StoredParts
 from .runtimes import runtime_notes
 
 if TYPE_CHECKING:
@@ -38,9 +53,7 @@ SCHEMES: dict[str, Grouper] = {
     gptq.METHOD: gptq.group,
     awq.METHOD: awq.group,
 }
-_WEIGHTS: weakref.WeakKeyDictionary[CheckpointView, dict[str, QuantWeight]] = (
-    weakref.WeakKeyDictionary()
-)
+_WEIGHTS: weakref.WeakKeyDictionary[CheckpointView, Weights] = weakref.WeakKeyDictionary()
 _PART_LOADS: weakref.WeakKeyDictionary[CheckpointView, Load] = weakref.WeakKeyDictionary()
 
 
@@ -93,7 +106,7 @@ def error_feedback(path: Location, q: dict[str, Any]) -> str:
     return ", ".join(dict.fromkeys(found))
 
 
-def quant_weights(view: CheckpointView) -> dict[str, QuantWeight] | None:
+def quant_weights(view: CheckpointView) -> Mapping[str, QuantWeight] | None:
     """The quantized weights of a view this reader opened (None for any other view)."""
     return _WEIGHTS.get(view)
 
@@ -113,78 +126,178 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
     config = optional_json(path, "config.json")
     q = quant_config(path)
     assert q is not None
-    raw = {r.name: r for r in base.tensors}
-    weights = SCHEMES[q["quant_method"]](raw, q, base.load)
+    table = base.tensors  # read as columns: the parts' records are never made
+    names = table.column("name", keep=False)  # the base view keeps no copy in its order
+    stored = StoredParts(
+        names, table.column("dtype", keep=False), table.column("shape", keep=False)
+    )
+    found = SCHEMES[q["quant_method"]](stored, q, base.load)
+    grouped = found if isinstance(found, Grouped) else Grouped.of(found)
     moved = error_feedback(path, q)
-    if moved:
-        weights = [replace(w, params={**w.params, "moved_by": moved}) for w in weights]
-    by_part = {part: w for w in weights for part in w.parts.values()}
-    records: list[TensorRecord] = []
-    seen: set[str] = set()
-    for rec in base.tensors:
-        w = by_part.get(rec.name)
-        if w is None:
-            records.append(rec)
-        elif w.name not in seen:
-            seen.add(w.name)
-            nbytes = sum(raw[p].nbytes for p in w.parts.values())
-            records.append(
-                replace(
-                    rec,
-                    name=w.name,
-                    dtype=w.label,
-                    shape=w.shape,
-                    nbytes=nbytes,
-                    offset=None,
-                    storage_key=None,
-                    loader=_loader(path, w, base.load),
-                )
-            )
+    weights = Weights(grouped, {"moved_by": moved} if moved else None)
+    records = _table(path, table, stored, grouped, weights, base.load)
     values = dict(base.values)
     values["config.json"] = config
-    shapes = {n: tuple(r.shape) for n, r in raw.items()}
-    checks = check_config(q, weights, [r.name for r in records], shapes)
+    checks = check_config(q, grouped, records.column("name"), stored)
+    used = sorted(set(grouped.family))
+    kinds = sorted({grouped.families[f].label for f in used})
     values[QUANT_KEY] = {
         "method": q["quant_method"],
-        "weights": {w.name: w.describe() for w in weights},
+        "weights": Described(grouped.names, weights),
         "checks": checks,
-        "runtimes": runtime_notes(q, weights),
+        "runtimes": runtime_notes(q, {grouped.families[f].kind for f in used}),
     }
     files = list(base.files)
     if not any(f.path == "config.json" for f in files):
         files.append(FileInfo("config.json", (path / "config.json").stat().st_size))
-    kinds = sorted({w.label for w in weights})
     readers = ", ".join(n["runtime"] for n in values[QUANT_KEY]["runtimes"] if n["reads"])
     evidence = (
         *detection.evidence,
-        f"{len(weights)} quantized weights: {', '.join(kinds)}",
+        f"{len(grouped)} quantized weights: {', '.join(kinds)}",
         *([f"read by {readers} (their documentation; unverified here)"] if readers else []),
     )
     view = CheckpointView(
         path,
         replace(detection, evidence=evidence),
         tuple(files),
-        tuple(records),
+        records,
         values,
         warnings=(*base.warnings, *(c["message"] for c in checks)),
     )
-    _WEIGHTS[view] = {w.name: w for w in weights}
+    _WEIGHTS[view] = weights
     _PART_LOADS[view] = base.load
     return view
 
 
-def _loader(
-    path: Location, w: QuantWeight, load: Callable[[str], torch.Tensor]
-) -> Callable[[], torch.Tensor]:
-    def values() -> torch.Tensor:
+def _table(
+    path: Location,
+    table: RecordTable,
+    stored: StoredParts,
+    grouped: Grouped,
+    weights: Weights,
+    load: Callable[[str], torch.Tensor],
+) -> RecordTable:
+    """The view's records in the listing's order: a stored tensor no weight claims as it is,
+    each weight once, where its first part is (in that part's file), with its parts' bytes
+    and a loader that dequantizes them. Kept as columns when the listing is (records are made
+    when a consumer asks), each weight's record made once from its row otherwise."""
+    rows, order, at, totals = _placed(table, stored, grouped)
+    labels = list(map([f.label for f in grouped.families].__getitem__, grouped.family))
+    listed = {s: list(s) for s in set(grouped.shapes)}  # as the listing's: one list a shape
+    source = Dequantize(path, weights, load)
+    new: dict[str, list[Any]] = {  # column -> the weights' values, in the order of `at`
+        "name": list(map(grouped.names.__getitem__, order)),
+        "dtype": list(map(labels.__getitem__, order)),
+        "shape": list(map(listed.__getitem__, map(grouped.shapes.__getitem__, order))),
+        "nbytes": list(map(totals.__getitem__, order)),
+        "offset": [None] * len(order),
+        "mapped": [source] * len(order),
+    }
+    if not table.columnar:
+        files = table.column("file", keep=False)
+        new["shape"] = list(map(grouped.shapes.__getitem__, order))  # records hold tuples
+        fields = (new[k] for k in ("name", "dtype", "shape", "nbytes"))
+        made = iter(
+            make_records(
+                (n, d, s, b, files[rows[k]], None, None, source.loader_for(n))
+                for k, n, d, s, b in zip(at, *fields, strict=True)
+            )
+        )
+        weight_at = set(at)
+        return RecordTable.from_records(
+            next(made) if k in weight_at else table[r] for k, r in enumerate(rows)
+        )
+    columns: dict[str, list[Any]] = {}
+    kept = table.take(rows)  # the listing's rows kept, read from its own columns once
+    for key in COLUMNS:
+        if kept.columnar:
+            column = list(kept.column(key, keep=False))
+        else:  # some records were made already (a part loaded while grouping)
+            column = list(map(table.column(key, keep=False).__getitem__, rows))
+        if key in new:
+            deque(map(column.__setitem__, at, new[key]), maxlen=0)
+        columns[key] = column
+    return RecordTable.from_columns(*(columns[k] for k in COLUMNS))
+
+
+def _placed(
+    table: RecordTable, stored: StoredParts, grouped: Grouped
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(the listing's row of each record, each weight's index in ``grouped`` in the order
+    listed, its record's position, its parts' bytes by weight index)."""
+    names, nw = stored.names, len(grouped)
+    nbytes = table.column("nbytes", keep=False).__getitem__
+    hits: list[int | None] = [None] * len(names)
+    unique = len(stored.positions) == len(names) and len(set(grouped.names)) == nw
+    if unique and isinstance(grouped.parts, PartColumns):  # column by column, in C loops
+        columns = [list(map(stored.positions.__getitem__, c)) for c in grouped.parts.columns]
+        for column in columns:
+            deque(map(hits.__setitem__, column, range(nw)), maxlen=0)
+        if len(names) - hits.count(None) == nw * len(columns):  # no part of two weights
+            firsts = list(map(min, *columns)) if len(columns) > 1 else columns[0]
+            rows = sorted(chain(compress(range(len(names)), map(_IS_NONE, hits)), firsts))
+            claimed = list(map(hits.__getitem__, rows))
+            at = list(compress(range(len(rows)), map(is_not, claimed, repeat(None))))
+            order = cast(list[int], list(filter(_NOT_NONE, claimed)))
+            totals = list(map(sum, zip(*(map(nbytes, c) for c in columns), strict=True)))
+            return rows, order, at, totals
+        hits = [None] * len(names)
+    parts = grouped.parts
+    flat = list(chain.from_iterable(parts))  # every part, weight after weight
+    owners = list(chain.from_iterable(map(repeat, range(nw), map(len, parts))))
+    part_rows = list(map(stored.positions.__getitem__, flat))
+    if len(stored.positions) == len(names):  # each name once: a part is one row
+        deque(map(hits.__setitem__, part_rows, owners), maxlen=0)
+    else:  # every copy of a part's name is the part
+        hits = list(map(dict(zip(flat, owners, strict=True)).get, names))
+    if not unique and len(set(grouped.names)) != nw:  # a weight name twice: listed once
+        first: dict[str, int] = {}
+        same = [first.setdefault(n, i) for i, n in enumerate(grouped.names)]
+        hits = [None if i is None else same[i] for i in hits]
+    rows, order, at = [], [], []
+    seen = bytearray(nw)
+    for row, i in enumerate(hits):
+        if i is None:
+            rows.append(row)
+        elif not seen[i]:
+            seen[i] = 1
+            order.append(i)
+            at.append(len(rows))
+            rows.append(row)
+    sizes = [0, *accumulate(map(nbytes, part_rows))]
+    ends = list(accumulate(map(len, parts)))
+    totals = list(map(sub, map(sizes.__getitem__, ends), map(sizes.__getitem__, [0, *ends])))
+    return rows, order, at, totals
+
+
+_IS_NONE = partial(is_, None)
+_NOT_NONE = partial(is_not, None)
+
+
+class Dequantize:
+    """Where the quantized records load from: ``loader_for(name)`` is the record's loader."""
+
+    __slots__ = ("load", "path", "weights")
+
+    def __init__(
+        self,
+        path: Location,
+        weights: Mapping[str, QuantWeight],
+        load: Callable[[str], torch.Tensor],
+    ) -> None:
+        self.path, self.weights, self.load = path, weights, load
+
+    def loader_for(self, name: str) -> Callable[[], torch.Tensor]:
+        return partial(self, name)
+
+    def __call__(self, name: str) -> torch.Tensor:
+        w = self.weights[name]
         try:
-            return w.values(load)
+            return w.values(self.load)
         except (RuntimeError, ValueError, IndexError, KeyError) as e:
             raise CkptExplorerError(
-                path,
+                self.path,
                 f"the parts of {w.name} ({w.kind} {w.block}) to dequantize",
                 f"parts that do not fit together: {e}",
                 "compare the parts' shapes with quantization_config (validate lists them)",
             ) from e
-
-    return values

@@ -24,13 +24,11 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .parts import Load, QuantWeight, module_of
+from .parts import Load, QuantWeight, Stored, module_of
 from .unpack import unpack_int32
 
 if TYPE_CHECKING:
     import torch
-
-    from ...types import TensorRecord
 
 METHOD = "gptq"
 BITS = (2, 3, 4, 8)
@@ -71,9 +69,7 @@ def dequantize(
     return value.t().contiguous()
 
 
-def group(
-    records: Mapping[str, TensorRecord], config: dict[str, Any], load: Load
-) -> list[QuantWeight]:
+def group(records: Mapping[str, Stored], config: dict[str, Any], load: Load) -> list[QuantWeight]:
     bits = int(config.get("bits") or 4)
     fmt = checkpoint_format(config)
     if bits not in BITS or fmt not in (*V1_FORMATS, "gptq_v2"):

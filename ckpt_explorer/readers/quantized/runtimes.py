@@ -6,9 +6,8 @@ comes from the runtime's documentation and was not verified on this machine.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any
-
-from .parts import QuantWeight
 
 SOURCE = "documentation; unverified here"
 
@@ -17,9 +16,9 @@ def _note(runtime: str, reads: bool | None, note: str) -> dict[str, Any]:
     return {"runtime": runtime, "reads": reads, "note": note, "source": SOURCE}
 
 
-def runtime_notes(q: dict[str, Any], weights: list[QuantWeight]) -> list[dict[str, Any]]:
+def runtime_notes(q: dict[str, Any], kinds: Set[str]) -> list[dict[str, Any]]:
+    """The notes for an export of ``quant_method`` whose weights are of these ``kinds``."""
     method = q.get("quant_method")
-    kinds = {w.kind for w in weights}
     if method == "compressed-tensors":
         return [
             _note(
@@ -60,12 +59,12 @@ def runtime_notes(q: dict[str, Any], weights: list[QuantWeight]) -> list[dict[st
             ),
         ]
     if method == "gptq":
-        bits = sorted({w.bits for w in weights})
+        bits = q.get("bits", "?")
         return [
             _note(
                 "vLLM",
                 True,
-                f"GPTQ {'/'.join(map(str, bits))}-bit; its Marlin kernels take 4/8-bit only "
+                f"GPTQ {bits}-bit; its Marlin kernels take 4/8-bit only "
                 "(other widths fall back to the plain GPTQ kernel); NVIDIA GPU",
             ),
             _note("transformers", True, "with GPTQModel (CPU through its torch kernel)"),
