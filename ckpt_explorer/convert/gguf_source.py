@@ -2,7 +2,7 @@
 
 Each architecture of :data:`ARCHS` is one llama.cpp converts from a transformers class that
 transformers also loads from GGUF: llama (Llama, Mistral; with ``expert_count``, Mixtral),
-qwen2, qwen3 and gemma2. Every GGUF tensor is named by its architecture's HF template, and
+qwen2, qwen3, gemma2 and phi3. Every GGUF tensor is named by its architecture's HF template, and
 each name is checked against the ``gguf`` package's tensor name map (the HF name must map
 back to the GGUF name). llama.cpp's changes are undone by the same pairing the diff uses
 (:func:`..readers.gguf.hf.pair_export`): the Q/K head permutation of the LLaMA family, the
@@ -61,6 +61,11 @@ GEMMA2 = {
     "ATTN_POST_NORM": "model.layers.{bid}.post_attention_layernorm",
     "FFN_PRE_NORM": "model.layers.{bid}.pre_feedforward_layernorm",
     "FFN_POST_NORM": "model.layers.{bid}.post_feedforward_layernorm",
+}
+PHI3 = {  # q/k/v and gate/up stay fused, as transformers' Phi3 keeps them
+    **{k: v for k, v in DECODER.items() if k not in ("ATTN_Q", "ATTN_K", "ATTN_V", "FFN_GATE")},
+    "ATTN_QKV": "model.layers.{bid}.self_attn.qkv_proj",
+    "FFN_UP": "model.layers.{bid}.mlp.gate_up_proj",
 }
 KEEP = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 WIDTH = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -125,12 +130,35 @@ def _gemma2_config(md: dict[str, Any], arch: str) -> dict[str, Any]:
     }
 
 
+def _phi3_config(md: dict[str, Any], arch: str) -> dict[str, Any]:
+    """Phi-3's extras: the rotary share of a head, the original context, the window (0: none).
+    LongRoPE factors are tensors (``rope_factors_long``) that no template names: refused."""
+    n_embd, n_head = _int(md, f"{arch}.embedding_length"), _int(md, f"{arch}.attention.head_count")
+    rope_dims = _int(md, f"{arch}.rope.dimension_count")
+    share = rope_dims / (n_embd // n_head) if rope_dims and n_embd and n_head else 1.0
+    theta = _float(md, f"{arch}.rope.freq_base", 10000.0)
+    window = _int(md, f"{arch}.attention.sliding_window")
+    return {
+        "original_max_position_embeddings": _int(
+            md, f"{arch}.rope.scaling.original_context_length"
+        ),
+        "partial_rotary_factor": share,
+        "rope_parameters": {
+            "rope_theta": theta,
+            "rope_type": "default",
+            "partial_rotary_factor": share,
+        },
+        "sliding_window": window or None,
+    }
+
+
 ARCHS = {
     "llama": Arch("LlamaForCausalLM", "llama", DECODER),
     "mixtral": Arch("MixtralForCausalLM", "mixtral", MIXTRAL, _mixtral_config),
     "qwen2": Arch("Qwen2ForCausalLM", "qwen2", DECODER),
     "qwen3": Arch("Qwen3ForCausalLM", "qwen3", QWEN3),
     "gemma2": Arch("Gemma2ForCausalLM", "gemma2", GEMMA2, _gemma2_config),
+    "phi3": Arch("Phi3ForCausalLM", "phi3", PHI3, _phi3_config),
 }
 
 
@@ -268,8 +296,8 @@ def hf_config(
         head_dim = n_embd // n_head
     doc["head_dim"] = head_dim
     doc.update(spec.config(md, arch))
-    for key in ("bos", "eos"):
-        tid = _int(md, f"tokenizer.ggml.{key}_token_id")
+    for key, gguf_key in (("bos", "bos"), ("eos", "eos"), ("pad", "padding")):
+        tid = _int(md, f"tokenizer.ggml.{gguf_key}_token_id")
         if tid is not None:
             doc[f"{key}_token_id"] = tid
     return {k: v for k, v in doc.items() if v is not None}

@@ -1,5 +1,6 @@
 """GGUF -> HF and the export diff beyond llama: Qwen2 (q/k/v biases), Qwen3 (q/k norms),
-Gemma 2 (norms stored as 1 + w, tied embeddings) and Mixtral (stacked experts), on exports
+Gemma 2 (norms stored as 1 + w, tied embeddings), Phi-3 (fused qkv and gate/up) and Mixtral
+(stacked experts), on exports
 written by llama.cpp's own converter (tests/fixture_makers/arch_gguf_maker.py, gguf_maker.py).
 Oracles: the source HF weights, transformers' from_pretrained(gguf_file=) state dict, and the
 converted folder loaded by from_pretrained against the source model's logits.
@@ -25,10 +26,10 @@ from ckpt_explorer.diff.quant_budget import BEYOND, budget
 
 gguf = pytest.importorskip("gguf")
 
-ARCHS = ("qwen2", "qwen3", "gemma2")
+ARCHS = ("qwen2", "qwen3", "gemma2", "phi3")
 FLOAT_EXPORTS = [
     "qwen2_f32", "qwen2_f16", "qwen2_bf16", "qwen3_f32", "qwen3_f16",
-    "gemma2_f32", "gemma2_f16", "gemma2_bf16",
+    "gemma2_f32", "gemma2_f16", "gemma2_bf16", "phi3_f32", "phi3_f16",
 ]  # fmt: skip
 ROUND = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 TOKENS = torch.tensor([[1, 5, 9, 17, 33, 60, 2, 7]])
