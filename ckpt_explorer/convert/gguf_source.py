@@ -2,7 +2,7 @@
 
 Each architecture of :data:`ARCHS` is one llama.cpp converts from a transformers class that
 transformers also loads from GGUF: llama (Llama, Mistral; with ``expert_count``, Mixtral),
-qwen2, qwen3, gemma2 and phi3. Every GGUF tensor is named by its architecture's HF template, and
+qwen2, qwen3, gemma2, gemma3 (text) and phi3. Every GGUF tensor is named by its architecture's HF template, and
 each name is checked against the ``gguf`` package's tensor name map (the HF name must map
 back to the GGUF name). llama.cpp's changes are undone by the same pairing the diff uses
 (:func:`..readers.gguf.hf.pair_export`): the Q/K head permutation of the LLaMA family, the
@@ -62,6 +62,11 @@ GEMMA2 = {
     "FFN_PRE_NORM": "model.layers.{bid}.pre_feedforward_layernorm",
     "FFN_POST_NORM": "model.layers.{bid}.post_feedforward_layernorm",
 }
+GEMMA3 = {
+    **GEMMA2,
+    "ATTN_Q_NORM": "model.layers.{bid}.self_attn.q_norm",
+    "ATTN_K_NORM": "model.layers.{bid}.self_attn.k_norm",
+}
 PHI3 = {  # q/k/v and gate/up stay fused, as transformers' Phi3 keeps them
     **{k: v for k, v in DECODER.items() if k not in ("ATTN_Q", "ATTN_K", "ATTN_V", "FFN_GATE")},
     "ATTN_QKV": "model.layers.{bid}.self_attn.qkv_proj",
@@ -113,20 +118,45 @@ def _mixtral_config(md: dict[str, Any], arch: str) -> dict[str, Any]:
     }
 
 
-def _gemma2_config(md: dict[str, Any], arch: str) -> dict[str, Any]:
-    """Gemma 2's extras. Its query scale is not in the file: llama.cpp uses 1/sqrt(head_dim),
-    except for the 27B model (46 layers), which uses 1/sqrt(hidden / heads)."""
+def _query_scalar(md: dict[str, Any], arch: str, layers_27b: int) -> int | None:
+    """Gemma's query scale is not in the file: llama.cpp uses 1/sqrt(head_dim), except for
+    the 27B model (told by its layer count), which uses 1/sqrt(hidden / heads)."""
     n_embd, n_head = _int(md, f"{arch}.embedding_length"), _int(md, f"{arch}.attention.head_count")
-    scalar = _int(md, f"{arch}.attention.key_length")
-    if _int(md, f"{arch}.block_count") == 46 and n_embd and n_head:
-        scalar = n_embd // n_head
+    if _int(md, f"{arch}.block_count") == layers_27b and n_embd and n_head:
+        return n_embd // n_head
+    return _int(md, f"{arch}.attention.key_length")
+
+
+def _gemma2_config(md: dict[str, Any], arch: str) -> dict[str, Any]:
     return {
         "hidden_act": "gelu_pytorch_tanh",
         "hidden_activation": "gelu_pytorch_tanh",
-        "query_pre_attn_scalar": scalar,
+        "query_pre_attn_scalar": _query_scalar(md, arch, 46),
         "attn_logit_softcapping": _float(md, f"{arch}.attn_logit_softcapping"),
         "final_logit_softcapping": _float(md, f"{arch}.final_logit_softcapping"),
         "sliding_window": _int(md, f"{arch}.attention.sliding_window"),
+    }
+
+
+def _gemma3_config(md: dict[str, Any], arch: str) -> dict[str, Any]:
+    """Gemma 3 (text): two rope bases, local layers in llama.cpp's fixed pattern of 6 (the
+    config's default too). A scaled rope (the 4B-27B models) is not written back: refused."""
+    scaling = md.get(f"{arch}.rope.scaling.type")
+    if scaling not in (None, "none"):
+        raise ValueError(f"{arch}.rope.scaling.type {scaling!r} (only unscaled rope converts)")
+    full = _float(md, f"{arch}.rope.freq_base", 1_000_000.0)
+    local = _float(md, f"{arch}.rope.freq_base_swa", 10000.0)
+    return {
+        "hidden_act": "gelu_pytorch_tanh",
+        "hidden_activation": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": _query_scalar(md, arch, 62),
+        "final_logit_softcapping": _float(md, f"{arch}.final_logit_softcapping"),
+        "sliding_window": _int(md, f"{arch}.attention.sliding_window"),
+        "rope_theta": full,
+        "rope_parameters": {
+            "full_attention": {"rope_theta": full, "rope_type": "default"},
+            "sliding_attention": {"rope_theta": local, "rope_type": "default"},
+        },
     }
 
 
@@ -158,6 +188,7 @@ ARCHS = {
     "qwen2": Arch("Qwen2ForCausalLM", "qwen2", DECODER),
     "qwen3": Arch("Qwen3ForCausalLM", "qwen3", QWEN3),
     "gemma2": Arch("Gemma2ForCausalLM", "gemma2", GEMMA2, _gemma2_config),
+    "gemma3": Arch("Gemma3ForCausalLM", "gemma3_text", GEMMA3, _gemma3_config),
     "phi3": Arch("Phi3ForCausalLM", "phi3", PHI3, _phi3_config),
 }
 
@@ -251,7 +282,11 @@ def gguf_hf_source(view: CheckpointView) -> SourceContent:
     embed = next((t for t in content.tensors if t.name == "model.embed_tokens.weight"), None)
     vocab = embed.shape[0] if embed is not None and embed.shape else None
     tied = "lm_head.weight" not in names
-    content.written = [("config.json", hf_config(md, spec, arch, tied=tied, vocab=vocab))]
+    try:
+        doc = hf_config(md, spec, arch, tied=tied, vocab=vocab)
+    except ValueError as e:
+        raise _refuse(view, str(e)) from e
+    content.written = [("config.json", doc)]
     return content
 
 

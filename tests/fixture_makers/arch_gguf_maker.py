@@ -5,12 +5,13 @@ Usage: ``python tests/fixture_makers/arch_gguf_maker.py OUT_DIR``
 The converter is the one gguf_maker.py uses (llama.cpp's ``convert_hf_to_gguf.py`` from the
 llama-cpp-python sdist, unpacked into a temporary folder, not into the output). Cases:
 
-* ``<arch>_hf`` for arch in qwen2, qwen3, gemma2, phi3: a tiny transformers model (random weights,
+* ``<arch>_hf`` for arch in qwen2, qwen3, gemma2, gemma3, phi3: a tiny transformers model (random weights,
   norms away from their neutral value, 4 query heads over 2 KV heads) saved in float32 with
   ``save_pretrained``, beside a sentencepiece ``tokenizer.model``. Qwen2 has biases on q/k/v,
   Qwen3 q/k norms, Gemma 2 four norms per layer (stored by the converter as ``1 + w``), tied
   embeddings and soft-capping (``query_pre_attn_scalar`` = head_dim, as llama.cpp assumes),
-  Phi-3 fused ``qkv_proj`` and ``gate_up_proj``;
+  Gemma 3 (text) q/k norms (also ``1 + w``) and two rope bases, Phi-3 fused ``qkv_proj`` and
+  ``gate_up_proj``;
 * ``<arch>_<outtype>``: the converter's ``--outtype`` f32, f16, bf16 (and q8_0 for qwen2);
 * ``<arch>_fault_norm``: the F16 export rewritten by gguf's ``GGUFWriter`` (every key/value
   and tensor copied) with one norm weight times 1.5.
@@ -33,13 +34,14 @@ from _manifest import main_out_dir, run_maker
 from gguf_maker import LLAMA_CPP_PYTHON, _convert, _converter, _transformers_oracle
 
 OUTTYPES = {"qwen2": ("f32", "f16", "bf16", "q8_0"), "qwen3": ("f32", "f16"), "gemma2": ("f32", "f16", "bf16"),
-            "phi3": ("f32", "f16")}  # fmt: skip
+            "gemma3": ("f32", "f16"), "phi3": ("f32", "f16")}  # fmt: skip
 FAULT = {"qwen2": "blk.1.ffn_norm.weight", "qwen3": "blk.0.attn_k_norm.weight",
-         "gemma2": "blk.0.post_ffw_norm.weight", "phi3": "blk.1.attn_norm.weight"}  # fmt: skip
+         "gemma2": "blk.0.post_ffw_norm.weight", "gemma3": "blk.1.attn_q_norm.weight", "phi3": "blk.1.attn_norm.weight"}  # fmt: skip
 FAULT_HF = {
     "qwen2": "model.layers.1.post_attention_layernorm.weight",
     "qwen3": "model.layers.0.self_attn.k_norm.weight",
     "gemma2": "model.layers.0.post_feedforward_layernorm.weight",
+    "gemma3": "model.layers.1.self_attn.q_norm.weight",
     "phi3": "model.layers.1.input_layernorm.weight",
 }
 
@@ -64,6 +66,8 @@ def _tiny(folder: Path, arch: str, tokenizer: Path) -> None:
     from transformers import (
         Gemma2Config,
         Gemma2ForCausalLM,
+        Gemma3ForCausalLM,
+        Gemma3TextConfig,
         Phi3Config,
         Phi3ForCausalLM,
         Qwen2Config,
@@ -72,7 +76,7 @@ def _tiny(folder: Path, arch: str, tokenizer: Path) -> None:
         Qwen3ForCausalLM,
     )
 
-    torch.manual_seed({"qwen2": 2, "qwen3": 3, "gemma2": 4, "phi3": 5}[arch])
+    torch.manual_seed({"qwen2": 2, "qwen3": 3, "gemma2": 4, "gemma3": 6, "phi3": 5}[arch])
     sizes = dict(
         vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
@@ -92,11 +96,15 @@ def _tiny(folder: Path, arch: str, tokenizer: Path) -> None:
         )
     elif arch == "qwen3":
         model = Qwen3ForCausalLM(Qwen3Config(**sizes, head_dim=16, tie_word_embeddings=False))
+    elif arch == "gemma3":  # q/k norms, two rope bases
+        model = Gemma3ForCausalLM(
+            Gemma3TextConfig(**sizes, head_dim=16, query_pre_attn_scalar=16, sliding_window=128)
+        )
     else:
         model = Gemma2ForCausalLM(
             Gemma2Config(**sizes, head_dim=16, query_pre_attn_scalar=16, sliding_window=128)
         )
-    neutral = 0.0 if arch == "gemma2" else 1.0  # Gemma's norms compute x * (1 + w)
+    neutral = 0.0 if arch.startswith("gemma") else 1.0  # Gemma's norms compute x * (1 + w)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
@@ -182,7 +190,7 @@ if __name__ == "__main__":
     sys.exit(
         run_maker(
             main_out_dir(sys.argv),
-            "llama.cpp convert_hf_to_gguf (qwen2, qwen3, gemma2, phi3)",
+            "llama.cpp convert_hf_to_gguf (qwen2, qwen3, gemma2, gemma3, phi3)",
             f"llama-cpp-python {LLAMA_CPP_PYTHON} sdist; gguf {version('gguf')}",
             {"arch_gguf": make},
         )

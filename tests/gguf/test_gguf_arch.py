@@ -26,10 +26,10 @@ from ckpt_explorer.diff.quant_budget import BEYOND, budget
 
 gguf = pytest.importorskip("gguf")
 
-ARCHS = ("qwen2", "qwen3", "gemma2", "phi3")
+ARCHS = ("qwen2", "qwen3", "gemma2", "gemma3", "phi3")
 FLOAT_EXPORTS = [
     "qwen2_f32", "qwen2_f16", "qwen2_bf16", "qwen3_f32", "qwen3_f16",
-    "gemma2_f32", "gemma2_f16", "gemma2_bf16", "phi3_f32", "phi3_f16",
+    "gemma2_f32", "gemma2_f16", "gemma2_bf16", "gemma3_f32", "gemma3_f16", "phi3_f32", "phi3_f16",
 ]  # fmt: skip
 ROUND = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 TOKENS = torch.tensor([[1, 5, 9, 17, 33, 60, 2, 7]])
@@ -61,7 +61,7 @@ def _source(out: Path, case: dict[str, Any]) -> dict[str, torch.Tensor]:
 def _expected(arch: str, name: str, x: torch.Tensor, outtype: str) -> torch.Tensor:
     """What a lossless export of ``x`` gives back: the converter's rounding of it (1-D tensors
     stay F32), and for Gemma's norms float32's (x + 1) - 1, as transformers undoes it too."""
-    if arch == "gemma2" and name.endswith("norm.weight"):
+    if arch.startswith("gemma") and name.endswith("norm.weight"):
         return (x + 1) - 1
     if x.dim() == 1:
         return x
@@ -120,13 +120,16 @@ def test_converted_folder_gives_the_source_logits(
         "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
         "tie_word_embeddings", "rms_norm_eps", "max_position_embeddings",
     ]  # fmt: skip
-    if arch == "gemma2":
+    if arch.startswith("gemma"):
         keys += ["query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"]
+    if arch == "gemma3":
+        keys += ["rope_parameters", "layer_types"]
     for key in keys:  # Qwen2's config has no head_dim: hidden_size // heads is it
         want_value = source_config.get(key, getattr(source.config, key, None))
         if key == "head_dim" and want_value is None:
             want_value = source_config["hidden_size"] // source_config["num_attention_heads"]
-        assert config[key] == want_value, key
+        have = config.get(key, getattr(mine.config, key, None))
+        assert have == want_value, key
 
 
 @pytest.mark.parametrize("case", FLOAT_EXPORTS)
@@ -158,7 +161,7 @@ def test_clean_exports_are_faithful(made: Any, case: str) -> None:
     else:
         assert set(verdicts.values()) == {"exact"}
     described = " ".join(r.export_tensor or "" for r in result.tensors)
-    assert ("1 + w" in described) == (c["arch"] == "gemma2")
+    assert ("1 + w" in described) == c["arch"].startswith("gemma")
     assert "permuted" not in described  # Qwen and Gemma converters do not permute Q/K
 
 
@@ -216,3 +219,31 @@ def test_mixtral_experts_come_back_one_per_expert(real_checkpoints: Any, tmp_pat
     with torch.no_grad():
         want, have = source(TOKENS).logits, mine(TOKENS).logits
     assert torch.allclose(have, want, rtol=0, atol=5e-2), (have - want).abs().max()
+
+
+def test_a_scaled_gemma3_rope_is_refused(made: Any, tmp_path: Path) -> None:
+    """A Gemma 3 export whose rope is scaled (the 4B-27B models): its config would be wrong,
+    so the conversion says why and writes nothing."""
+    from ckpt_explorer.errors import CkptExplorerError
+
+    out, cases = made
+    reader = gguf.GGUFReader(str(out / cases["gemma3_f16"]["path"]))
+    scaled = tmp_path / "scaled.gguf"
+    writer = gguf.GGUFWriter(str(scaled), arch="gemma3")
+    for field in reader.fields.values():
+        if field.name == "general.architecture" or field.name.startswith("GGUF."):
+            continue
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
+    writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+    writer.add_rope_scaling_factor(8.0)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(CkptExplorerError, match=r"rope\.scaling\.type 'linear'"):
+        plan_conversion(scaled, tmp_path / "hf", "hf")
+    assert not (tmp_path / "hf").exists()
