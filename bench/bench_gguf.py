@@ -1,25 +1,34 @@
-"""Listing a GGUF header-first against gguf's own GGUFReader and ``gguf_dump``.
+"""Listing a GGUF header-first, beside the same model as safetensors and each format's own tools.
 
-    .venv/bin/python bench/bench_gguf.py [--blocks 32] [--vocab 128000] [--repeats 7]
+    .venv/bin/python bench/bench_gguf.py [--blocks 16] [--vocab 128000] [--rounds 5]
+        [--only SUBSTR,...]
 
 Writes, under bench/.data/gguf/ (git-ignored), a LLaMA-shaped GGUF with gguf's GGUFWriter
 (``--blocks`` layers of 9 tensors at hidden 1024, Q8_0 matrices and F32 norms, a tokenizer of
 ``--vocab`` tokens with scores and types: the arrays a real export's header holds) and a
-safetensors file of the same tensors in F16. Then, alternating, median of ``--repeats``:
+safetensors file of the same tensors (same names, same count) in F16. Then, in alternating
+rounds (the order rotates each round), each case once per round:
 
-in process (the header parsed afresh each time)
+in process (each header parsed afresh: the file's mtime is bumped before each listing)
   - ckpt_explorer's listing of the GGUF (``open_checkpoint``: header, records, metadata),
-  - ``gguf.GGUFReader(path)`` (what gguf_dump and transformers build on),
-  - ckpt_explorer's listing of the safetensors file (the goal: a GGUF lists as fast);
-whole process
-  - ``ckpt-explorer inspect FILE`` against ``python -m gguf.scripts.gguf_dump FILE``.
+  - ckpt_explorer's listing of the safetensors file,
+  - a ``safe_open`` loop over the safetensors file (keys, dtype, shape: what a user writes),
+  - ``gguf.GGUFReader(path)`` (what gguf_dump and transformers build on);
+whole process (a fresh interpreter each time)
+  - ``ckpt-explorer inspect`` of the GGUF and of the safetensors file,
+  - the ``safe_open`` loop as ``python -c``, ``python -m gguf.scripts.gguf_dump`` of the GGUF.
 
-Prints each median and the ratios, measured in the same run.
+Prints per case the wall median (min-max) and the median CPU (user + system: this process's
+``process_time`` in process, ``wait4`` of the child whole process) and the ratios to
+ckpt_explorer's safetensors listing of the same kind, measured in the same run. ``--only``
+keeps the cases whose label holds one of the given texts (GGUFReader and gguf_dump take
+seconds a round on a large vocabulary).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -28,6 +37,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 DATA = Path(__file__).parent / ".data" / "gguf"
+SAFE_OPEN = """
+import sys
+from safetensors import safe_open
+with safe_open(sys.argv[1], "numpy") as f:
+    rows = [(k, f.get_slice(k).get_dtype(), f.get_slice(k).get_shape()) for k in f.keys()]
+assert len(rows) == int(sys.argv[2])
+"""
 
 
 def make_data(blocks: int, vocab: int) -> tuple[Path, Path]:
@@ -84,69 +100,104 @@ def make_data(blocks: int, vocab: int) -> tuple[Path, Path]:
     return path, st
 
 
-def median_s(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def bump(path: Path) -> None:
+    """A new mtime: the next listing parses the header again (caches key on size and mtime)."""
+    now = time.time_ns()
+    os.utime(path, ns=(now, now))
+
+
+def timed_call(fn: Callable[[], object]) -> tuple[float, float]:
+    c0, t0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def timed_process(cmd: list[str]) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read() if proc.stderr else b""
+    if status != 0:
+        raise SystemExit(f"{cmd} failed ({status}): {err.decode(errors='replace')[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--blocks", type=int, default=32)
+    ap.add_argument("--blocks", type=int, default=16)
     ap.add_argument("--vocab", type=int, default=128000)
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default="", help="comma-separated label texts to keep")
     args = ap.parse_args()
     path, st = make_data(args.blocks, args.vocab)
-
-    import gguf
+    n = 9 * args.blocks
 
     from ckpt_explorer.api import open_checkpoint
-    from ckpt_explorer.readers import safetensors_file
-    from ckpt_explorer.readers.gguf import file as gguf_file
 
     def ours() -> None:
-        gguf_file._cached_header.cache_clear()
-        view = open_checkpoint(path)
-        assert len(view.names()) == 9 * args.blocks
-
-    def reader() -> None:
-        r = gguf.GGUFReader(str(path))
-        assert len(r.tensors) == 9 * args.blocks
+        bump(path)
+        assert len(open_checkpoint(path).names()) == n
 
     def st_listing() -> None:
-        safetensors_file._cached_header.cache_clear()
-        assert len(open_checkpoint(st).names()) == 9 * args.blocks
+        bump(st)
+        assert len(open_checkpoint(st).names()) == n
 
-    rows = {
-        "ckpt_explorer GGUF listing": median_s(ours, args.repeats),
-        "gguf.GGUFReader": median_s(reader, args.repeats),
-        "ckpt_explorer safetensors listing": median_s(st_listing, args.repeats),
-    }
+    def safe_open_loop() -> None:
+        exec(SAFE_OPEN, {"__name__": "bench"})
+
+    def reader() -> None:
+        import gguf
+
+        assert len(gguf.GGUFReader(str(path)).tensors) == n
+
     exe = Path(sys.executable).parent
-    procs = {
-        "ckpt-explorer inspect": [str(exe / "ckpt-explorer"), "inspect", str(path)],
-        "gguf_dump": [sys.executable, "-m", "gguf.scripts.gguf_dump", str(path)],
+    cli = str(exe / "ckpt-explorer")
+    cases: dict[str, Callable[[], tuple[float, float]]] = {
+        "in process: ckpt_explorer safetensors listing": lambda: timed_call(st_listing),
+        "in process: ckpt_explorer GGUF listing": lambda: timed_call(ours),
+        "in process: safe_open loop": lambda: timed_call(safe_open_loop),
+        "in process: gguf.GGUFReader": lambda: timed_call(reader),
+        "process: ckpt-explorer inspect safetensors": lambda: timed_process(
+            [cli, "inspect", str(st)]
+        ),
+        "process: ckpt-explorer inspect GGUF": lambda: timed_process([cli, "inspect", str(path)]),
+        "process: safe_open loop": lambda: timed_process(
+            [sys.executable, "-c", SAFE_OPEN, str(st), str(n)]
+        ),
+        "process: gguf_dump": lambda: timed_process(
+            [sys.executable, "-m", "gguf.scripts.gguf_dump", str(path)]
+        ),
     }
-    for label, cmd in procs.items():
-        rows[label + " (process)"] = median_s(
-            lambda cmd=cmd: subprocess.run(cmd, check=True, capture_output=True), args.repeats
-        )
-    print(f"{path.name}: {path.stat().st_size / 2**20:.0f} MiB, {9 * args.blocks} tensors, "
-          f"{args.vocab} tokens")  # fmt: skip
-    for label, s in rows.items():
-        print(f"  {label:40} {s * 1000:9.1f} ms")
-    ours_s = rows["ckpt_explorer GGUF listing"]
-    print(f"  GGUFReader / ours           {rows['gguf.GGUFReader'] / ours_s:6.1f}x")
-    print(
-        f"  ours / safetensors listing  {ours_s / rows['ckpt_explorer safetensors listing']:6.2f}x"
+    keep = [x for x in args.only.split(",") if x]
+    bases = (
+        "in process: ckpt_explorer safetensors listing",
+        "process: ckpt-explorer inspect safetensors",
     )
-    print(
-        "  gguf_dump / inspect (process) "
-        f"{rows['gguf_dump (process)'] / rows['ckpt-explorer inspect (process)']:6.1f}x"
-    )
+    cases = {k: v for k, v in cases.items() if not keep or k in bases or any(x in k for x in keep)}
+    sys.argv = ["bench", st.as_posix(), str(n)]  # the in-process safe_open loop's arguments
+    for fn in cases.values():  # warm: imports, page cache
+        fn()
+    wall: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
+    labels = list(cases)
+    for r in range(args.rounds):
+        for k in labels[r % len(labels) :] + labels[: r % len(labels)]:
+            w, c = cases[k]()
+            wall[k].append(w)
+            cpu[k].append(c)
+    load = os.getloadavg()
+    print(f"{path.name}: {path.stat().st_size / 2**20:.0f} MiB GGUF and "
+          f"{st.stat().st_size / 2**20:.0f} MiB safetensors, {n} tensors, {args.vocab} tokens, "
+          f"{args.rounds} alternating rounds, load {load[0]:.1f} {load[1]:.1f}")  # fmt: skip
+    print("| case | wall ms, median (min-max) | CPU ms | x wall | x CPU |")
+    print("|---|---:|---:|---:|---:|")
+    for k in labels:
+        base = bases[0] if k.startswith("in process") else bases[1]
+        wm, cm = statistics.median(wall[k]), statistics.median(cpu[k])
+        bw, bc = statistics.median(wall[base]), statistics.median(cpu[base])
+        print(f"| {k} | {wm * 1000:.1f} ({min(wall[k]) * 1000:.1f}-{max(wall[k]) * 1000:.1f}) "
+              f"| {cm * 1000:.1f} | {wm / bw:.2f} | {cm / bc:.2f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

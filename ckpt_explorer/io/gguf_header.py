@@ -26,6 +26,7 @@ MAX_COUNT = 1 << 24  # tensors, keys, array items, string bytes: llama.cpp's own
 MAX_DIMS = 8  # GGML_MAX_DIMS is 4; a few writers allow more
 KEEP_ITEMS = 16  # array items kept in a listing (the count is always kept)
 FIRST_BLOCK = 1 << 16
+CHUNK = 4096  # strings stepped over between two checks
 
 # value type -> struct code of a scalar
 SCALARS = {
@@ -213,32 +214,33 @@ class _Cursor:
         return self.buf[i : i + n]
 
     def strings(self, n: int, wide: bool, keep: int) -> list[str]:
-        """Walk ``n`` strings (an array's items), decoding the first ``keep``: one loop over
-        the buffer, not a call per item (a tokenizer holds 150,000 of them)."""
+        """Walk ``n`` strings (an array's items), decoding only the first ``keep``: the rest
+        are stepped over by their lengths alone (a tokenizer holds 150,000 of them; none is
+        decoded or copied), in chunks of :data:`CHUNK` items checked once each."""
+        kept = [self.string(wide) for _ in range(min(n, keep))]
         width = 8 if wide else 4
         length = struct.Struct(self.endian + ("Q" if wide else "I")).unpack_from
-        kept: list[str] = []
-        buf, i, avail = self.buf, self.at - self.base, len(self.buf)
-        for k in range(n):
-            if i + width > avail:
-                self.at = self.base + i
-                i = self.ensure(width)
-                buf, avail = self.buf, len(self.buf)
-            (ln,) = length(buf, i)
-            if ln > MAX_COUNT:
-                raise GGUFError(f"a string length of {ln} (more than {MAX_COUNT})")
-            i += width
-            if i + ln > avail:
-                self.at = self.base + i
-                i = self.ensure(ln)
-                buf, avail = self.buf, len(self.buf)
-            if k < keep:
-                try:
-                    kept.append(buf[i : i + ln].decode("utf-8"))
-                except UnicodeDecodeError as e:
-                    raise GGUFError(f"a string that is not UTF-8 at byte {self.base + i}") from e
-            i += ln
-        self.at = self.base + i
+        left = n - len(kept)
+        while left:
+            k = min(left, CHUNK)
+            buf, start = self.buf, self.at - self.base
+            i, ran_off = start, False
+            try:
+                for _ in range(k):
+                    i += length(buf, i)[0] + width
+            except struct.error:  # a length past the buffer's end
+                ran_off = True
+            span, have = i - start, len(buf) - start
+            if not ran_off and span <= min(have, MAX_COUNT):  # k items inside the buffer
+                self.at += span
+                left -= k
+                continue
+            if span <= MAX_COUNT and self.at + have < self.size:  # runs on past the buffer
+                self.ensure(have + 1)  # the next block
+                continue
+            for _ in range(k):  # a string too long, or the file ends: item by item, checked
+                self.take(self.count(wide, "a string length"))
+            left -= k
         return kept
 
     def unpack(self, code: str) -> Any:
@@ -269,9 +271,9 @@ def _value(c: _Cursor, kind: int, wide: bool, depth: int = 0) -> Any:
         n = c.count(wide, "an array length")
         if item in SCALARS:
             code = SCALARS[item]
-            raw = c.take(n * struct.calcsize(code))
-            keep = min(n, KEEP_ITEMS)
-            head = struct.unpack(f"{c.endian}{keep}{code}", raw[: keep * struct.calcsize(code)])
+            i = c.ensure(n * struct.calcsize(code))  # buffered, not copied
+            c.at += n * struct.calcsize(code)
+            head = struct.unpack_from(f"{c.endian}{min(n, KEEP_ITEMS)}{code}", c.buf, i)
             return ArraySummary(VALUE_TYPES[item], n, head)
         if item == STRING:
             return ArraySummary("string", n, tuple(c.strings(n, wide, KEEP_ITEMS)))

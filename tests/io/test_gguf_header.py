@@ -3,6 +3,7 @@ orders, long arrays, header-only reads, damaged headers, splits, and no gguf pac
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from ckpt_explorer.api import open_checkpoint
 from ckpt_explorer.errors import CkptExplorerError, CorruptCheckpointError
+from ckpt_explorer.io import gguf_header
 from ckpt_explorer.io.gguf_header import FIRST_BLOCK, GGUFError, parse, parse_buffer
 
 gguf = pytest.importorskip("gguf")
@@ -83,6 +85,51 @@ def test_listing_reads_the_header_only(tmp_path: Path) -> None:
     header = parse(fetch, len(raw))
     assert len(raw) > 16 * 2**20
     assert sum(e - s for s, e in read) <= header.header_end + FIRST_BLOCK
+
+
+def _tokens_file(path: Path, endian: object, tokens: list[str]) -> None:
+    w = gguf.GGUFWriter(str(path), "llama", endianess=endian)
+    w.add_token_list(tokens)
+    w.add_token_scores([float(i) for i in range(len(tokens))])  # a key after the tokens
+    w.add_tensor("t", np.arange(64, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.mark.parametrize("order", ["little", "big"])
+@pytest.mark.parametrize("first_block", [64, 4096, FIRST_BLOCK])
+def test_token_arrays_stepped_over_across_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str, first_block: int
+) -> None:
+    """Thousands of tokens of 0 to 298 bytes (more than one chunk of the walk), read in
+    small blocks that split items anywhere: the same header as gguf's own reader."""
+    endian = gguf.GGUFEndian.BIG if order == "big" else gguf.GGUFEndian.LITTLE
+    tokens = ["é" * (i % 150) + str(i) * (i % 7 == 0) for i in range(9000)]
+    path = tmp_path / "t.gguf"
+    _tokens_file(path, endian, tokens)
+    raw = path.read_bytes()
+    monkeypatch.setattr(gguf_header, "FIRST_BLOCK", first_block)
+    header = parse(lambda s, e: raw[s:e], len(raw))
+    summary = header.metadata["tokenizer.ggml.tokens"]
+    assert summary.count == len(tokens) and list(summary.head) == tokens[:16]
+    assert header.metadata["tokenizer.ggml.scores"].count == len(tokens)
+    reader = gguf.GGUFReader(str(path))
+    assert header.data_start + header.tensors[0].offset == int(reader.tensors[0].data_offset)
+
+
+def test_a_bad_token_length_is_refused(tmp_path: Path) -> None:
+    """A length far past the file, or past its end, inside the items stepped over."""
+    tokens = [f"tok{i}" for i in range(6000)]
+    path = tmp_path / "t.gguf"
+    _tokens_file(path, gguf.GGUFEndian.LITTLE, tokens)
+    raw = path.read_bytes()
+    for i, length, message in ((100, 1 << 40, "string length"), (5000, len(raw), "past the end")):
+        at = raw.index(struct.pack("<Q", len(tokens[i])) + tokens[i].encode())
+        bad = raw[:at] + struct.pack("<Q", length) + raw[at + 8 :]
+        with pytest.raises(GGUFError, match=message):
+            parse_buffer(bad, len(bad))
 
 
 def test_damaged_headers_are_refused(tmp_path: Path) -> None:
