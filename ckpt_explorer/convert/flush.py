@@ -8,8 +8,11 @@ after the fsync returned.
 While a file is written, :class:`WriteBehind` starts its disk writes behind the copy: a
 thread calls ``fdatasync`` on the file each time another :data:`WriteBehind.STEP` bytes were
 written, so the disk works while the copy goes on and the final fsync finds little left
-(what ``cp`` + ``sync`` cannot do: its ``sync`` starts after the copy). ``sync_file_range``
-in the copying thread measured worse (the copy waited on the device queue) and is not used.
+(``cp`` + ``sync`` starts the disk only after the copy). On an idle CPU this takes the wait
+after the copy from about 0.4 s per GiB to nearly nothing; on a CPU-bound machine the
+thread's writeback work competes with the copy and the wall time stays about the same.
+``sync_file_range(SYNC_FILE_RANGE_WRITE)`` in the copying thread made the copy wait on the
+device as long as it saved, and ``fdatasync`` every 128-512 MiB started the disk too late.
 """
 
 from __future__ import annotations
