@@ -69,15 +69,19 @@ def run(args: argparse.Namespace) -> int:
             None, "--engine colossalai with --plugin / --tp / --pp / --device", "--engine stream",
             "Add --engine colossalai, or drop them.",
         )  # fmt: skip
-    plan = plan_conversion(
-        args.source,
-        args.destination,
-        args.to,
-        max_shard_size=args.max_shard_size,
-        dtype=args.dtype,
-        overwrite=args.overwrite,
-        model_only=args.model_only,
-    )
+    from ..io.gc_pause import freeze_at_exit, gc_paused
+
+    freeze_at_exit()
+    with gc_paused():  # a plan's objects hold no cycles (io/gc_pause.py)
+        plan = plan_conversion(
+            args.source,
+            args.destination,
+            args.to,
+            max_shard_size=args.max_shard_size,
+            dtype=args.dtype,
+            overwrite=args.overwrite,
+            model_only=args.model_only,
+        )
     if args.dry_run:
         if args.json:
             print_json({"plan": plan.to_json()})

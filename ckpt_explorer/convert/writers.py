@@ -21,6 +21,7 @@ from ..readable import parse_size as readable_size
 from .atomic import fsync_path
 from .bytecheck import OpenFiles
 from .fastpath import add_pieces, copy_pieces, piece_bytes
+from .flush import WriteBehind
 from .plan_types import Piece, PlannedFile, PlannedTensor
 
 if TYPE_CHECKING:
@@ -149,6 +150,8 @@ def write_safetensors(
     start = 8 + len(raw)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     sources = OpenFiles()
+    behind = WriteBehind(fd)  # the disk writes start while the copy goes on
+    tick = _also(tick, behind.wrote)
     try:
         os.pwrite(fd, len(raw).to_bytes(8, "little") + raw, 0)
         offset = run_at = start
@@ -175,8 +178,21 @@ def write_safetensors(
         if sync:
             os.fsync(fd)
     finally:
+        behind.close()
         sources.close()
         os.close(fd)
+
+
+def _also(tick: Tick | None, more: Tick) -> Tick:
+    """A tick that calls ``tick`` (if any), then ``more``."""
+    if tick is None:
+        return more
+
+    def both(n: int) -> None:
+        tick(n)
+        more(n)
+
+    return both
 
 
 def _copy_run(

@@ -11,7 +11,6 @@ result where the caller's arguments say.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,6 @@ from pathlib import Path
 
 from ..contracts import Cancel, ProgressFn, is_cancelled
 from ..errors import CkptExplorerError
-from .ports import free_port
 from .rank_progress import PROGRESS_DIR_ENV, RankRelay
 
 # a parent job's variables, never passed on (the relay sets its own progress folder)
@@ -105,6 +103,10 @@ def run_torchrun(
             with :func:`~.rank_progress.rank_progress`).
         on_poll: called every time the job is polled (e.g. to measure its output).
     """
+    import subprocess  # here, not at import: a one-process job never starts a child
+
+    from .ports import free_port
+
     meet = (
         nodes.torchrun_args()
         if nodes is not None
