@@ -48,6 +48,30 @@ def test_the_issue_cases_are_said(state: dict[str, Any]) -> None:
     assert _row(state, "cai_state", "colossalai.load_optimizer", "optimizer").ok
 
 
+def test_transformers_4_path_guess_is_cannot_tell(state: dict[str, Any]) -> None:
+    """config.json without model_type: transformers 4 builds the architecture named in the
+    path, or fails when none is (the real 4.x does both on the same files, in two folders), so
+    its verdict is cannot_tell; 5.x fails on both, and validate reports only that."""
+    from ckpt_explorer.validate import validate_checkpoint
+
+    v4 = "transformers.from_pretrained@4"
+    real = {c: state["results"][f"{c}|{v4}|"] for c in ("hf_bert-run", "hf_0412", "hf_noconfig")}
+    assert real["hf_bert-run"]["ok"], real  # a BertLMHeadModel, GPT-2's weights left out
+    assert not real["hf_0412"]["ok"] and "Unrecognized model" in real["hf_0412"]["message"]
+    for case in real:
+        four = _row(state, case, v4)
+        assert (four.outcome, four.error) == ("cannot_tell", ""), four
+        assert "path string" in four.message and "model_type" in four.fix
+        five = _row(state, case, "transformers.from_pretrained@5")
+        assert (five.outcome, five.error) == ("fails", "ValueError"), five
+        report = validate_checkpoint(state["cases"][case], numeric=False)
+        said = [f.message for f in report.findings if f.rule == "loadable.fails"]
+        assert said and all("transformers 4" not in m for m in said), said
+    lines = state["tables"]["hf_bert-run"].lines()
+    assert any(x.strip().startswith("?") and "transformers 4.x" in x for x in lines), lines
+    assert "? = cannot tell" in lines[-1]
+
+
 def test_validate_turns_them_into_findings(state: dict[str, Any]) -> None:
     from ckpt_explorer.validate import validate_checkpoint
 
