@@ -24,15 +24,18 @@ CORPUS = [f"the quick brown fox {i} jumps over the lazy dog {i * 7}" for i in ra
 SMALL = dict(num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
 
 
-def _spm(tmp: Path, kind: str, size: int, **ids: int) -> Path:
+def _spm(tmp: Path, cls: Any, file: str, kind: str, size: int, **kw: Any) -> Any:
+    """``cls.from_pretrained`` of a folder holding a sentencepiece model trained here."""
     corpus = tmp / "corpus.txt"
     corpus.write_text("\n".join(CORPUS))
-    prefix = tmp / f"sp_{kind}"
+    src = tmp / f"{kind}_src"
+    src.mkdir()
     spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(prefix), vocab_size=size, model_type=kind,
-        minloglevel=2, **ids,
+        input=str(corpus), model_prefix=str(src / "sp"), vocab_size=size, model_type=kind,
+        minloglevel=2, **kw.pop("ids"),
     )  # fmt: skip
-    return prefix.with_suffix(".model")
+    shutil.move(src / "sp.model", src / file)
+    return cls.from_pretrained(src, **kw)
 
 
 def gpt2(tmp: Path) -> tuple[Any, Any]:
@@ -56,11 +59,8 @@ def gpt2(tmp: Path) -> tuple[Any, Any]:
 def llama(tmp: Path) -> tuple[Any, Any]:
     from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
 
-    src = tmp / "llama_src"
-    src.mkdir()
-    model = _spm(tmp, "bpe", 100, bos_id=1, eos_id=2, unk_id=0, pad_id=-1)
-    shutil.copy(model, src / "tokenizer.model")
-    tok = LlamaTokenizer.from_pretrained(src)
+    ids = dict(bos_id=1, eos_id=2, unk_id=0, pad_id=-1)
+    tok = _spm(tmp, LlamaTokenizer, "tokenizer.model", "bpe", 100, ids=ids)
     config = LlamaConfig(vocab_size=len(tok), hidden_size=16, num_key_value_heads=1, **SMALL)
     return tok, LlamaForCausalLM(config)
 
@@ -68,11 +68,8 @@ def llama(tmp: Path) -> tuple[Any, Any]:
 def t5(tmp: Path) -> tuple[Any, Any]:
     from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
 
-    src = tmp / "t5_src"
-    src.mkdir()
-    model = _spm(tmp, "unigram", 120, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
-    shutil.copy(model, src / "spiece.model")
-    tok = T5Tokenizer.from_pretrained(src, extra_ids=100)
+    ids = dict(pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    tok = _spm(tmp, T5Tokenizer, "spiece.model", "unigram", 120, ids=ids, extra_ids=100)
     config = T5Config(vocab_size=256, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2)
     return tok, T5ForConditionalGeneration(config)  # 256 rows over 220 ids, as T5's 32128
 
