@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,11 +29,25 @@ atexit.register(shutil.rmtree, _TOOL_CACHE, True)
 MAKER_TIMEOUT_S = 900
 
 
+# The helpers any maker may use (fixture_makers/README.md), hashed into every maker's key. Any
+# other `_` module counts for the makers that import it (directly or through another helper):
+# changing a helper two makers share re-makes those two fixtures, not every one.
+EVERY_MAKER = ("_manifest.py", "_models.py")
+_HELPER_IMPORT = re.compile(r"^\s*(?:from|import)\s+(_\w+)", re.MULTILINE)
+
+
 def _maker_key(name: str) -> str:
+    files = {p for p in MAKERS.glob("*.py") if p.name.startswith(name) or p.name in EVERY_MAKER}
+    todo = list(files)
+    while todo:
+        for module in _HELPER_IMPORT.findall(todo.pop().read_text(encoding="utf-8")):
+            helper = MAKERS / f"{module}.py"
+            if helper.is_file() and helper not in files:
+                files.add(helper)
+                todo.append(helper)
     digest = hashlib.sha256()
-    for p in sorted(MAKERS.glob("*.py")):
-        if p.name.startswith(("_", name)):
-            digest.update(p.read_bytes())
+    for p in sorted(files):
+        digest.update(p.read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -5,7 +5,8 @@ true (``expect``: "clean" or the planted cause, ``resume_of``, ``id_names``); th
 ``validate`` / ``resume_doctor`` / the optimizer naming on the case and says how each verdict
 compares: :func:`check_state` for one state, :func:`check_resume` for a (resumed-from, saved
 after) pair; :func:`state_problems` / :func:`resume_problems` list what breaks the contract.
-``tests/realworld/test_realworld_*.py`` assert on them and ``scripts/diagnosis_table.py`` tabulates them.
+``tests/realworld/test_realworld_*.py`` assert on them (the ``assert_*`` helpers at the end hold
+the assertions they share) and ``scripts/diagnosis_table.py`` tabulates them.
 
 Two optional case keys refine ``expect``: ``also`` lists further causes truly present in the
 state (Trainer restores optimizer and scheduler together or not at all, so deleting one file
@@ -360,7 +361,46 @@ def resume_problems(result: ResumeResult) -> list[str]:
 
 def resume_cases(manifest: Mapping[str, Any]) -> list[str]:
     """Ids of the cases saved after a resume (those with ``resume_of``)."""
-    return sorted(cid for cid, c in manifest["cases"].items() if c.get("resume_of"))
+    return resumed_ids(manifest["cases"])
+
+
+# The assertions the corpus tests (tests/realworld/test_realworld_*.py) share: each test keeps
+# its own name, parameters and docstring, and says in one line which contract it asserts.
+
+
+def resumed_ids(plan: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Ids of the planned cases saved after a resume (the maker's ``planned_cases()``)."""
+    return sorted(cid for cid, c in plan.items() if c.get("resume_of"))
+
+
+def assert_cases_as_planned(
+    cases: Mapping[str, Mapping[str, Any]], plan: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """The manifest holds exactly the planned cases, each with the planned truth."""
+    assert set(cases) == set(plan)
+    for cid, case in cases.items():
+        assert {k: case.get(k) for k in plan[cid]} == plan[cid], cid
+
+
+def assert_read_as_planned(root: Path, case: Mapping[str, Any]) -> None:
+    """The case opens in the family and as the kind the maker names."""
+    view = open_checkpoint(Path(root) / case["path"])
+    assert (view.family, view.kind) == (case["family"], case["kind"])
+
+
+def assert_state_holds(root: Path, manifest: Mapping[str, Any], case_id: str) -> StateResult:
+    """:func:`state_problems` finds nothing on the case; the result, for further checks."""
+    result = check_state(root, case_id, manifest["cases"][case_id])
+    problems = state_problems(result)
+    assert not problems, "\n".join([result.describe(), *problems])
+    return result
+
+
+def assert_resume_holds(root: Path, manifest: Mapping[str, Any], case_id: str) -> None:
+    """:func:`resume_problems` finds nothing on (``resume_of``, case)."""
+    result = check_resume(root, manifest, case_id)
+    problems = resume_problems(result)
+    assert not problems, "\n".join([result.describe(), *problems])
 
 
 __all__ = [
@@ -372,6 +412,10 @@ __all__ = [
     "NameCheck",
     "ResumeResult",
     "StateResult",
+    "assert_cases_as_planned",
+    "assert_read_as_planned",
+    "assert_resume_holds",
+    "assert_state_holds",
     "check_names",
     "check_resume",
     "check_state",
@@ -379,5 +423,6 @@ __all__ = [
     "optimizers_by_location",
     "resume_cases",
     "resume_problems",
+    "resumed_ids",
     "state_problems",
 ]

@@ -68,8 +68,9 @@ def explain_damaged(path: Path | Location) -> tuple[str, str] | None:
         return None
     found = f"{layout.damaged} ({'; '.join(layout.evidence)})"
     local = path.local_path() if isinstance(path, Location) else path
+    # the loaders read local files
     verdicts = (v for f in LOADERS for v in f(local, "", layout)) if local is not None else ()
-    for v in (v for v in verdicts if v.meant and not v.ok):  # the loaders read local files
+    for v in (v for v in verdicts if v.meant and v.outcome in ("fails", "silent")):
         said = f"{v.error}: {v.message}" if v.error else v.message
         found += f"; {v.label} would fail with {said}"
         break

@@ -4,7 +4,12 @@
 Local folder order (both): ``model.safetensors``, ``model.safetensors.index.json``, then (unless
 ``use_safetensors=True``) ``pytorch_model.bin``, ``pytorch_model.bin.index.json``; a variant
 inserts ``.<variant>`` before the extension. Shards are ``sorted(set(weight_map.values()))``.
-The config is read first: without ``config.json`` (or its ``model_type``) nothing else is read.
+The config is read first. Without ``config.json`` or its ``model_type``, 5.x raises
+``Unrecognized model``; 4.x (``AutoConfig.from_pretrained``'s fallback) takes the longest of its
+model-type names found anywhere in the path string it is given (``bert`` in ``bert-run/``,
+``t5`` in a random temp name) and builds that architecture, else raises the same error: the
+outcome hangs on the string the user passes and on the 4.x release's list of names, so the
+4.x verdict is ``cannot_tell`` there.
 """
 
 from __future__ import annotations
@@ -31,28 +36,30 @@ NOT_FOUND = {
     4: "Error no file named pytorch_model.bin, model.safetensors, tf_model.h5, model.ckpt.index "
     "or flax_model.msgpack found in directory {p}.",
 }
-NO_CONFIG = {
-    5: (
-        "ValueError",
-        "Unrecognized model in {p}. Should have a `model_type` key in its config.json",
-    ),
-    4: (
-        "ValueError",
-        "Unrecognized model in {p}. Should have a `model_type` key in its config.json",
-    ),
-}
+NO_CONFIG = (
+    "ValueError",
+    "Unrecognized model in {p}. Should have a `model_type` key in its config.json",
+)
+NO_CONFIG_FIX = "Add the model's config.json (with model_type) beside the weights."
+PATH_GUESS = (
+    "{why}: transformers 4 then builds the architecture whose model-type "
+    "name is the longest one found in the path string passed to it (bert in bert-run/), "
+    "whatever the weights are, or raises ValueError: Unrecognized model when none is there"
+)
 
 
-def _config_error(p: Path, major: int) -> tuple[str, str] | None:
+def _config_state(p: Path) -> str:
+    """``ok``, ``no_type`` (JSON without model_type), ``missing`` or ``invalid`` (not JSON)."""
     cfg = p / "config.json"
+    if not cfg.is_file():
+        return "missing"
     try:
-        doc = json.loads(cfg.read_text(encoding="utf-8")) if cfg.is_file() else None
-    except (OSError, ValueError):
-        doc = None
-    if not isinstance(doc, dict) or "model_type" not in doc:
-        err, text = NO_CONFIG[major]
-        return err, text.format(p=p)
-    return None
+        doc = json.loads(cfg.read_text(encoding="utf-8"))
+    except ValueError:  # transformers' own check: JSONDecodeError, UnicodeDecodeError
+        return "invalid"
+    except OSError:
+        return "missing"
+    return "ok" if isinstance(doc, dict) and "model_type" in doc else "no_type"
 
 
 def from_pretrained(p: Path, target: str, layout: Layout) -> list[Verdict]:
@@ -75,10 +82,15 @@ def _one(
     call = f"AutoModel.from_pretrained({str(p)!r}{flag})  # transformers {major}.x"
     v = LoaderCall(loader, call, target)
     listing = Listing.of(p)
-    failure = _config_error(p, major)
-    if failure is not None:
-        fix = "Add the model's config.json (with model_type) beside the weights."
-        return v.fails((), *failure, fix, meant=meant)
+    config = _config_state(p)
+    if config == "invalid":
+        said = f"It looks like the config file at '{p / 'config.json'}' is not a valid JSON file."
+        return v.fails(("config.json",), "OSError", said, "Write config.json again.", meant=meant)
+    if config != "ok" and major == 4:
+        why = "config.json has no model_type" if config == "no_type" else "no config.json"
+        return v.cannot_tell(PATH_GUESS.format(why=why), NO_CONFIG_FIX, meant=meant)
+    if config != "ok":
+        return v.fails((), NO_CONFIG[0], NO_CONFIG[1].format(p=p), NO_CONFIG_FIX, meant=meant)
     for name, sharded, is_st in ORDER:
         if use_safetensors is False and is_st:
             continue

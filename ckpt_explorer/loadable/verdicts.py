@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-OUTCOMES = ("loads", "fails", "silent")  # silent: returns without loading, no exception
+# silent: returns without loading, no exception; cannot_tell: the outcome hangs on something
+# the files do not hold (the path string the user passes, for transformers 4)
+OUTCOMES = ("loads", "fails", "silent", "cannot_tell")
 LABELS = {
     "colossalai.load_model": "ColossalAI 0.5.0 booster.load_model",
     "colossalai.load_optimizer": "ColossalAI 0.5.0 booster.load_optimizer",
@@ -33,7 +35,8 @@ class Verdict:
         loader: id, e.g. ``"colossalai.load_optimizer"``.
         call: the call a user writes, e.g. ``"booster.load_optimizer(optimizer, 'optim')"``.
         target: the path handed to the loader, relative to the table's root (``""`` = root).
-        outcome: ``loads``, ``fails`` (it raises) or ``silent`` (returns, loads nothing).
+        outcome: ``loads``, ``fails`` (it raises), ``silent`` (returns, loads nothing) or
+            ``cannot_tell`` (it depends on what the files do not say; ``message`` says what).
         reads: the files it would read, in its order.
         error: the exception type the loader raises (``fails``), e.g. ``"ValueError"``.
         message: the loader's own message (or the start of it), e.g. for ``silent`` its warning.
@@ -108,6 +111,12 @@ class LoaderCall:
             self.loader, self.call, self.target, "fails", tuple(reads), error, message, fix,
             meant, tuple(notes),
         )  # fmt: skip
+
+    def cannot_tell(self, message: str, fix: str, *, meant: bool) -> Verdict:
+        """Loads or raises depending on something the files do not hold (``message``)."""
+        return Verdict(
+            self.loader, self.call, self.target, "cannot_tell", (), "", message, fix, meant
+        )
 
     def silent(self, message: str, fix: str, *, meant: bool, notes: Iterable[str]) -> Verdict:
         """Returns without raising and reads nothing."""
@@ -210,7 +219,7 @@ class LoaderTable:
             where = target or "."
             out.append(f"  {where}: {lay.describe()}")
             for v in self.for_target(target):
-                mark = {"loads": "ok  ", "fails": "FAIL", "silent": "NONE"}[v.outcome]
+                mark = {"loads": "ok  ", "fails": "FAIL", "silent": "NONE"}.get(v.outcome, "?   ")
                 meant = "*" if v.meant else " "
                 reads = ", ".join(v.reads[:3]) + (" ..." if len(v.reads) > 3 else "")
                 out.append(f"    {mark}{meant} {v.label}" + (f"  reads {reads}" if reads else ""))
@@ -224,5 +233,9 @@ class LoaderTable:
         for c in self.conflicts:
             out.append(f"  conflict: {c.message}")
         out += [f"  note: {n}" for n in self.notes]
-        out.append("  (* = the loader this checkpoint was written for)")
+        unsure = any(v.outcome == "cannot_tell" for v in self.verdicts)
+        out.append(
+            "  (* = the loader this checkpoint was written for"
+            + ("; ? = cannot tell from the files)" if unsure else ")")
+        )
         return out

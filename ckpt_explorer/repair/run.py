@@ -141,5 +141,6 @@ def _verify(plan: RepairPlan) -> list[str]:
     table = loader_table(plan.folder)
     for v in table.verdicts:
         if v.meant:
-            out.append(("ok" if v.ok else "FAILED") + f": {v.label} {v.outcome}")
+            said = {"loads": "ok", "cannot_tell": "cannot tell"}.get(v.outcome, "FAILED")
+            out.append(f"{said}: {v.label} {v.outcome}")
     return out

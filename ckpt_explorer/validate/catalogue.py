@@ -29,8 +29,8 @@ class Rule:
 
 # validate's areas, in the order a report lists them as checked (validate/runner.py runs a step
 # of each; an area is checked when one of its steps applied)
-AREAS: tuple[str, ...] = ("security", "integrity", "loadable", "quantized", "config", "optimizer")
-AREAS += ("scheduler", "numeric", "bundle", "hf_load")
+AREAS: tuple[str, ...] = ("security", "integrity", "loadable", "quantized", "config", "tokenizer")
+AREAS += ("optimizer", "scheduler", "numeric", "bundle", "hf_load")
 RULES: dict[str, Rule] = {}
 _AREA_OF_PREFIX = {"tied": "config"}
 
@@ -89,6 +89,8 @@ rule("config.dtype", WARN, "the config's torch_dtype is not the dtype of most by
 rule("tied.lm_head_missing", ERR, "no lm_head and tie_word_embeddings is false")
 rule("tied.lm_head_differs", ERR, "tied embeddings saved with a differing lm_head")
 rule("tied.untied_but_equal", INFO, "an untied lm_head equal to the embedding")
+# -- tokenizer: the tokenizer saved beside a model against its embedding ------------------------
+rule("tokenizer.ids_past_embedding", ERR, "the tokenizer gives ids past the embedding's rows")
 # -- optimizer: groups, ids, states against the model -----------------------------------------
 rule("optimizer.no_param_groups", ERR, "an optimizer state without param_groups")
 rule("optimizer.group_params", ERR, "a param group without its params list")

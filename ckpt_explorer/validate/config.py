@@ -56,6 +56,11 @@ def _find(records: Sequence[TensorRecord], suffixes: tuple[str, ...]) -> TensorR
     return None
 
 
+def input_embedding(records: Sequence[TensorRecord]) -> TensorRecord | None:
+    """The model's input embedding (its rows are the token ids it can take), if named so."""
+    return _find(records, EMBED_SUFFIXES)
+
+
 def check_model(model: ModelPart) -> list[Finding]:
     """Every config rule for one model (nothing when it has no config.json)."""
     config = model.config

@@ -43,7 +43,9 @@ def check_loadable(path: Path | Location) -> list[Finding]:
                 )
             )
     for v in table.verdicts:
-        if v.ok or _interrupted(path / v.target if v.target else path):
+        if v.outcome not in ("fails", "silent"):
+            continue  # loads, or cannot tell (the table and `inspect` say why)
+        if _interrupted(path / v.target if v.target else path):
             continue  # an interrupted pipeline save is integrity.interrupted_save's to say
         said = f"{v.error}: {v.message}" if v.error else v.message
         how = "would load nothing" if v.outcome == "silent" else "would fail"

@@ -15,7 +15,7 @@ from ..readers.part_pairing import paired
 from ..security import security_findings
 from ..security.severity import weigh_refusals
 from ..view import CheckpointView
-from . import bundle, config, counters, integrity, optimizer, scheduler, writer_facts
+from . import bundle, config, counters, integrity, optimizer, scheduler, tokenizer, writer_facts
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .catalogue import AREAS
@@ -225,6 +225,10 @@ def _config(run: Run) -> list[Finding]:
     return [f for m in run.parts.models for f in config.check_model(m)]
 
 
+def _tokenizer(run: Run) -> list[Finding]:
+    return [f for m in run.parts.models for f in tokenizer.check_tokenizer(m)]
+
+
 def _numeric(run: Run) -> list[Finding]:
     run.stats = {}
     bookkeeping = bookkeeping_names(run.parts)
@@ -287,6 +291,7 @@ AFTER_VIEW: tuple[Step, ...] = (
     Step("integrity", _integrity_of_view),
     Step("quantized", _quantized, lambda run: QUANT_KEY in run.opened.values),
     Step("config", _config),
+    Step("tokenizer", _tokenizer, lambda run: any(map(tokenizer.has_tokenizer, run.parts.models))),
     Step("numeric", _numeric, lambda run: run.numeric),
     Step("optimizer", _optimizer),
     Step("scheduler", _scheduler),

@@ -4,8 +4,8 @@ Usage: ``python tests/fixture_makers/gguf_maker.py OUT_DIR``
 
 llama.cpp's ``convert_hf_to_gguf.py`` (with its ``conversion/`` package and its own
 ``gguf-py``) comes from the llama-cpp-python sdist on PyPI, which vendors llama.cpp's source;
-the sdist is downloaded once with pip into ``$CKPT_FIXTURE_CACHE/llama-cpp-python-sdist``.
-The converter runs in a child process with its gguf-py first on ``PYTHONPATH``.
+the sdist is downloaded once with pip into ``$CKPT_FIXTURE_CACHE/llama-cpp-python-sdist``
+(:mod:`_gguf_models`, shared with ``kquant_maker``). The converter runs in a child process with its gguf-py first on ``PYTHONPATH``.
 
 Cases:
 
@@ -30,84 +30,17 @@ The manifest records, per export, transformers' own reading of it where it runs:
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from _gguf_models import LLAMA_CPP_PYTHON, convert, converter, patch, tensor_bytes, tiny_llama
 from _manifest import main_out_dir, run_maker
 
-LLAMA_CPP_PYTHON = "0.3.36"  # vendors llama.cpp with gguf-py 0.19.0 (the gguf on PyPI)
 OUTTYPES = ("f32", "f16", "bf16", "q8_0")
-
-
-def _sdist() -> Path:
-    cache = Path(os.environ.get("CKPT_FIXTURE_CACHE", Path(__file__).parents[2] / ".fixture-cache"))
-    folder = cache / "llama-cpp-python-sdist"
-    tar = folder / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
-    if not tar.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
-             "llama-cpp-python", f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-d", str(folder)],
-            check=True,
-        )  # fmt: skip
-    return tar
-
-
-def _converter(out: Path) -> Path:
-    """llama.cpp's converter, its conversion package and its gguf-py, unpacked under out."""
-    root = out / "llama.cpp"
-    if (root / "convert_hf_to_gguf.py").is_file():
-        return root
-    prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/"
-    with tarfile.open(_sdist()) as tf:
-        for member in tf.getmembers():
-            rel = member.name[len(prefix) :] if member.name.startswith(prefix) else None
-            if rel is None or not member.isfile() or ".." in Path(rel).parts:
-                continue
-            if rel == "convert_hf_to_gguf.py" or rel.startswith(("conversion/", "gguf-py/")):
-                target = root / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                src = tf.extractfile(member)
-                assert src is not None
-                target.write_bytes(src.read())
-    return root
-
-
-def _tiny_llama(folder: Path) -> dict[str, Any]:
-    import sentencepiece as spm
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    folder.mkdir(parents=True, exist_ok=True)
-    corpus = folder.parent / "corpus.txt"
-    corpus.write_text(
-        "\n".join(f"the quick brown fox {i} jumps over the lazy dog {i * 7}" for i in range(200))
-    )
-    spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=64,
-        model_type="bpe", character_coverage=1.0, bos_id=1, eos_id=2, unk_id=0, pad_id=-1,
-        minloglevel=2,
-    )  # fmt: skip
-    (folder / "tokenizer.vocab").unlink()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        tie_word_embeddings=False,
-    )  # fmt: skip
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-    model.save_pretrained(folder)
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
 def _tiny_other(folder: Path, kind: str, tokenizer: Path) -> None:
@@ -134,17 +67,6 @@ def _tiny_other(folder: Path, kind: str, tokenizer: Path) -> None:
     shutil.copyfile(tokenizer, folder / "tokenizer.model")
 
 
-def _convert(llama_cpp: Path, hf: Path, out: Path, outtype: str, *extra: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(llama_cpp / "gguf-py")}
-    proc = subprocess.run(
-        [sys.executable, str(llama_cpp / "convert_hf_to_gguf.py"), str(hf),
-         "--outtype", outtype, "--outfile", str(out), *extra],
-        env=env, capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(f"convert_hf_to_gguf {outtype} failed:\n{proc.stderr[-4000:]}")
-
-
 def _transformers_oracle(hf: Path, gguf_file: Path, out: Path) -> str | None:
     """transformers' own reading of the export, saved as safetensors; the error if it fails."""
     from safetensors.torch import save_file
@@ -161,21 +83,6 @@ def _transformers_oracle(hf: Path, gguf_file: Path, out: Path) -> str | None:
     return None
 
 
-def _tensor_bytes(path: Path, name: str) -> tuple[int, int, Any]:
-    """(offset, nbytes, data) of one tensor, as gguf.GGUFReader gives them."""
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
-    t = next(t for t in reader.tensors if t.name == name)
-    return int(t.data_offset), int(t.n_bytes), np.array(t.data)
-
-
-def _patch(path: Path, offset: int, data: bytes) -> None:
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        f.write(data)
-
-
 def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp's LlamaModel.permute."""
     return (
@@ -190,20 +97,20 @@ def _faults(out: Path) -> dict[str, dict[str, Any]]:
     src = out / "f32.gguf"
     dst = out / "fault_norm.gguf"
     shutil.copyfile(src, dst)
-    offset, _, data = _tensor_bytes(dst, "blk.0.attn_norm.weight")
-    _patch(dst, offset, (data.astype(np.float32) * 1.5).astype("<f4").tobytes())
+    offset, _, data = tensor_bytes(dst, "blk.0.attn_norm.weight")
+    patch(dst, offset, (data.astype(np.float32) * 1.5).astype("<f4").tobytes())
     cases["fault_norm"] = ("blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight")
     dst = out / "fault_qk.gguf"
     shutil.copyfile(out / "f16.gguf", dst)
-    offset, _, data = _tensor_bytes(dst, "blk.1.attn_q.weight")
-    _patch(dst, offset, _permute(data.astype(np.float16), 4).astype("<f2").tobytes())
+    offset, _, data = tensor_bytes(dst, "blk.1.attn_q.weight")
+    patch(dst, offset, _permute(data.astype(np.float16), 4).astype("<f2").tobytes())
     cases["fault_qk"] = ("blk.1.attn_q.weight", "model.layers.1.self_attn.q_proj.weight")
     dst = out / "fault_scale.gguf"
     shutil.copyfile(out / "q8_0.gguf", dst)
-    offset, _, data = _tensor_bytes(dst, "blk.0.ffn_up.weight")
+    offset, _, data = tensor_bytes(dst, "blk.0.ffn_up.weight")
     block = 5  # the 6th 34-byte block: its first 2 bytes are the F16 scale
     scale = np.frombuffer(bytes(data.reshape(-1)[block * 34 : block * 34 + 2]), "<f2")
-    _patch(dst, offset + block * 34, (scale * 2).astype("<f2").tobytes())
+    patch(dst, offset + block * 34, (scale * 2).astype("<f2").tobytes())
     cases["fault_scale"] = ("blk.0.ffn_up.weight", "model.layers.0.mlp.up_proj.weight")
     return {
         case: {
@@ -218,9 +125,9 @@ def _faults(out: Path) -> dict[str, dict[str, Any]]:
 
 
 def make(out: Path) -> dict[str, Any]:
-    llama_cpp = _converter(out)
+    llama_cpp = converter(out)
     hf = out / "hf"
-    state = _tiny_llama(hf)
+    state = tiny_llama(hf, 64, 128)
     cases: dict[str, Any] = {
         "hf": {
             "path": "hf",
@@ -234,7 +141,7 @@ def make(out: Path) -> dict[str, Any]:
     }
     for outtype in OUTTYPES:
         path = out / f"{outtype}.gguf"
-        _convert(llama_cpp, hf, path, outtype)
+        convert(llama_cpp, hf, path, outtype)
         oracle = out / f"{outtype}.transformers.safetensors"
         error = _transformers_oracle(hf, path, oracle)
         cases[outtype] = {
@@ -247,7 +154,7 @@ def make(out: Path) -> dict[str, Any]:
         }
     split_dir = out / "split"
     split_dir.mkdir(exist_ok=True)
-    _convert(llama_cpp, hf, split_dir / "split.gguf", "f16", "--split-max-tensors", "8")
+    convert(llama_cpp, hf, split_dir / "split.gguf", "f16", "--split-max-tensors", "8")
     first = sorted(split_dir.glob("split-*-of-*.gguf"))
     cases["split"] = {
         "path": f"split/{first[0].name}",
@@ -258,13 +165,13 @@ def make(out: Path) -> dict[str, Any]:
     cases.update(_faults(out))
     for kind, outtype in (("mixtral", "f16"), ("gemma", "f32")):
         _tiny_other(out / f"{kind}_hf", kind, hf / "tokenizer.model")
-        _convert(llama_cpp, out / f"{kind}_hf", out / f"{kind}.gguf", outtype)
+        convert(llama_cpp, out / f"{kind}_hf", out / f"{kind}.gguf", outtype)
         cases[f"{kind}_hf"] = {"path": f"{kind}_hf", "family": "hf-single", "kind": "model"}
         cases[kind] = {"path": f"{kind}.gguf", "family": "gguf", "kind": "model"}
     dst = out / "fault_experts.gguf"  # a layer's experts 1 and 2 swapped in ffn_up_exps
     shutil.copyfile(out / "mixtral.gguf", dst)
-    offset, _, data = _tensor_bytes(dst, "blk.0.ffn_up_exps.weight")
-    _patch(dst, offset, data[[0, 2, 1, 3]].astype("<f2").tobytes())
+    offset, _, data = tensor_bytes(dst, "blk.0.ffn_up_exps.weight")
+    patch(dst, offset, data[[0, 2, 1, 3]].astype("<f2").tobytes())
     cases["fault_experts"] = {
         "path": dst.name,
         "family": "gguf",

@@ -3,8 +3,8 @@
 Usage: ``python tests/fixture_makers/kquant_maker.py OUT_DIR``
 
 ``llama-quantize`` is built with cmake (CPU only, that one target, ``-j2``) from the llama.cpp
-source vendored in the llama-cpp-python sdist that :mod:`gguf_maker` downloads; the build is
-cached under ``$CKPT_FIXTURE_CACHE/llama-quantize-<sdist version>`` like a fixture.
+source vendored in the llama-cpp-python sdist (:mod:`_gguf_models`, shared with ``gguf_maker``);
+the build is cached under ``$CKPT_FIXTURE_CACHE/llama-quantize-<sdist version>`` like a fixture.
 
 Cases:
 
@@ -24,19 +24,26 @@ Cases:
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from _gguf_models import (
+    LLAMA_CPP_PYTHON,
+    convert,
+    converter,
+    fixture_cache,
+    patch,
+    tensor_bytes,
+    tiny_llama,
+    unpack_llama_cpp,
+)
 from _manifest import main_out_dir, run_maker
-from gguf_maker import LLAMA_CPP_PYTHON, _convert, _converter, _patch, _sdist, _tensor_bytes
 
 QTYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "Q2_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
 CMAKE_FLAGS = (
@@ -48,25 +55,13 @@ CMAKE_FLAGS = (
 
 def llama_quantize() -> Path:
     """The ``llama-quantize`` binary, built once per sdist version into the fixture cache."""
-    cache = Path(os.environ.get("CKPT_FIXTURE_CACHE", Path(__file__).parents[2] / ".fixture-cache"))
-    root = cache / f"llama-quantize-{LLAMA_CPP_PYTHON}"
+    root = fixture_cache() / f"llama-quantize-{LLAMA_CPP_PYTHON}"
     binary = root / "build" / "bin" / "llama-quantize"
     if binary.is_file():
         return binary
     src = root / "src"
     if not (src / "CMakeLists.txt").is_file():
-        prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/"
-        with tarfile.open(_sdist()) as tf:
-            for member in tf.getmembers():
-                rel = member.name[len(prefix) :] if member.name.startswith(prefix) else None
-                if rel is None or not member.isfile() or ".." in Path(rel).parts:
-                    continue
-                target = src / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                data = tf.extractfile(member)
-                assert data is not None
-                target.write_bytes(data.read())
-                target.chmod(member.mode & 0o755 | 0o600)
+        unpack_llama_cpp(src, lambda rel: True)
     cmake = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
     start = time.monotonic()
     for cmd in (
@@ -80,37 +75,6 @@ def llama_quantize() -> Path:
             )
     (root / "build-seconds.txt").write_text(f"{time.monotonic() - start:.1f}\n")
     return binary
-
-
-def _tiny_llama(folder: Path) -> dict[str, Any]:
-    """A Llama whose every matrix row is 256 wide, with a sentencepiece tokenizer."""
-    import sentencepiece as spm
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    folder.mkdir(parents=True, exist_ok=True)
-    corpus = folder.parent / "corpus.txt"
-    corpus.write_text(
-        "\n".join(f"the quick brown fox {i} jumps over the lazy dog {i * 7}" for i in range(200))
-    )
-    spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=64,
-        model_type="bpe", character_coverage=1.0, bos_id=1, eos_id=2, unk_id=0, pad_id=-1,
-        minloglevel=2,
-    )  # fmt: skip
-    (folder / "tokenizer.vocab").unlink()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        tie_word_embeddings=False,
-    )  # fmt: skip
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-    model.save_pretrained(folder)
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
 def _tiny_mixtral(folder: Path, tokenizer: Path) -> None:
@@ -137,14 +101,14 @@ def _types(path: Path) -> dict[str, str]:
 def _faults(out: Path) -> dict[str, Any]:
     dst = out / "fault_kq_norm.gguf"
     shutil.copyfile(out / "q4_k_m.gguf", dst)
-    offset, _, data = _tensor_bytes(dst, "blk.0.attn_norm.weight")
-    _patch(dst, offset, (data.astype(np.float32) * 1.5).astype("<f4").tobytes())
+    offset, _, data = tensor_bytes(dst, "blk.0.attn_norm.weight")
+    patch(dst, offset, (data.astype(np.float32) * 1.5).astype("<f4").tobytes())
     swap = out / "fault_kq_swap.gguf"
     shutil.copyfile(out / "q4_k_m.gguf", swap)
-    offset, nbytes, _ = _tensor_bytes(swap, "blk.0.attn_q.weight")
-    _, other_bytes, other = _tensor_bytes(swap, "blk.1.attn_q.weight")
+    offset, nbytes, _ = tensor_bytes(swap, "blk.0.attn_q.weight")
+    _, other_bytes, other = tensor_bytes(swap, "blk.1.attn_q.weight")
     assert nbytes == other_bytes
-    _patch(swap, offset, other.astype(np.uint8).tobytes())
+    patch(swap, offset, other.astype(np.uint8).tobytes())
     return {
         "fault_kq_norm": ("blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight"),
         "fault_kq_swap": ("blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight"),
@@ -161,12 +125,12 @@ def _quantize(binary: Path, src: Path, dst: Path, qtype: str) -> None:
 
 def make(out: Path) -> dict[str, Any]:
     binary = llama_quantize()
-    llama_cpp = _converter(out)
+    llama_cpp = converter(out)
     hf = out / "hf"
-    _tiny_llama(hf)
+    tiny_llama(hf, 256, 512)
     cases: dict[str, Any] = {"hf": {"path": "hf", "family": "hf-single", "kind": "model"}}
     f16 = out / "f16.gguf"
-    _convert(llama_cpp, hf, f16, "f16")
+    convert(llama_cpp, hf, f16, "f16")
     cases["f16"] = {"path": f16.name, "family": "gguf", "kind": "model", "types": _types(f16)}
     for qtype in QTYPES:
         path = out / f"{qtype.lower()}.gguf"
@@ -179,7 +143,7 @@ def make(out: Path) -> dict[str, Any]:
             "types": _types(path),
         }
     _tiny_mixtral(out / "mixtral_hf", hf / "tokenizer.model")
-    _convert(llama_cpp, out / "mixtral_hf", out / "mixtral_f16.gguf", "f16")
+    convert(llama_cpp, out / "mixtral_hf", out / "mixtral_f16.gguf", "f16")
     moe = out / "mixtral_q4_k_m.gguf"
     _quantize(binary, out / "mixtral_f16.gguf", moe, "Q4_K_M")
     cases["mixtral_hf"] = {"path": "mixtral_hf", "family": "hf-single", "kind": "model"}

@@ -3,10 +3,12 @@ loader's own message) is checked by running that loader on the same files."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
-from loadable_cases import agrees, run_all
+from loadable_cases import agrees, run_all, run_oracle
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,49 @@ def test_the_issue_cases_are_said(state: dict[str, Any]) -> None:
     assert state["tables"]["cai_optim_noindex"].layouts[""].damaged
     assert _row(state, "ds_nolatest", "deepspeed.load_checkpoint").outcome == "silent"
     assert _row(state, "cai_state", "colossalai.load_optimizer", "optimizer").ok
+
+
+def test_transformers_4_path_guess_is_cannot_tell(state: dict[str, Any]) -> None:
+    """config.json without model_type: transformers 4 builds the architecture named in the
+    path, or fails when none is (the real 4.x does both on the same files, in two folders), so
+    its verdict is cannot_tell; 5.x fails on both, and validate reports only that."""
+    from ckpt_explorer.validate import validate_checkpoint
+
+    v4 = "transformers.from_pretrained@4"
+    real = {c: state["results"][f"{c}|{v4}|"] for c in ("hf_bert-run", "hf_0412", "hf_noconfig")}
+    assert real["hf_bert-run"]["ok"], real  # a BertLMHeadModel, GPT-2's weights left out
+    assert not real["hf_0412"]["ok"] and "Unrecognized model" in real["hf_0412"]["message"]
+    for case in real:
+        four = _row(state, case, v4)
+        assert (four.outcome, four.error) == ("cannot_tell", ""), four
+        assert "path string" in four.message and "model_type" in four.fix
+        five = _row(state, case, "transformers.from_pretrained@5")
+        assert (five.outcome, five.error) == ("fails", "ValueError"), five
+        report = validate_checkpoint(state["cases"][case], numeric=False)
+        said = [f.message for f in report.findings if f.rule == "loadable.fails"]
+        assert said and all("transformers 4" not in m for m in said), said
+    lines = state["tables"]["hf_bert-run"].lines()
+    assert any(x.strip().startswith("?") and "transformers 4.x" in x for x in lines), lines
+    assert "? = cannot tell" in lines[-1]
+
+
+def test_a_config_that_is_not_json(real_checkpoints: Any, tmp_path: Path) -> None:
+    """Both majors raise transformers' own OSError before reading weights, as the real ones do
+    (detection calls such a folder "other", so the loader table has no row: the prediction is
+    asked for directly, as for a ColossalAI model folder whose config.json was cut off)."""
+    from ckpt_explorer.loadable import transformers
+    from ckpt_explorer.loadable.verdicts import Layout
+
+    hf, _ = real_checkpoints("hf")
+    folder = Path(shutil.copytree(hf / "gpt2_sharded", tmp_path / "cut"))
+    (folder / "config.json").write_text('{"model_type": "gpt2",')
+    rows = transformers.from_pretrained(folder, "", Layout("hf-model"))
+    assert [v.loader for v in rows] == [f"transformers.from_pretrained@{m}" for m in (5, 4)]
+    for v, family in zip(rows, ("hf", "hf4"), strict=True):
+        assert (v.outcome, v.error, v.reads) == ("fails", "OSError", ("config.json",)), v
+        job = {"id": v.loader, "loader": v.loader, "path": str(folder)}
+        real = run_oracle(family, [job], tmp_path)[v.loader]
+        assert not agrees(v, real), (v, real)
 
 
 def test_validate_turns_them_into_findings(state: dict[str, Any]) -> None:

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realworld_check import check_resume, check_state, resume_problems, state_problems
+from realworld_check import (
+    assert_state_holds,
+    check_resume,
+    check_state,
+    resume_problems,
+    state_problems,
+)
 
 from ckpt_explorer import detect_format, open_checkpoint
 from ckpt_explorer.cli import main
@@ -157,10 +163,7 @@ def test_ema_named_first_is_still_the_ema(
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
     """Clean states: no error/warning finding; optimizer ids never named wrong."""
-    root, manifest = corpus
-    result = check_state(root, case_id, manifest["cases"][case_id])
-    problems = state_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    result = assert_state_holds(*corpus, case_id)
     assert result.verdict_counts()["right"] > 0, result.describe()
 
 

@@ -16,10 +16,14 @@ from typing import Any
 
 import pytest
 import torch
-from realworld_check import check_resume, check_state, resume_problems, state_problems
+from realworld_check import (
+    assert_cases_as_planned,
+    assert_read_as_planned,
+    assert_resume_holds,
+    assert_state_holds,
+    resumed_ids,
+)
 from safetensors.torch import load_file
-
-from ckpt_explorer import open_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "fixture_makers"))
 from realworld_dsuniversal_maker import BASE_STEPS, RESUME_STEPS, planned_cases
@@ -27,7 +31,7 @@ from realworld_dsuniversal_maker import BASE_STEPS, RESUME_STEPS, planned_cases
 MAKER = "realworld_dsuniversal"
 PLAN = planned_cases()
 STATES = sorted(PLAN)
-RESUMES = sorted(cid for cid, c in PLAN.items() if c.get("resume_of"))
+RESUMES = resumed_ids(PLAN)
 
 # DeepSpeed's own zero_to_fp32 on every ZeRO checkpoint folder; prints name -> sha of bytes
 ZERO_TO_FP32 = r"""
@@ -64,9 +68,8 @@ def test_manifest_holds_the_planned_cases_with_their_truth(
 ) -> None:
     root, manifest = corpus
     cases = manifest["cases"]
-    assert set(cases) == set(PLAN)
+    assert_cases_as_planned(cases, PLAN)
     for cid, case in cases.items():
-        assert {k: case.get(k) for k in PLAN[cid]} == PLAN[cid], cid
         assert (root / case["path"]).is_dir(), cid
         if cid.endswith("_universal"):
             folder = root / case["path"]
@@ -120,22 +123,14 @@ def test_state_is_read_as_a_training_state(
     corpus: tuple[Path, dict[str, Any]], case_id: str
 ) -> None:
     root, manifest = corpus
-    case = manifest["cases"][case_id]
-    view = open_checkpoint(root / case["path"])
-    assert (view.family, view.kind) == (case["family"], case["kind"])
+    assert_read_as_planned(root, manifest["cases"][case_id])
 
 
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
-    root, manifest = corpus
-    result = check_state(root, case_id, manifest["cases"][case_id])
-    problems = state_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_state_holds(*corpus, case_id)
 
 
 @pytest.mark.parametrize("case_id", RESUMES)
 def test_resume_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
-    root, manifest = corpus
-    result = check_resume(root, manifest, case_id)
-    problems = resume_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_resume_holds(*corpus, case_id)

@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realworld_check import check_resume, check_state, resume_problems, state_problems
-
-from ckpt_explorer import open_checkpoint
+from realworld_check import (
+    assert_read_as_planned,
+    assert_resume_holds,
+    assert_state_holds,
+    check_state,
+)
 
 MAKER = "realworld_hf"
 
@@ -81,28 +84,20 @@ def test_state_is_read_as_a_training_state(
     """Trainer / accelerate folders and LoRA adapters saved with their optimizer are training
     states (the adapter folder's optimizer.pt, scheduler.pt and RNG are not ignored)."""
     root, manifest = corpus_hf
-    case = manifest["cases"][case_id]
-    view = open_checkpoint(root / case["path"])
-    assert (view.family, view.kind) == (case["family"], case["kind"])
+    assert_read_as_planned(root, manifest["cases"][case_id])
 
 
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus_hf: tuple[Path, dict[str, Any]], case_id: str) -> None:
     """Clean: no error/warning finding; faulty: validate reports the fault; ids never named
     wrong (right, or honestly ambiguous/unknown)."""
-    root, manifest = corpus_hf
-    result = check_state(root, case_id, manifest["cases"][case_id])
-    problems = state_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_state_holds(*corpus_hf, case_id)
 
 
 @pytest.mark.parametrize("case_id", RESUMES)
 def test_resume_verdicts(corpus_hf: tuple[Path, dict[str, Any]], case_id: str) -> None:
     """Faulty resumes: the planted cause ranks first; correct ones: no cause scores >= 0.5."""
-    root, manifest = corpus_hf
-    result = check_resume(root, manifest, case_id)
-    problems = resume_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_resume_holds(*corpus_hf, case_id)
 
 
 def test_trainer_names_known(corpus_hf: tuple[Path, dict[str, Any]]) -> None:

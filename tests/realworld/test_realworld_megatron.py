@@ -19,9 +19,13 @@ from typing import Any
 
 import pytest
 import torch
-from realworld_check import check_resume, check_state, resume_problems, state_problems
-
-from ckpt_explorer import open_checkpoint
+from realworld_check import (
+    assert_cases_as_planned,
+    assert_read_as_planned,
+    assert_resume_holds,
+    assert_state_holds,
+    resumed_ids,
+)
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "fixture_makers"))
 from realworld_megatron_maker import BASE_STEPS, planned_cases
@@ -29,7 +33,7 @@ from realworld_megatron_maker import BASE_STEPS, planned_cases
 MAKER = "realworld_megatron"
 PLAN = planned_cases()
 STATES = sorted(PLAN)
-RESUMES = sorted(cid for cid, c in PLAN.items() if c.get("resume_of"))
+RESUMES = resumed_ids(PLAN)
 
 # megatron-core's own loaders need a process group: a gloo world of 1 in a subprocess
 VERIFY = r"""
@@ -88,9 +92,8 @@ def test_manifest_holds_the_planned_cases_with_their_truth(
 ) -> None:
     root, manifest = corpus
     cases = manifest["cases"]
-    assert set(cases) == set(PLAN)
+    assert_cases_as_planned(cases, PLAN)
     for cid, case in cases.items():
-        assert {k: case.get(k) for k in PLAN[cid]} == PLAN[cid], cid
         assert case["kind"] == "training_state", cid
         assert (root / case["path"]).is_dir(), cid
         assert (root / case["save_dir"] / "latest_checkpointed_iteration.txt").read_text() == str(
@@ -189,22 +192,14 @@ def test_state_is_read_as_a_training_state(
     corpus: tuple[Path, dict[str, Any]], case_id: str
 ) -> None:
     root, manifest = corpus
-    case = manifest["cases"][case_id]
-    view = open_checkpoint(root / case["path"])
-    assert (view.family, view.kind) == (case["family"], case["kind"])
+    assert_read_as_planned(root, manifest["cases"][case_id])
 
 
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
-    root, manifest = corpus
-    result = check_state(root, case_id, manifest["cases"][case_id])
-    problems = state_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_state_holds(*corpus, case_id)
 
 
 @pytest.mark.parametrize("case_id", RESUMES)
 def test_resume_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
-    root, manifest = corpus
-    result = check_resume(root, manifest, case_id)
-    problems = resume_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_resume_holds(*corpus, case_id)

@@ -16,7 +16,12 @@ from typing import Any
 
 import pytest
 import torch
-from realworld_check import check_resume, check_state, resume_problems, state_problems
+from realworld_check import (
+    assert_cases_as_planned,
+    assert_resume_holds,
+    assert_state_holds,
+    resumed_ids,
+)
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "fixture_makers"))
 from realworld_optim_maker import BASE_STEPS, RESUME_STEPS, Run, planned_cases
@@ -25,7 +30,7 @@ from realworld_optim_maker import PLAN as SETUPS
 MAKER = "realworld_optim"
 PLAN = planned_cases()
 STATES = sorted(PLAN)
-RESUMES = sorted(cid for cid, c in PLAN.items() if c.get("resume_of"))
+RESUMES = resumed_ids(PLAN)
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +44,8 @@ def test_manifest_holds_the_planned_cases_with_their_truth(
 ) -> None:
     root, manifest = corpus
     cases = manifest["cases"]
-    assert set(cases) == set(PLAN)
+    assert_cases_as_planned(cases, PLAN)
     for cid, case in cases.items():
-        assert {k: case.get(k) for k in PLAN[cid]} == PLAN[cid], cid
         assert (root / case["path"]).is_file(), cid
         assert case["id_names"] and all(case["id_names"].values()), cid
         steps = BASE_STEPS + (RESUME_STEPS if case.get("resume_of") else 0)
@@ -81,15 +85,9 @@ def test_state_loads_into_the_real_optimizers(
 
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
-    root, manifest = corpus
-    result = check_state(root, case_id, manifest["cases"][case_id])
-    problems = state_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_state_holds(*corpus, case_id)
 
 
 @pytest.mark.parametrize("case_id", RESUMES)
 def test_resume_verdicts(corpus: tuple[Path, dict[str, Any]], case_id: str) -> None:
-    root, manifest = corpus
-    result = check_resume(root, manifest, case_id)
-    problems = resume_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_resume_holds(*corpus, case_id)

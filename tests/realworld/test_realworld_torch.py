@@ -20,9 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realworld_check import check_resume, check_state, resume_problems, state_problems
-
-from ckpt_explorer import open_checkpoint
+from realworld_check import (
+    assert_cases_as_planned,
+    assert_read_as_planned,
+    assert_resume_holds,
+    check_state,
+    resumed_ids,
+    state_problems,
+)
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "fixture_makers"))
 from realworld_torch_maker import planned_cases
@@ -30,7 +35,7 @@ from realworld_torch_maker import planned_cases
 MAKER = "realworld_torch"
 PLAN = planned_cases()
 STATES = sorted(PLAN)
-RESUMES = sorted(cid for cid, c in PLAN.items() if c.get("resume_of"))
+RESUMES = resumed_ids(PLAN)
 CLEAN = sorted(cid for cid, c in PLAN.items() if c["expect"] == "clean")
 
 
@@ -42,9 +47,8 @@ def _corpus(real_checkpoints: Any) -> tuple[Path, dict[str, Any]]:
 def test_manifest_holds_the_planned_cases_with_their_truth(real_checkpoints: Any) -> None:
     root, manifest = _corpus(real_checkpoints)
     cases = manifest["cases"]
-    assert set(cases) == set(PLAN)
+    assert_cases_as_planned(cases, PLAN)
     for cid, case in cases.items():
-        assert {k: case.get(k) for k in PLAN[cid]} == PLAN[cid], cid
         assert case["kind"] == "training_state", cid
         assert case["id_names"] and all(case["id_names"].values()), cid
         if case.get("resume_of"):
@@ -61,9 +65,7 @@ def test_state_is_read_as_a_training_state(real_checkpoints: Any, case_id: str) 
     """A one-file {'model', 'optimizer', 'scheduler', 'iter_num'} save and every folder are
     training states (not a model) in the family the maker names."""
     root, manifest = _corpus(real_checkpoints)
-    case = manifest["cases"][case_id]
-    view = open_checkpoint(root / case["path"])
-    assert (view.family, view.kind) == (case["family"], case["kind"])
+    assert_read_as_planned(root, manifest["cases"][case_id])
 
 
 @pytest.mark.parametrize("case_id", STATES)
@@ -99,7 +101,4 @@ def test_clean_state_names_are_all_decided(real_checkpoints: Any, case_id: str) 
 @pytest.mark.parametrize("case_id", RESUMES)
 def test_resume_verdicts(real_checkpoints: Any, case_id: str) -> None:
     """The doctor on (resume_of, case): the planted cause first; no false cause >= 0.5."""
-    root, manifest = _corpus(real_checkpoints)
-    result = check_resume(root, manifest, case_id)
-    problems = resume_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    assert_resume_holds(*_corpus(real_checkpoints), case_id)

@@ -14,7 +14,11 @@ from typing import Any
 
 import pytest
 import torch
-from realworld_check import check_resume, check_state, resume_problems, state_problems
+from realworld_check import (
+    assert_state_holds,
+    check_resume,
+    resume_problems,
+)
 
 from ckpt_explorer import open_checkpoint, resume_doctor, validate_checkpoint
 from ckpt_explorer.security import judge as security_judge
@@ -76,10 +80,7 @@ def test_checkpoint_is_read_whole(corpus_ds: tuple[Path, dict[str, Any]], case_i
 @pytest.mark.parametrize("case_id", STATES)
 def test_state_verdicts(corpus_ds: tuple[Path, dict[str, Any]], case_id: str) -> None:
     """Clean states: no error/warning finding; every optimizer id named right."""
-    root, manifest = corpus_ds
-    result = check_state(root, case_id, manifest["cases"][case_id])
-    problems = state_problems(result)
-    assert not problems, "\n".join([result.describe(), *problems])
+    result = assert_state_holds(*corpus_ds, case_id)
     assert result.verdict_counts()["right"] == len(result.names) == 21, result.describe()
     infos = {f.file for f in result.findings if f.rule == security_judge.REFUSED}
     assert {"rng_state.pth", "training_args.bin"} <= infos  # truly refused by torch, as info

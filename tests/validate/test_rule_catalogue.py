@@ -22,6 +22,7 @@ RULE_LIKE = re.compile(rf"^({'|'.join(PREFIXES)})\.[a-z][a-z0-9_]*$")
 NOT_RULES = {
     *("config.json", "optimizer.bin", "optimizer.pt", "scheduler.bin", "scheduler.pt"),
     *("optimizer.param_groups", "scheduler.last_epoch"),
+    *("tokenizer.json", "tokenizer.model", "tokenizer.chat_template"),
 }
 
 

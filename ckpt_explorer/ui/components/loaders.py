@@ -12,7 +12,12 @@ from ...loadable import has_table, loader_table
 from ..view_cache import memo
 from .common import html_pane, section
 
-_MARK = {"loads": ("✓", "#15803d"), "fails": ("✗", "#b91c1c"), "silent": ("∅", "#b45309")}
+_MARK = {
+    "loads": ("✓", "#15803d"),
+    "fails": ("✗", "#b91c1c"),
+    "silent": ("∅", "#b45309"),
+    "cannot_tell": ("?", "#6b7280"),
+}
 
 
 def loader_rows(view: Any) -> list[dict[str, Any]]:
@@ -57,7 +62,7 @@ def loaders_block(view: Any) -> list[pn.viewable.Viewable]:
             f"{html.escape(r['loader'])}{meant}{says}</li>"
         )
     body = html_pane(
-        # each line has its own mark (✓ loads, ✗ fails, ∅ silent): no bullet of its own
+        # each line has its own mark (✓ loads, ✗ fails, ∅ silent, ? cannot tell): no bullet
         "<ul class='verdicts'>" + "".join(items) + "</ul>",
         sizing_mode="stretch_width",
     )
