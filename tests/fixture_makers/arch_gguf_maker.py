@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from _gguf_models import LLAMA_CPP_PYTHON, convert, converter, transformers_oracle
 from _manifest import main_out_dir, run_maker
-from gguf_maker import LLAMA_CPP_PYTHON, _convert, _converter, _transformers_oracle
 
 OUTTYPES = {"qwen2": ("f32", "f16", "bf16", "q8_0"), "qwen3": ("f32", "f16"), "gemma2": ("f32", "f16", "bf16"),
             "gemma3": ("f32", "f16"), "phi3": ("f32", "f16")}  # fmt: skip
@@ -148,7 +148,7 @@ def rewrite_with(src: Path, dst: Path, tensor: str, factor: float) -> None:
 def make(out: Path) -> dict[str, Any]:
     cases: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        llama_cpp = _converter(Path(tmp))
+        llama_cpp = converter(Path(tmp))
         tokenizer = _tokenizer(Path(tmp) / "spm")
         for arch, outtypes in OUTTYPES.items():
             hf = out / f"{arch}_hf"
@@ -157,9 +157,9 @@ def make(out: Path) -> dict[str, Any]:
             for outtype in outtypes:
                 case = f"{arch}_{outtype}"
                 path = out / f"{case}.gguf"
-                _convert(llama_cpp, hf, path, outtype)
+                convert(llama_cpp, hf, path, outtype)
                 oracle = out / f"{case}.transformers.safetensors"
-                error = _transformers_oracle(hf, path, oracle)
+                error = transformers_oracle(hf, path, oracle)
                 cases[case] = {
                     "path": path.name,
                     "family": "gguf",

@@ -37,7 +37,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from _gguf_models import LLAMA_CPP_PYTHON, convert, converter, patch, tensor_bytes, tiny_llama
+from _gguf_models import (
+    LLAMA_CPP_PYTHON,
+    convert,
+    converter,
+    patch,
+    tensor_bytes,
+    tiny_llama,
+    transformers_oracle,
+)
 from _manifest import main_out_dir, run_maker
 
 OUTTYPES = ("f32", "f16", "bf16", "q8_0")
@@ -65,22 +73,6 @@ def _tiny_other(folder: Path, kind: str, tokenizer: Path) -> None:
                 p.copy_(0.1 * torch.randn_like(p))
     model.save_pretrained(folder)
     shutil.copyfile(tokenizer, folder / "tokenizer.model")
-
-
-def _transformers_oracle(hf: Path, gguf_file: Path, out: Path) -> str | None:
-    """transformers' own reading of the export, saved as safetensors; the error if it fails."""
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM
-
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            str(gguf_file.parent), gguf_file=gguf_file.name, torch_dtype=torch.float32
-        )
-    except Exception as e:  # recorded: the tests skip what transformers cannot read
-        return f"{type(e).__name__}: {e}"[:500]
-    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    save_file(state, str(out))
-    return None
 
 
 def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -143,7 +135,7 @@ def make(out: Path) -> dict[str, Any]:
         path = out / f"{outtype}.gguf"
         convert(llama_cpp, hf, path, outtype)
         oracle = out / f"{outtype}.transformers.safetensors"
-        error = _transformers_oracle(hf, path, oracle)
+        error = transformers_oracle(hf, path, oracle)
         cases[outtype] = {
             "path": path.name,
             "family": "gguf",
