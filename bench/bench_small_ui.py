@@ -18,6 +18,10 @@ Weight map tab, made once the Overview shows, has drawn table rows) and ``tabs_a
 request to then), ``first_compare_s`` (a click on Compare, A and B prefilled, until the
 verdict shows: the server's first diff) and ``first_compare_cpu_s`` (server CPU over it).
 
+A floor in the same run: a bare Panel page with the dashboard's extensions (tabulator,
+plotly) and template, two tabs and a one-row table, timed the same way (what any such Panel
+page costs here, whatever it shows).
+
 Then the CLI, each a fresh process: ``validate`` of the demo state (wall and CPU seconds of
 the child, from ``wait4``). Baselines in the same run: ``python -c pass``, ``import panel``
 and ``import torch``. ``--against DIR`` runs another checkout (e.g. main before a change) in
@@ -99,10 +103,30 @@ def settle(pid: int, limit_s: float = 90.0) -> float:
     return since(t0)
 
 
-def session(browser: Any, root: Path, running: bool, code: Path = REPO) -> dict[str, Any]:
+# The floor: Panel's page with the dashboard's extensions and template, two tabs, no
+# checkpoint (what any Panel page costs the browser and the server on this machine)
+FLOOR_APP = """
+import sys
+import pandas as pd
+import panel as pn
+pn.extension("tabulator", "plotly")
+def page():
+    table = pn.widgets.Tabulator(pd.DataFrame({"a": [1, 2]}), css_classes=["weight-map"])
+    tabs = pn.Tabs(("Overview", pn.pane.Markdown("Why this is")), ("Weight map", table))
+    return pn.template.BootstrapTemplate(title="floor", main=[tabs])
+pn.serve({"/": page}, port=int(sys.argv[1]), address="127.0.0.1", show=False,
+         threaded=False, websocket_origin=[f"127.0.0.1:{sys.argv[1]}"])
+"""
+
+
+def session(
+    browser: Any, root: Path, running: bool, code: Path = REPO, floor: bool = False
+) -> dict[str, Any]:
     port = free_port()
     cmd = [sys.executable, "-m", "ckpt_explorer", "serve", "--port", str(port), "--root"]
     cmd += [str(root), str(root / "resumed_from"), str(root / "after_resume")]
+    if floor:
+        cmd = [sys.executable, "-c", FLOOR_APP, str(port)]
     t_start = time.perf_counter()
     proc = subprocess.Popen(
         cmd, cwd=code, env=server_env(code), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -126,6 +150,8 @@ def session(browser: Any, root: Path, running: bool, code: Path = REPO) -> dict[
         out["server_cpu_page_s"] = round(cpu_seconds(proc.pid) - cpu_page, 2)
         out["load_event_s"] = round(float(page.evaluate(LOAD_EVENT)), 3)
         out["tabs_after_load_s"] = round(out["tabs_usable_s"] - out["load_event_s"], 3)
+        if floor:
+            return out
         page.locator(".bk-tab", has_text="Compare").first.click()
         button = page.get_by_role("button", name="Compare", exact=True)
         button.wait_for()
@@ -169,6 +195,7 @@ def main() -> None:
     py = sys.executable
     codes = {"this": REPO} | ({"against": args.against.resolve()} if args.against else {})
     base: dict[str, list[float]] = {"python": [], "import panel": [], "import torch": []}
+    floors: list[dict[str, Any]] = []
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in codes}
     for code in codes.values():  # one unmeasured run each: bytecode and numba caches
         child([py, "-m", "ckpt_explorer", "validate", str(root / "resumed_from")], server_env(code))
@@ -180,6 +207,7 @@ def main() -> None:
             base["python"].append(child([py, "-c", "pass"], env)[0])
             base["import panel"].append(child([py, "-c", "import panel"], env)[0])
             base["import torch"].append(child([py, "-c", "import torch"], env)[0])
+            floors.append(session(browser, root, True, floor=True))
             for name, code in list(codes.items()) if i % 2 == 0 else list(codes.items())[::-1]:
                 runs[name].append(measure(browser, root, code, py))
                 print(f"{name}, repeat {i + 1}: {json.dumps(runs[name][-1])}", flush=True)
@@ -192,6 +220,8 @@ def main() -> None:
     )
     for key, values in base.items():
         print(f"  baseline {key:32s} {median(values)}")
+    for key in floors[0]:
+        print(f"  floor page {key:30s} {median([f[key] for f in floors])}")
     names = list(codes)
     print(f"{'':44s}" + "".join(f"{n:>22s}" for n in names))
     first = runs[names[0]][0]
@@ -207,6 +237,7 @@ def main() -> None:
                     "codes": {k: str(v) for k, v in codes.items()},
                     "loads": loads,
                     "base": base,
+                    "floor": floors,
                     "runs": runs,
                 },
                 indent=1,
