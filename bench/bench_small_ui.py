@@ -71,10 +71,13 @@ def demo() -> Path:
     return root
 
 
-def child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system) of one fresh process."""
+def child(cmd: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one fresh process (run in ``cwd``: ``-m``
+    imports the package from there first)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, _, usage = os.wait4(proc.pid, 0)
     return time.perf_counter() - t0, usage.ru_utime + usage.ru_stime
 
@@ -175,7 +178,8 @@ def median(values: list[float]) -> str:
 def measure(browser: Any, root: Path, code: Path, py: str) -> dict[str, Any]:
     """One round for one checkout: the CLI, a running server, a fresh server."""
     env = server_env(code)
-    wall, cpu = child([py, "-m", "ckpt_explorer", "validate", str(root / "resumed_from")], env)
+    validate = [py, "-m", "ckpt_explorer", "validate", str(root / "resumed_from")]
+    wall, cpu = child(validate, env, code)
     return {
         "cli": {"validate_s": wall, "validate_cpu_s": cpu},
         "running server": session(browser, root, True, code),
@@ -198,7 +202,11 @@ def main() -> None:
     floors: list[dict[str, Any]] = []
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in codes}
     for code in codes.values():  # one unmeasured run each: bytecode and numba caches
-        child([py, "-m", "ckpt_explorer", "validate", str(root / "resumed_from")], server_env(code))
+        child(
+            [py, "-m", "ckpt_explorer", "validate", str(root / "resumed_from")],
+            server_env(code),
+            code,
+        )
     loads = [os.getloadavg()[0]]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

@@ -72,12 +72,12 @@ def serve(
     Raises:
         CkptExplorerError: a path is refused, or the server could not listen (port in use).
     """
-    from .view_cache import page_asked, prefetch
+    from .view_cache import listening, page_asked, prefetch
 
     remote = RemoteAccess(allow_remote, cache, storage_options)
     checked = check_paths(paths, root, remote)
     # the checkpoint listed and the Overview's and Weight map's tables built while panel
-    # imports; then, while no page is asked for, the security verdicts and what a tensor
+    # imports; then, while no page is asked for once it listens, the security verdicts and what a tensor
     # detail or a Compare loads (torch, the statistics kernels, plotly); with a page asked
     # for, the verdicts once it is up and the rest once a Weight map is shown
     prefetch(checked, _first, _then, _last)
@@ -120,4 +120,5 @@ def serve(
             "a server that did not start",
             "Choose another port with --port, or leave it out to pick a free one.",
         )
+    listening()
     return server, f"http://{host}:{port}/"

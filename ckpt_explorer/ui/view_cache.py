@@ -6,8 +6,8 @@ keeps the last few views opened, reused while none of their files changed (size 
 modification time of each file, and of the folder); :func:`memo` keeps what is built from a
 view (tables, indexes, findings) for as long as the view lives. ``serve`` opens the paths it
 was given in the background at start (:func:`prefetch`) with the Overview's and Weight map's
-tables, so the first page finds them ready. When no page is asked for within a second, the
-server is idle: it goes on at once with the security verdicts and what a tensor detail or a
+tables, so the first page finds them ready. When no page is asked for within two seconds of
+the server listening, it is idle: it goes on at once with the security verdicts and what a tensor detail or a
 first Compare needs (torch, numba, plotly: seconds of a core), so a page opened later waits
 for none of it. A page asked for sooner goes first: the verdicts wait until it is up, the
 rest until a Weight map is shown (seconds a page's first steps would wait behind).
@@ -92,12 +92,18 @@ def memo(view: CheckpointView, what: str, build: Callable[[], T]) -> T:
         return built[what]  # type: ignore[no-any-return]
 
 
+_listening = threading.Event()
 _page_asked = threading.Event()
 _page_up = threading.Event()
 _weights_up = threading.Event()
 _waiting: list[str] = []  # prefetches waiting for a page
 SETTLE_S = 1.0  # after a Weight map is built: its table drawn before the last work starts
-IDLE_S = 1.0  # no page asked for this long after the first work: the server is idle
+IDLE_S = 2.0  # no page asked for this long after the server listens: it is idle
+
+
+def listening() -> None:
+    """The server answers: the idle clock of :func:`prefetch` starts."""
+    _listening.set()
 
 
 def page_asked() -> None:
@@ -127,7 +133,8 @@ def prefetch(
 ) -> None:
     """In a background thread: open the first of ``paths`` and run ``first`` on its view
     (what the first page needs). Then, when no page is asked for (:func:`page_asked`) within
-    :data:`IDLE_S`, ``then`` and ``last`` at once (the server is idle). Otherwise, once that
+    :data:`IDLE_S` of the server listening (:func:`listening`, or ``wait_s`` after the first
+    work), ``then`` and ``last`` at once (the server is idle). Otherwise, once that
     page is up (:func:`page_loaded`, or after ``wait_s``), ``then`` (what the page needs
     next), and once a Weight map is shown (:func:`weights_shown`, or ``wait_s`` later)
     ``last``, so none competes with the first page's steps for the interpreter. Errors are
@@ -144,6 +151,7 @@ def prefetch(
             if first is not None:
                 first(view)
             _waiting.append(local[0])
+            _listening.wait(wait_s)
             idle = not _page_asked.wait(IDLE_S)
             if not idle:
                 _page_up.wait(wait_s)

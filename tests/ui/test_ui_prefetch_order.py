@@ -16,7 +16,7 @@ WAIT_S = 60.0  # prefetch's own wait for a page: far longer than any step below
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Fresh one-shot events (they are per server process), a stand-in view, recorded steps."""
-    for name in ("_page_asked", "_page_up", "_weights_up"):
+    for name in ("_listening", "_page_asked", "_page_up", "_weights_up"):
         monkeypatch.setattr(view_cache, name, threading.Event())
     monkeypatch.setattr(view_cache, "_waiting", [])
     monkeypatch.setattr(view_cache, "IDLE_S", 0.3)
@@ -42,11 +42,15 @@ def _start(fresh: dict[str, Any]) -> None:
 
 def test_an_idle_server_warms_everything_without_a_page(fresh: dict[str, Any]) -> None:
     _start(fresh)
+    assert fresh["done"]["first"].wait(WAIT_S / 2)
+    assert not fresh["done"]["then"].wait(1.0)  # not listening yet: a page may come first
+    view_cache.listening()
     assert fresh["done"]["last"].wait(WAIT_S / 2)  # before: waited for a page, then a map
     assert fresh["steps"] == ["first", "then", "last"]
 
 
 def test_a_page_asked_for_early_goes_first(fresh: dict[str, Any]) -> None:
+    view_cache.listening()
     view_cache.page_asked()
     _start(fresh)
     done = fresh["done"]
