@@ -106,6 +106,22 @@ def settle(pid: int, quiet_s: int = 3, limit_s: float = 120.0) -> float:
     return since(t0)
 
 
+# The floor: Panel's page with the dashboard's extensions and template, two tabs, no
+# checkpoint (what any Panel page costs the browser and the server on this machine)
+FLOOR_APP = """
+import sys
+import pandas as pd
+import panel as pn
+pn.extension("tabulator", "plotly")
+def page():
+    table = pn.widgets.Tabulator(pd.DataFrame({"a": [1, 2]}), css_classes=["weight-map"])
+    tabs = pn.Tabs(("Overview", pn.pane.Markdown("Why this is")), ("Weight map", table))
+    return pn.template.BootstrapTemplate(title="floor", main=[tabs])
+pn.serve({"/": page}, port=int(sys.argv[1]), address="127.0.0.1", show=False,
+         threaded=False, websocket_origin=[f"127.0.0.1:{sys.argv[1]}"])
+"""
+
+
 def session(
     browser: Any, root: Path, running: bool, code: Path = REPO, floor: bool = False
 ) -> dict[str, Any]:
