@@ -48,8 +48,10 @@ def _then(view: Any) -> None:
 
 
 def _last() -> None:
+    from .components.common import skip_notebook_renderers
     from .layout import warm_detail
 
+    skip_notebook_renderers()  # served pages only: plotly's warm-up skips nbformat too
     warm_detail()
 
 

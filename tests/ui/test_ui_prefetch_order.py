@@ -3,6 +3,9 @@ early goes first (the verdicts after it is up, the heavy imports after a Weight 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -62,3 +65,20 @@ def test_a_page_asked_for_early_goes_first(fresh: dict[str, Any]) -> None:
     view_cache.weights_shown()
     assert done["last"].wait(WAIT_S / 2)
     assert fresh["steps"] == ["first", "then", "last"]
+
+
+WARM = """
+import json, sys
+from ckpt_explorer.ui import serve
+serve._last()
+print(json.dumps({m: m in sys.modules for m in ("torch", "nbformat", "jsonschema")}))
+"""
+
+
+def test_serves_warm_up_loads_torch_and_skips_the_notebook_renderers() -> None:
+    out = subprocess.run([sys.executable, "-c", WARM], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "torch": True,
+        "nbformat": False,  # before: plotly's FigureWidget import brought it (2 CPU s)
+        "jsonschema": False,
+    }
