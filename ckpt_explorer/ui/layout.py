@@ -153,9 +153,11 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
 
 
 def warm_detail() -> None:
-    """What a first tensor detail would load: torch (a tensor's values are torch tensors),
-    numba's kernels (each import and first call takes a second or two) and plotly's figure
-    classes; run in the background."""
+    """What a first tensor detail or Compare would load: torch (a tensor's values are torch
+    tensors), numba's kernels (each import and first call takes a second or two), plotly's
+    figure classes and the views' modules; run in the background."""
+    import importlib
+
     import torch  # noqa: F401  (imported here so the first click does not wait for it)
 
     from ..diff import kernel
@@ -163,6 +165,9 @@ def warm_detail() -> None:
 
     kernel.warm_up()
     warm_figures()
+    for _, spec in VIEWS:  # each view's module, and what Compare's result draws with
+        importlib.import_module(f"{__package__}.components.{spec.partition(':')[0]}")
+    importlib.import_module(f"{__package__}.components.ab_view")
 
 
 def page_up() -> None:

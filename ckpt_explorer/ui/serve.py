@@ -48,8 +48,10 @@ def _then(view: Any) -> None:
 
 
 def _last() -> None:
+    from .components.common import skip_notebook_renderers
     from .layout import warm_detail
 
+    skip_notebook_renderers()  # served pages only: plotly's warm-up skips nbformat too
     warm_detail()
 
 
@@ -72,13 +74,14 @@ def serve(
     Raises:
         CkptExplorerError: a path is refused, or the server could not listen (port in use).
     """
-    from .view_cache import prefetch
+    from .view_cache import listening, page_asked, prefetch
 
     remote = RemoteAccess(allow_remote, cache, storage_options)
     checked = check_paths(paths, root, remote)
     # the checkpoint listed and the Overview's and Weight map's tables built while panel
-    # imports; the security verdicts once the first page is up; torch and the statistics
-    # kernels once a Weight map is shown (a tensor detail opens from there)
+    # imports; then, while no page is asked for once it listens, the security verdicts and what a tensor
+    # detail or a Compare loads (torch, the statistics kernels, plotly); with a page asked
+    # for, the verdicts once it is up and the rest once a Weight map is shown
     prefetch(checked, _first, _then, _last)
 
     import panel as pn
@@ -96,6 +99,7 @@ def serve(
     port = port or free_port(address)
 
     def page() -> Any:
+        page_asked()
         return create_app(paths=checked, root=root_dir, remote=remote)
 
     origins = {f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"}
@@ -118,4 +122,5 @@ def serve(
             "a server that did not start",
             "Choose another port with --port, or leave it out to pick a free one.",
         )
+    listening()
     return server, f"http://{host}:{port}/"

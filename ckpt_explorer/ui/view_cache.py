@@ -6,9 +6,11 @@ keeps the last few views opened, reused while none of their files changed (size 
 modification time of each file, and of the folder); :func:`memo` keeps what is built from a
 view (tables, indexes, findings) for as long as the view lives. ``serve`` opens the paths it
 was given in the background at start (:func:`prefetch`) with the Overview's and Weight map's
-tables, so the first page finds them ready, runs the security verdicts once that page is up,
-and loads what a tensor detail needs (torch, numba: seconds of a core that a page's first
-steps would wait behind) once a Weight map is shown.
+tables, so the first page finds them ready. When no page is asked for within two seconds of
+the server listening, it is idle: it goes on at once with the security verdicts and what a tensor detail or a
+first Compare needs (torch, numba, plotly: seconds of a core), so a page opened later waits
+for none of it. A page asked for sooner goes first: the verdicts wait until it is up, the
+rest until a Weight map is shown (seconds a page's first steps would wait behind).
 """
 
 from __future__ import annotations
@@ -90,10 +92,23 @@ def memo(view: CheckpointView, what: str, build: Callable[[], T]) -> T:
         return built[what]  # type: ignore[no-any-return]
 
 
+_listening = threading.Event()
+_page_asked = threading.Event()
 _page_up = threading.Event()
 _weights_up = threading.Event()
 _waiting: list[str] = []  # prefetches waiting for a page
 SETTLE_S = 1.0  # after a Weight map is built: its table drawn before the last work starts
+IDLE_S = 2.0  # no page asked for this long after the server listens: it is idle
+
+
+def listening() -> None:
+    """The server answers: the idle clock of :func:`prefetch` starts."""
+    _listening.set()
+
+
+def page_asked() -> None:
+    """A browser asked for a page (its session is being built)."""
+    _page_asked.set()
 
 
 def page_loaded() -> bool:
@@ -117,11 +132,13 @@ def prefetch(
     wait_s: float = 20.0,
 ) -> None:
     """In a background thread: open the first of ``paths`` and run ``first`` on its view
-    (what the first page needs), then, once a page is up (:func:`page_loaded`, or after
-    ``wait_s``), ``then`` (what the page needs next), and once a Weight map is shown
-    (:func:`weights_shown`, or ``wait_s`` later) ``last``, so none competes with the first
-    page's steps for the interpreter. Errors are left for the page to show when it opens
-    the path itself."""
+    (what the first page needs). Then, when no page is asked for (:func:`page_asked`) within
+    :data:`IDLE_S` of the server listening (:func:`listening`, or ``wait_s`` after the first
+    work), ``then`` and ``last`` at once (the server is idle). Otherwise, once that
+    page is up (:func:`page_loaded`, or after ``wait_s``), ``then`` (what the page needs
+    next), and once a Weight map is shown (:func:`weights_shown`, or ``wait_s`` later)
+    ``last``, so none competes with the first page's steps for the interpreter. Errors are
+    left for the page to show when it opens the path itself."""
     from ..remote.urls import is_url
 
     local = [p for p in paths if not is_url(str(p))]
@@ -134,15 +151,19 @@ def prefetch(
             if first is not None:
                 first(view)
             _waiting.append(local[0])
-            _page_up.wait(wait_s)
-            _waiting.clear()
+            _listening.wait(wait_s)
+            idle = not _page_asked.wait(IDLE_S)
+            if not idle:
+                _page_up.wait(wait_s)
             if then is not None:
                 then(view)
             if last is not None:
-                if _weights_up.wait(wait_s):
+                if not idle and _weights_up.wait(wait_s):
                     time.sleep(SETTLE_S)
                 last()
         except Exception:  # the page opens it again and shows the error
             return
+        finally:
+            _waiting.clear()
 
     threading.Thread(target=work, name="ckpt-explorer-prefetch", daemon=True).start()

@@ -3,7 +3,8 @@
 Each tensor is read through ``view.load`` (mmap) in chunks of ``chunk_elements`` and reduced
 in one pass per chunk by the diff's fused kernel (:mod:`ckpt_explorer.diff.kernel`; with
 torch's ``aminmax`` where numba is missing), while a read-ahead thread asks the kernel for
-the next file ranges from the OS. Figures are Python floats (float64 tensors keep their precision).
+the next file ranges from the OS. A small scan reads with numpy alone (:mod:`.numeric_raw`:
+no torch, no numba to load). Figures are Python floats (float64 tensors keep their precision).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..io.readahead import Readahead
 from ..types import TensorRecord
 from ..view import CheckpointView
 from .findings import Finding
+from .numeric_raw import SMALL_SCAN_BYTES, raw_figures, readable
 from .parts import is_float
 
 CHUNK_ELEMENTS = 1 << 23
@@ -113,10 +115,15 @@ def scan(
     ranges = [span for _, view, r in work if (span := view.disk_range(r)) is not None]
     meter = Meter(progress, "scan", total, "bytes")
     meter.emit(force=True)
+    small = total <= SMALL_SCAN_BYTES
     with Readahead(ranges) as readahead:
         for label, view, r in work:
             meter.item = label + r.name
-            stats = tensor_stats(view.load(r.name), chunk_elements)
+            figures = raw_figures(r, chunk_elements) if small and readable(r) else None
+            if figures is not None:
+                stats = TensorStats(*figures)
+            else:
+                stats = tensor_stats(view.load(r.name), chunk_elements)
             readahead.advance(meter.done + r.nbytes)
             meter.advance(r.nbytes)
             yield label + r.name, r, stats

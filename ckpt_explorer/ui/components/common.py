@@ -270,6 +270,10 @@ def warm_figures() -> None:
 
     for trace in (go.Bar(x=[0], y=[0]), go.Heatmap(z=[[0.0]]), go.Scatter(x=[0], y=[0])):
         plot(style_figure(go.Figure(trace), title="warm"))
+    try:  # Panel's Plotly pane checks each figure against it (plotly imports ipywidgets then)
+        go.FigureWidget  # noqa: B018
+    except Exception:  # no ipywidgets: nothing to load
+        return
 
 
 def skip_notebook_renderers() -> None:
