@@ -29,7 +29,7 @@ from .types import TensorRecord
 
 # What a column-born table stores; its records have no storage key and load from `mapped`.
 COLUMNS = ("name", "dtype", "shape", "nbytes", "file", "offset", "mapped")
-STORED = ("name", "dtype", "shape", "nbytes", "file", "offset", "storage_key", "loader")
+STORED = ("name", "dtype", "shape", "nbytes", "file", "offset", "storage_key", "read_values")
 _NEW_LOADER = functools.partial(tuple.__new__, MappedTensor)  # MappedTensor._make, in C
 
 
@@ -122,7 +122,7 @@ class RecordTable(Sequence[TensorRecord]):
         """One field of every record, in order (shapes as parsed: lists or tuples; loaders
         make every record). Do not modify the result. ``keep=False``: a reordered column is
         not kept for the next call (a reader that reads a listing once to make its own)."""
-        if not self._columns or field == "loader":  # a table of records, or loaders
+        if not self._columns or field == "read_values":  # a table of records, or loaders
             return list(map(operator.attrgetter(field), self.records()))
         if field == "storage_key":
             return [None] * len(self)
@@ -170,7 +170,7 @@ class RecordTable(Sequence[TensorRecord]):
         )
         loaders: list[Any]
         if not all(issubclass(t, MappedFile) for t in set(map(type, mapped))):
-            loaders = list(map(_loader, mapped, offset, nbytes, dtype, shapes, name))
+            loaders = list(map(_read_values, mapped, offset, nbytes, dtype, shapes, name))
         else:
             fixed = itertools.repeat(None), itertools.repeat(0), itertools.repeat("little")
             rows = zip(mapped, offset, nbytes, dtype, shapes, *fixed, strict=False)
@@ -191,7 +191,7 @@ class RecordTable(Sequence[TensorRecord]):
             c = self._columns
             shape = tuple(c["shape"][source])
             row = [c[k][source] for k in COLUMNS]
-            loader = _loader(row[6], row[5], row[3], row[1], shape, row[0])
+            loader = _read_values(row[6], row[5], row[3], row[1], shape, row[0])
             (r,) = _records([(row[0], row[1], shape, row[3], row[4], row[5], None, loader)])
             with self._lock:
                 r = self._made.setdefault(i, r)
@@ -285,7 +285,7 @@ class LoaderSource(Protocol):
     def loader_for(self, name: str) -> Callable[[], Any]: ...
 
 
-def _loader(
+def _read_values(
     mapped: MappedFile | LoaderSource | None,
     offset: int,
     nbytes: int,

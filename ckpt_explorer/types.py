@@ -92,7 +92,7 @@ class Traits:
     megatron_names: bool = False
     dcp_items: bool = False
     part_files: bool = False
-    loader: str = ""
+    loaded_by: str = ""
 
     @property
     def step_is_position(self) -> bool:
@@ -162,7 +162,7 @@ class TensorRecord:
     file: str
     offset: int | None = None
     storage_key: str | None = None
-    loader: Callable[[], torch.Tensor] | None = field(default=None, compare=False, repr=False)
+    read_values: Callable[[], torch.Tensor] | None = field(default=None, compare=False, repr=False)
 
     @property
     def numel(self) -> int:

@@ -235,9 +235,9 @@ class CheckpointView:
     def load(self, name: str) -> torch.Tensor:
         """The tensor's values (mmapped where the format allows; do not modify in place)."""
         record = self.record(name)
-        if record.loader is None:
+        if record.read_values is None:
             raise CkptExplorerError(self.path, f"loadable data for {name!r}", "none")
-        return record.loader()
+        return record.read_values()
 
     def parameter_name(self, param_id: int) -> str | None:
         if self.optimizer is None:

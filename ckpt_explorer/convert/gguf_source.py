@@ -273,7 +273,7 @@ def gguf_hf_source(view: CheckpointView) -> SourceContent:
                 dtype=dtype,
                 shape=shape,
                 nbytes=n * WIDTH[dtype],
-                loader=_loader(view, src, dtype),
+                read_values=_read_values(view, src, dtype),
             )
         )
         if dtype != stored and src.expert in (None, 0):
@@ -290,7 +290,7 @@ def gguf_hf_source(view: CheckpointView) -> SourceContent:
     return content
 
 
-def _loader(view: CheckpointView, src: ExportSource, dtype: str) -> Callable[[], torch.Tensor]:
+def _read_values(view: CheckpointView, src: ExportSource, dtype: str) -> Callable[[], torch.Tensor]:
     def load() -> torch.Tensor:
         from ..io.mapped import torch_dtype
 

@@ -166,8 +166,8 @@ def _nbytes(gguf: Any, ggml_type: str, shape: tuple[int, ...]) -> int:
 
 
 def _forward(t: PlannedTensor, fn: Callable[[torch.Tensor], torch.Tensor] | None) -> Any:
-    assert t.loader is not None
-    load = t.loader
+    assert t.read_values is not None
+    load = t.read_values
 
     def values() -> torch.Tensor:
         x = load()
@@ -182,8 +182,8 @@ def _stacked(parts: list[PlannedTensor], fn: Callable[[torch.Tensor], torch.Tens
 
         loaded = []
         for p in parts:
-            assert p.loader is not None
-            x = p.loader()
+            assert p.read_values is not None
+            x = p.read_values()
             loaded.append(fn(x) if fn is not None else x)
         return torch.stack(loaded)
 
@@ -278,7 +278,7 @@ def _output(
         dtype=record_dtype(gtype),
         shape=shape,
         nbytes=_nbytes(gguf, gtype, shape),
-        loader=loader,
+        read_values=loader,
     )
 
 
@@ -422,8 +422,8 @@ def write(
         for t in pf.tensors:
             if cancel is not None and is_cancelled(cancel):
                 raise ConversionCancelled(path, "the job to finish", "a cancel request")
-            assert t.loader is not None
-            x = t.loader().detach()
+            assert t.read_values is not None
+            x = t.read_values().detach()
             if x.dtype not in (torch.float16, torch.float32):
                 x = x.to(torch.float32)  # as the converter does before quantizing
             data = gguf.quants.quantize(
@@ -462,10 +462,10 @@ def verify(
             if unlike is not None:
                 problems.append(unlike)
                 continue
-            assert t.loader is not None
+            assert t.read_values is not None
             gtype = _type_of(t)
             got = view.load(t.name)
-            b = budget(gtype, t.loader(), got)
+            b = budget(gtype, t.read_values(), got)
             if gtype in FLOATS and b.verdict != EXACT:
                 problems.append(
                     f"{t.name}: not the {gtype} rounding of the source (max error {b.max_error:.3g})"

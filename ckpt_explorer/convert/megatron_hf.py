@@ -37,7 +37,7 @@ def megatron_hf_source(view: CheckpointView) -> SourceContent:
             tuple(r.shape),
             r.nbytes,
             record_pieces(model.path, r, memo) if r.offset is not None else None,
-            loader=r.loader,
+            read_values=r.read_values,
         )
         for r in hf.records
     ]

@@ -53,7 +53,7 @@ class PlannedTensor:
     nbytes: int
     pieces: tuple[Piece, ...] | None = None
     cast_from: str | None = None
-    loader: Callable[[], torch.Tensor] | None = field(default=None, compare=False, repr=False)
+    read_values: Callable[[], torch.Tensor] | None = field(default=None, compare=False, repr=False)
 
     @property
     def fast(self) -> bool:

@@ -201,11 +201,11 @@ def _cast(t: PlannedTensor, dtype: str) -> PlannedTensor:
         dtype=dtype,
         nbytes=n * itemsize[dtype],
         cast_from=t.dtype,
-        loader=_cast_loader(t, dtype),
+        read_values=_cast_read_values(t, dtype),
     )
 
 
-def _cast_loader(t: PlannedTensor, dtype: str) -> Callable[[], torch.Tensor]:
+def _cast_read_values(t: PlannedTensor, dtype: str) -> Callable[[], torch.Tensor]:
     def load() -> torch.Tensor:
         from ..io.mapped import torch_dtype
         from .writers import _load

@@ -34,7 +34,7 @@ class SourceContent:
     paths: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
 
 
-def tensor_loader(view: CheckpointView, name: str) -> Callable[[], torch.Tensor]:
+def tensor_read_values(view: CheckpointView, name: str) -> Callable[[], torch.Tensor]:
     return lambda: view.load(name)
 
 
@@ -55,5 +55,5 @@ def planned(
         shape=tuple(record.shape),
         nbytes=record.nbytes,
         pieces=record_pieces(view.path, record, memo),
-        loader=tensor_loader(view, record.name),
+        read_values=tensor_read_values(view, record.name),
     )

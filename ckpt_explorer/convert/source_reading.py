@@ -21,7 +21,7 @@ from .fastpath import read_pieces
 from .gguf_source import gguf_hf_source
 from .megatron_hf import megatron_hf_source
 from .plan_types import Piece, PlannedTensor, format_bytes
-from .source_content import SIDE_FILES, SourceContent, planned, tensor_loader
+from .source_content import SIDE_FILES, SourceContent, planned, tensor_read_values
 from .universal import universal_source
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 MODEL_KEY = "model."  # the model entry of a one-view training state, left off its names
 
 
-def _pieces_loader(
+def _pieces_read_values(
     pieces: tuple[Piece, ...], dtype: str, shape: tuple[int, ...]
 ) -> Callable[[], torch.Tensor]:
     return lambda: read_pieces(pieces, dtype, shape)
@@ -223,7 +223,7 @@ def _deepspeed(view: CheckpointView) -> SourceContent:
                 p.shape,
                 nbytes,
                 p.pieces,
-                loader=_pieces_loader(p.pieces, "float32", p.shape),
+                read_values=_pieces_read_values(p.pieces, "float32", p.shape),
             )
         )
     by_name = {t.name: t for t in tensors}
@@ -237,7 +237,7 @@ def _deepspeed(view: CheckpointView) -> SourceContent:
                 t.shape,
                 t.nbytes,
                 t.pieces,
-                loader=tensor_loader(model_view, f"module.{r.name}"),
+                read_values=tensor_read_values(model_view, f"module.{r.name}"),
             )
         )
     for alias, target in shared.items():
@@ -251,7 +251,7 @@ def _deepspeed(view: CheckpointView) -> SourceContent:
                     src.shape,
                     src.nbytes,
                     src.pieces,
-                    loader=src.loader,
+                    read_values=src.read_values,
                 )
             )
     content = SourceContent("model", tensors, notes=notes)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
-def _cast_loader(view: CheckpointView, name: str) -> Callable[[], torch.Tensor]:
+def _cast_read_values(view: CheckpointView, name: str) -> Callable[[], torch.Tensor]:
     def load() -> torch.Tensor:
         import torch
 
@@ -93,7 +93,9 @@ def universal_source(view: CheckpointView) -> SourceContent:
         if pieces is None and len(record.shape) != 1:  # a flat ZeRO-3 file, listed reshaped
             pieces = record_pieces(masters.path, replace(record, shape=(record.numel,)), memo)
         source = f"zero/{record.name}/fp32.pt"
-        return PlannedTensor(name, source, t.dtype, t.shape, t.nbytes, pieces, loader=t.loader)
+        return PlannedTensor(
+            name, source, t.dtype, t.shape, t.nbytes, pieces, read_values=t.read_values
+        )
 
     for r in module:
         name = r.name.removeprefix("module.")
@@ -102,13 +104,21 @@ def universal_source(view: CheckpointView) -> SourceContent:
             t = master(name, master_of[target])
             if target != name:
                 t = PlannedTensor(
-                    name, f"shares {target}", t.dtype, t.shape, t.nbytes, t.pieces, loader=t.loader
+                    name,
+                    f"shares {target}",
+                    t.dtype,
+                    t.shape,
+                    t.nbytes,
+                    t.pieces,
+                    read_values=t.read_values,
                 )
         elif r.dtype in FLOATS and r.dtype != "float32":
             n = r.numel
             source = f"{r.name} as float32"
-            loader = _cast_loader(model, r.name)
-            t = PlannedTensor(name, source, "float32", tuple(r.shape), n * 4, None, loader=loader)
+            loader = _cast_read_values(model, r.name)
+            t = PlannedTensor(
+                name, source, "float32", tuple(r.shape), n * 4, None, read_values=loader
+            )
             copied.append(name)
         else:
             t = planned(model, r, name)

@@ -79,9 +79,9 @@ def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
 
 
 def _load(t: PlannedTensor) -> torch.Tensor:
-    if t.loader is None:
+    if t.read_values is None:
         raise CkptExplorerError(None, f"values for {t.name}", "no loader and no byte ranges")
-    return t.loader()
+    return t.read_values()
 
 
 def _check(cancel: Cancel | None) -> None:

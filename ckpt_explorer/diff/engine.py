@@ -486,7 +486,7 @@ class Engine:
             return None
         views = []
         for rec in (rec_a, rec_b):
-            dense = getattr(rec.loader, "dense_bytes", None)
+            dense = getattr(rec.read_values, "dense_bytes", None)
             data = dense() if dense is not None else None
             if data is None:
                 return None
@@ -679,7 +679,7 @@ class Engine:
 def _span(rec: TensorRecord, view: Any) -> tuple[Any, int, int] | None:
     """(mapped file, first byte, bytes per element) of a raw view of ``rec``'s bytes, to
     release its pages as the stream passes them (None: not a mapped local file)."""
-    loader = rec.loader
+    loader = rec.read_values
     mapped = getattr(loader, "mapped", None)
     if mapped is None or not hasattr(mapped, "release"):
         return None

@@ -75,7 +75,7 @@ def _raw(export: CheckpointView, src: ExportSource) -> dict[str, Any] | None:
     """A K-quant tensor's own bytes (its expert's), whose scales its budget is read from."""
     if src.ggml_type not in LAYOUTS:
         return None
-    load = export.record(src.gguf).loader
+    load = export.record(src.gguf).read_values
     if not isinstance(load, Dequantized) or load.byteorder != "little":
         return None
     import numpy as np

@@ -75,7 +75,7 @@ def _steps(w: QuantWeight, load: Load) -> torch.Tensor | None:
     strategy = w.params.get("strategy")
     if w.scheme != "compressed-tensors" or strategy not in ("group", "channel"):
         return None
-    if not w.kind.startswith("int"):
+    if not w.storage_type.startswith("int"):
         return None
     rows, cols = w.shape
     scale = load(w.parts["weight_scale"]).double().reshape(rows, -1)

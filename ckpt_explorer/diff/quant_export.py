@@ -56,7 +56,7 @@ def attach_quant_budgets(
             params = {k: v for k, v in w.params.items() if k != "moved_by"} | {"bits": w.bits}
             if w.params.get("double_quant") or w.params.get("moved_by"):
                 params["approximate"] = True
-            kind, tensor = w.kind, ", ".join(w.parts.values())
+            kind, tensor = w.storage_type, ", ".join(w.parts.values())
         else:
             kind = FLOAT_TYPES.get(export.record(exp_name).dtype, "")
             params, tensor = None, exp_name
@@ -78,7 +78,12 @@ def attach_quant_budgets(
             row.verdict = UNPROVEN  # AWQ divides the norm before a scaled Linear by its scales
             row.note = "AWQ folds its activation scales into this tensor: no bound from the source"
         judged = w is not None and (w.params.get("moved_by") or w.scheme == "compressed-tensors")
-        if w is not None and judged and figures.verdict == BEYOND and w.kind.startswith("int"):
+        if (
+            w is not None
+            and judged
+            and figures.verdict == BEYOND
+            and w.storage_type.startswith("int")
+        ):
             _judge_moved(row, figures, w, x, y, part_loader(export))
     return "a" if export_is_a else "b"
 

@@ -18,7 +18,7 @@ class LocalStore:
     def shown(self, path: PurePath) -> str:
         return str(path)
 
-    def kind(self, path: PurePath) -> str | None:
+    def entry_type(self, path: PurePath) -> str | None:
         try:
             mode = os.stat(path).st_mode
         except (OSError, ValueError):

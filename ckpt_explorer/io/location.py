@@ -99,13 +99,13 @@ class Location:
 
     # -- what is there ------------------------------------------------------------------------
     def exists(self) -> bool:
-        return self.store.kind(self.pure) is not None
+        return self.store.entry_type(self.pure) is not None
 
     def is_file(self) -> bool:
-        return self.store.kind(self.pure) == FILE
+        return self.store.entry_type(self.pure) == FILE
 
     def is_dir(self) -> bool:
-        return self.store.kind(self.pure) == DIR
+        return self.store.entry_type(self.pure) == DIR
 
     def is_symlink(self) -> bool:
         return self.store.is_link(self.pure)

@@ -38,7 +38,7 @@ _ITEMSIZE = {k: struct.calcsize(v) for k, v in _STRUCT.items() if k != "bool"} |
 
 
 def _dense(record: TensorRecord) -> memoryview | None:
-    loader = record.loader
+    loader = record.read_values
     return loader.dense_bytes() if isinstance(loader, MappedTensor) else None
 
 

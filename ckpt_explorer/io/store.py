@@ -51,7 +51,7 @@ class Store(Protocol):
         """``path`` as a person should see it: the OS path, or the public URL."""
         ...
 
-    def kind(self, path: PurePath) -> str | None:
+    def entry_type(self, path: PurePath) -> str | None:
         """:data:`FILE`, :data:`DIR`, or None when nothing is there."""
         ...
 

@@ -76,7 +76,7 @@ def explain_damaged(path: Path | Location) -> tuple[str, str] | None:
         break
     if layout.repair:
         todo = f"Run `ckpt-explorer repair {path}` to {layout.repair}."
-    elif layout.kind == "dcp":
+    elif layout.form == "dcp":
         todo = "Copy .metadata again from the source: it maps every chunk and cannot be rebuilt."
     else:
         todo = "Copy the missing files again from the source."

@@ -24,7 +24,7 @@ def _count(listing: Listing, pattern: str) -> int:
 
 
 def load_state(p: Path, target: str, layout: Layout) -> list[Verdict]:
-    if layout.kind != "accelerate-state":
+    if layout.form != "accelerate-state":
         return []
     listing = Listing.of(p)
     if any(n.startswith(FSDP_MODEL) for n in (*listing.files, *listing.dirs)):

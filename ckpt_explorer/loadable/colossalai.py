@@ -80,9 +80,9 @@ def _two_indexes(p: Path, indexes: list[str], verdict: Callable[..., Verdict]) -
 
 
 def load_model(p: Path, target: str, layout: Layout) -> list[Verdict]:
-    if layout.kind not in ("hf-model", "colossalai-model", "model-file"):
+    if layout.form not in ("hf-model", "colossalai-model", "model-file"):
         return []
-    meant = layout.kind == "colossalai-model"
+    meant = layout.form == "colossalai-model"
     call = f"booster.load_model(model, {str(p)!r})"
 
     verdict = functools.partial(_verdict, MODEL, call, target, meant)
@@ -150,9 +150,9 @@ def _tied_head(folder: Path, names: dict[str, str]) -> tuple[str, str] | None:
 
 
 def load_optimizer(p: Path, target: str, layout: Layout) -> list[Verdict]:
-    if layout.kind not in ("colossalai-optimizer", "optimizer-file"):
+    if layout.form not in ("colossalai-optimizer", "optimizer-file"):
         return []
-    meant = layout.kind == "colossalai-optimizer"
+    meant = layout.form == "colossalai-optimizer"
     call = f"booster.load_optimizer(optimizer, {str(p)!r})"
 
     verdict = functools.partial(_verdict, OPTIM, call, target, meant)
@@ -225,7 +225,7 @@ def _group_sizes(path: Path) -> list[int] | None:
 
 
 def load_lr_scheduler(p: Path, target: str, layout: Layout) -> list[Verdict]:
-    if layout.kind != "scheduler-file":
+    if layout.form != "scheduler-file":
         return []
     call = f"booster.load_lr_scheduler(lr_scheduler, {str(p)!r})"
     meant = p.name == "lr_scheduler"  # the name ColossalChat / Colossal-LLaMA save it under

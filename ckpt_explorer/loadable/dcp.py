@@ -13,7 +13,7 @@ LOADER = "dcp.load"
 
 
 def load(p: Path, target: str, layout: Layout) -> list[Verdict]:
-    if layout.kind != "dcp":
+    if layout.form != "dcp":
         return []
     v = LoaderCall(LOADER, f"dcp.load(state_dict, checkpoint_id={str(p)!r})", target)
     meta = p / ".metadata"

@@ -18,10 +18,10 @@ _NO_LATEST = (
 
 
 def load_checkpoint(p: Path, target: str, layout: Layout) -> list[Verdict]:
-    if layout.kind not in ("deepspeed", "deepspeed-tag"):
+    if layout.form not in ("deepspeed", "deepspeed-tag"):
         return []
     v = LoaderCall(LOADER, f"engine.load_checkpoint({str(p)!r})", target)
-    if layout.kind == "deepspeed-tag":
+    if layout.form == "deepspeed-tag":
         fix = (
             f"Pass the save folder and the tag: load_checkpoint({str(p.parent)!r}, tag={p.name!r})."
         )

@@ -15,7 +15,7 @@ from .verdicts import Layout
 ACCELERATE_MARKS = ("optimizer.bin", "random_states_0.pkl", "scheduler.bin")
 MAX_PARTS = 32
 # The layout each real loader is handed (``Traits.loader``); ColossalAI's by what it holds.
-_LOADER_KIND = {
+_FORM_BY_LOADER = {
     "from_pretrained": "hf-model",
     "dcp": "dcp",
     "deepspeed": "deepspeed",
@@ -25,10 +25,10 @@ INDEX_LOADERS = ("from_pretrained", "colossalai")  # handed an index file of a s
 RUNTIME_LOADERS = ("llama.cpp",)  # inference runtimes: no training loader reads their files
 
 
-def _loader_kind(det: Detection, traits: Traits) -> str:
-    if traits.loader == "colossalai":
+def _form_for_loader(det: Detection, traits: Traits) -> str:
+    if traits.loaded_by == "colossalai":
         return "colossalai-optimizer" if det.kind == "optimizer" else "colossalai-model"
-    return _LOADER_KIND.get(traits.loader, "")
+    return _FORM_BY_LOADER.get(traits.loaded_by, "")
 
 
 def _detect(path: Path) -> Detection | None:
@@ -44,13 +44,13 @@ def _file_kind(path: Path, det: Detection | None) -> str:
     if det is None:
         return "other"
     traits = traits_of(det, ())
-    if traits.loader in INDEX_LOADERS:
-        return _loader_kind(det, traits)  # an index file handed to the loader
-    if traits.loader in RUNTIME_LOADERS:
+    if traits.loaded_by in INDEX_LOADERS:
+        return _form_for_loader(det, traits)  # an index file handed to the loader
+    if traits.loaded_by in RUNTIME_LOADERS:
         return "other"  # read by a runtime this table does not restate (llama.cpp for GGUF)
     if det.kind in ("model", "optimizer", "scheduler"):
         return f"{det.kind}-file"
-    if traits.loader == "torch.load":
+    if traits.loaded_by == "torch.load":
         return "torch-file"
     return "other"
 
@@ -67,14 +67,14 @@ def layout_of(path: Path) -> Layout:
     if det is None:
         return damaged.recognise(path, listing) or Layout("other")
     traits = traits_of(det, ())
-    if traits.loader == "deepspeed":
+    if traits.loaded_by == "deepspeed":
         kind = "deepspeed" if listing.has("latest") else "deepspeed-tag"
         return Layout(kind, det.evidence[:2])
     if _is_accelerate(listing):
         return Layout(
             "accelerate-state", ("model weights beside optimizer.bin / random_states_0.pkl",)
         )
-    kind = _loader_kind(det, traits)
+    kind = _form_for_loader(det, traits)
     if not kind and traits.part_files:
         has_weights = listing.has("model.safetensors") or listing.has("pytorch_model.bin")
         kind = "hf-model" if has_weights and listing.has("config.json") else "training-state"
@@ -90,12 +90,12 @@ def targets(root: Path) -> dict[str, Layout]:
     """``{"": root's layout}`` plus, for a training-state folder, its recognised parts."""
     top = layout_of(root)
     out = {"": top}
-    if top.kind != "training-state" or not root.is_dir():
+    if top.form != "training-state" or not root.is_dir():
         return out
     for child in sorted(root.iterdir())[:MAX_PARTS]:
         if child.name.startswith(".") or child.name.endswith(".json"):
             continue
         lay = layout_of(child)
-        if lay.kind not in ("other", "torch-file", "peft-adapter"):
+        if lay.form not in ("other", "torch-file", "peft-adapter"):
             out[child.name] = lay
     return out

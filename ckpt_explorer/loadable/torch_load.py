@@ -42,7 +42,7 @@ def _lightning(layout: Layout) -> bool:
 def torch_load(p: Path, target: str, layout: Layout) -> list[Verdict]:
     if not p.is_file():
         return []
-    if layout.kind not in KINDS and not (layout.kind == "other" and is_torchscript(p)):
+    if layout.form not in KINDS and not (layout.form == "other" and is_torchscript(p)):
         return []
     wo = weights_only_default()
     v = LoaderCall(LOADER, f"torch.load({str(p)!r})  # weights_only={wo}", target)

@@ -63,10 +63,10 @@ def _config_state(p: Path) -> str:
 
 
 def from_pretrained(p: Path, target: str, layout: Layout) -> list[Verdict]:
-    if layout.kind not in ("hf-model", "colossalai-model") or not p.is_dir():
+    if layout.form not in ("hf-model", "colossalai-model") or not p.is_dir():
         return []
     # a diffusers model folder (config.json with _class_name) is diffusers' from_pretrained's
-    meant = layout.kind == "hf-model" and model_config(p) is None
+    meant = layout.form == "hf-model" and model_config(p) is None
     out = [_one(p, target, layout, major, meant, None) for major in (5, 4)]
     bin_row = _one(p, target, layout, 5, False, False)
     if bin_row.ok and out[0].ok and bin_row.reads != out[0].reads:

@@ -153,13 +153,13 @@ class Conflict:
 class Layout:
     """What a target is, by content; ``damaged`` says what is missing from it."""
 
-    kind: str  # hf-model, colossalai-model, colossalai-optimizer, dcp, deepspeed, ...
+    form: str  # hf-model, colossalai-model, colossalai-optimizer, dcp, deepspeed, ...
     evidence: tuple[str, ...] = ()
     damaged: str = ""
     repair: str = ""  # what `ckpt-explorer repair` would rebuild ("" = nothing)
 
     def describe(self) -> str:
-        text = self.kind + (f" — {self.damaged}" if self.damaged else "")
+        text = self.form + (f" — {self.damaged}" if self.damaged else "")
         return text
 
 
@@ -199,7 +199,7 @@ class LoaderTable:
             "path": self.path,
             "layouts": {
                 t: {
-                    "kind": lay.kind,
+                    "kind": lay.form,
                     "damaged": lay.damaged,
                     "repair": lay.repair,
                     "evidence": list(lay.evidence),

@@ -190,7 +190,7 @@ def probe(path: Location) -> Detection | None:
     )
 
 
-def tensor_loader(mapped: MappedFile, structure: TorchFileStructure, t: LazyTensor) -> Any:
+def tensor_read_values(mapped: MappedFile, structure: TorchFileStructure, t: LazyTensor) -> Any:
     record = structure.records[t.storage.key]
     start = t.storage.view_offset * t.storage.dtype.itemsize  # a legacy storage view's start
     return MappedTensor(
@@ -223,7 +223,7 @@ def records_and_values(
                     file=rel,
                     offset=structure.tensor_offset(leaf),
                     storage_key=leaf.storage.key,
-                    loader=tensor_loader(mapped, structure, leaf),
+                    read_values=tensor_read_values(mapped, structure, leaf),
                 )
             )
         else:

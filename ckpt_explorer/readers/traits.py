@@ -18,26 +18,26 @@ from .optimizer_info import keeps_parameter_order
 _ORDERED_STATES = ("torch-dcp", "deepspeed")
 
 FAMILY_TRAITS: dict[str, Traits] = {
-    "torch-dcp": Traits(dcp_items=True, loader="dcp"),
+    "torch-dcp": Traits(dcp_items=True, loaded_by="dcp"),
     "deepspeed": Traits(
         module_prefix="module.",
         position_in_values=True,
         zero_partitions=True,
-        loader="deepspeed",
+        loaded_by="deepspeed",
     ),
     "deepspeed-universal": Traits(fp32_masters=True),
     "megatron-dist": Traits(megatron_names=True),
     "megatron-legacy": Traits(megatron_names=True),
     "training-state": Traits(part_files=True),
-    "hf-sharded": Traits(loader="from_pretrained"),
-    "hf-single": Traits(loader="from_pretrained"),
-    "hf-quantized": Traits(loader="from_pretrained"),  # with the scheme's package installed
-    "colossalai-sharded-model": Traits(loader="colossalai"),
-    "colossalai-sharded-optimizer": Traits(loader="colossalai"),
-    "peft-adapter": Traits(loader="peft"),
-    "torch-zip": Traits(loader="torch.load"),
-    "torch-legacy": Traits(loader="torch.load"),
-    "gguf": Traits(loader="llama.cpp"),
+    "hf-sharded": Traits(loaded_by="from_pretrained"),
+    "hf-single": Traits(loaded_by="from_pretrained"),
+    "hf-quantized": Traits(loaded_by="from_pretrained"),  # with the scheme's package installed
+    "colossalai-sharded-model": Traits(loaded_by="colossalai"),
+    "colossalai-sharded-optimizer": Traits(loaded_by="colossalai"),
+    "peft-adapter": Traits(loaded_by="peft"),
+    "torch-zip": Traits(loaded_by="torch.load"),
+    "torch-legacy": Traits(loaded_by="torch.load"),
+    "gguf": Traits(loaded_by="llama.cpp"),
 }
 
 

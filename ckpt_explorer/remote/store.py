@@ -85,7 +85,7 @@ class FsspecStore:
     def shown(self, path: PurePath) -> str:
         return f"{self._origin}{path.as_posix()}"
 
-    def kind(self, path: PurePath) -> str | None:
+    def entry_type(self, path: PurePath) -> str | None:
         rel = self._rel(path)
         if rel is None:
             return None

@@ -60,7 +60,7 @@ def plan_repair(path: str | Path) -> RepairPlan:
             refused="no lost index, metadata or "
             "latest file recognised here (see `ckpt-explorer inspect`)",
         )
-    builder = BUILDERS.get(layout.kind)
+    builder = BUILDERS.get(layout.form)
     if builder is None:
         return RepairPlan(
             folder,

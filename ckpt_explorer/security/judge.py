@@ -89,7 +89,9 @@ class FileVerdict:
         return [f.message for f in self.findings if f.rule == decisive]
 
     @property
-    def kind(self) -> str | None:  # kept for callers that asked "was it a checkpoint file"
+    def checkpoint_format(
+        self,
+    ) -> str | None:  # kept for callers that asked "was it a checkpoint file"
         return None if self.verdict == "data" else self.format or "pickle"
 
 

@@ -16,7 +16,7 @@ class FindingLink:
     (filter to an optimizer state id), ``values`` (the Overview's Values table) or ``none``;
     ``target``: the tensor, file, filter or key; ``why``: what the page says (Markdown)."""
 
-    kind: str
+    opens: str
     target: str = ""
     why: str = ""
 

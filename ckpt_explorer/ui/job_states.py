@@ -307,7 +307,7 @@ def control_words(message: str) -> str:
 def cast_difference(plan: ConversionPlan) -> float | None:
     """Max |cast − original| over the plan's cast tensors (float64), None when nothing was
     cast or there is too much to read again."""
-    cast = [t for t in plan.tensors if t.cast_from and t.loader is not None]
+    cast = [t for t in plan.tensors if t.cast_from and t.read_values is not None]
     if not cast or sum(t.nbytes for t in cast) > CAST_CHECK_LIMIT:
         return None
     import torch
@@ -317,10 +317,10 @@ def cast_difference(plan: ConversionPlan) -> float | None:
     view = open_checkpoint(plan.source)
     worst = 0.0
     for t in cast:
-        if t.source not in view or t.loader is None:
+        if t.source not in view or t.read_values is None:
             return None
         a = view.load(t.source).to(torch.float64)
-        b = t.loader().to(torch.float64)
+        b = t.read_values().to(torch.float64)
         if a.numel():
             worst = max(worst, float((a - b).abs().max()))
     return worst

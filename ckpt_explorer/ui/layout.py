@@ -16,8 +16,8 @@ from .components.tabulator_guard import TabulatorGuard
 from .notebook import EXTENSIONS, prepare
 from .remote_paths import RemoteAccess
 from .state import AppState
+from .tabs import TAB_CLASSES, TABS, tab_class
 from .url_state import bind_url
-from .views import TABS, VIEWS, view_class
 
 PAGE_CSS = """
 #main {background: #f5f6fa;}
@@ -111,14 +111,14 @@ def body(state: AppState) -> pn.Tabs:
     """The views as tabs, kept in step with ``state.active`` both ways. A view is built the
     first time its tab is shown, so a page starts with the one in front (a view then reads
     the state as it is, and follows it from there)."""
-    slots = [pn.Column(sizing_mode="stretch_width", name=name) for name, _ in VIEWS]
+    slots = [pn.Column(sizing_mode="stretch_width", name=name) for name, _ in TAB_CLASSES]
 
     def build(index: int) -> None:
         if not len(slots[index]):
-            slots[index][:] = [view_class(VIEWS[index][1])(app=state)]
+            slots[index][:] = [tab_class(TAB_CLASSES[index][1])(app=state)]
 
     tabs = pn.Tabs(
-        *((name, slot) for (name, _), slot in zip(VIEWS, slots, strict=True)),
+        *((name, slot) for (name, _), slot in zip(TAB_CLASSES, slots, strict=True)),
         dynamic=False,
         sizing_mode="stretch_width",
         margin=(0, 4),
@@ -165,7 +165,7 @@ def warm_detail() -> None:
 
     kernel.warm_up()
     warm_figures()
-    for _, spec in VIEWS:  # each view's module, and what Compare's result draws with
+    for _, spec in TAB_CLASSES:  # each view's module, and what Compare's result draws with
         importlib.import_module(f"{__package__}.components.{spec.partition(':')[0]}")
     importlib.import_module(f"{__package__}.components.ab_view")
 

@@ -26,9 +26,9 @@ def prepare() -> None:
     """Load Panel's extensions inline and define every view's models (before any display)."""
     import panel as pn
 
-    from .views import VIEWS
+    from .tabs import TAB_CLASSES
 
-    for _, spec in VIEWS:
+    for _, spec in TAB_CLASSES:
         importlib.import_module(f"{__package__}.components.{spec.partition(':')[0]}")
     pn.extension(*EXTENSIONS, inline=True)
 

@@ -25,10 +25,10 @@ from .jobs import Job, Throttle
 from .module_index import ModuleIndex
 from .paths import RootGuard
 from .remote_paths import RemoteAccess
+from .tabs import TABS
 from .tensor_stats import Cancelled, TensorDetail, tensor_detail, tensor_stats
 from .timeline_state import TimelineState
 from .view_cache import memo
-from .views import TABS
 from .weight_filter import WeightFilter
 
 DETAILS_KEPT = 24  # tensor details kept per checkpoint (a click back shows one at once)
@@ -554,11 +554,11 @@ class AppState(param.Parameterized):
             set() if weights is None else set(weights["file"]),
             [] if values is None else list(values["key"]),
         )
-        if link.kind == "file":
+        if link.opens == "file":
             b.param.update(file_filter=link.target, name_filter="", name_prefix=False)
-        elif link.kind == "param":
+        elif link.opens == "param":
             b.param.update(name_filter=link.target, file_filter="", name_prefix=False)
-        elif link.kind == "values":
+        elif link.opens == "values":
             self.validate.note = link.why
             self.active = "Overview"
             return True

@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 from .state import AppState
-from .views import TABS
+from .tabs import TABS
 
 KEYS = (
     "tab",

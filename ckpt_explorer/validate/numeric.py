@@ -109,7 +109,7 @@ def scan(
         (label, view, r)
         for label, view in leaves
         for r in view.disk_order()
-        if is_float(r.dtype) and r.loader is not None and r.numel
+        if is_float(r.dtype) and r.read_values is not None and r.numel
     ]
     total = sum(r.nbytes for _, _, r in work)
     ranges = [span for _, view, r in work if (span := view.disk_range(r)) is not None]

@@ -25,7 +25,7 @@ _FP8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 def readable(record: TensorRecord) -> bool:
     """Whether :func:`raw_figures` can read ``record`` (dtype and loader; bytes not read)."""
     return (record.dtype in _FLOATS or record.dtype in _FP8) and isinstance(
-        record.loader, MappedTensor
+        record.read_values, MappedTensor
     )
 
 
@@ -42,7 +42,7 @@ def raw_figures(
 
     from ..diff.raw_arrays import fp8_table, raw_view
 
-    loader = record.loader
+    loader = record.read_values
     if not readable(record) or not isinstance(loader, MappedTensor):
         return None
     data = loader.dense_bytes()

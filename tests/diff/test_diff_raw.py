@@ -191,7 +191,7 @@ def test_unaligned_bytes_take_an_aligned_copy(tmp_path: Path) -> None:
     _unpadded(pa, torch.randn(1001).bfloat16())
     _unpadded(pb, torch.randn(1001).bfloat16())
     view = open_checkpoint(pa)
-    raw = view.record("w").loader.dense_bytes()  # type: ignore[union-attr]
+    raw = view.record("w").read_values.dense_bytes()  # type: ignore[union-attr]
     assert raw is not None
     assert np.frombuffer(raw, np.uint8).ctypes.data % 2 == 1
     rows = _rows(pa, pb, True, 1, 2**20)

@@ -88,7 +88,7 @@ def test_records_load_their_values(shard: Path) -> None:
     for name, array in ARRAYS.items():
         got = view.load(name)
         assert torch.equal(got, torch.from_numpy(array.copy()))
-    assert view.record("b.weight").loader is not None
+    assert view.record("b.weight").read_values is not None
     assert "a.bias" in view and "nope" not in view
     assert view.names() == [r.name for r in _expected(shard)]
 
@@ -108,7 +108,7 @@ def test_take_and_concat_reorder_columns_lazily(shard: Path, tmp_path: Path) -> 
     assert list(picked.column("file")) == ["n", "m", "m"]
     assert picked.take([2, 0]).column("name") == [a[2].name, "z"]
     assert [r.name for r in picked] == ["z", a[0].name, a[2].name]
-    assert torch.equal(picked[0].loader(), torch.ones(2, dtype=torch.float64))
+    assert torch.equal(picked[0].read_values(), torch.ones(2, dtype=torch.float64))
 
 
 def test_a_table_of_records_behaves_as_their_tuple() -> None:

@@ -74,7 +74,7 @@ def test_records_are_those_made_weight_by_weight(folder: Path) -> None:
     w = weights[name]
     assert w.parts == {"weight": name, "weight_scale_inv": f"{name}_scale_inv"}
     assert tuple(view.load(name).shape) == w.shape  # dequantized from its parts
-    assert view.record(name).loader is not None
+    assert view.record(name).read_values is not None
 
 
 def test_descriptions_are_a_dict_to_every_consumer(folder: Path) -> None:
@@ -146,14 +146,17 @@ def test_table_column_of_loader_sources() -> None:
         [source, None],
     )  # fmt: skip
     assert source.asked == []  # asked when a record is made
-    assert table[0].loader is not None and table[0].loader() == "values of a"
-    assert table[1].loader is None and table[0].shape == (2, 3)
+    assert table[0].read_values is not None and table[0].read_values() == "values of a"
+    assert table[1].read_values is None and table[0].shape == (2, 3)
     taken = table.take([1, 0])
-    assert [r.name for r in taken] == ["b", "a"] and taken[1].loader() == "values of a"
+    assert [r.name for r in taken] == ["b", "a"] and taken[1].read_values() == "values of a"
     assert source.asked == ["a"]  # a record is made once
     other = RecordTable.from_columns(["c"], ["i8"], [[1]], [1], ["g"], [0], [source])
     both = RecordTable.concat([table, other])
-    assert [r.loader() for r in both if r.loader is not None] == ["values of a", "values of c"]
+    assert [r.read_values() for r in both if r.read_values is not None] == [
+        "values of a",
+        "values of c",
+    ]
 
 
 def test_a_listing_of_records_gives_the_same_view(

@@ -74,7 +74,7 @@ def test_zero3_placeholder_without_partitions_does_not_load(
         f.unlink()
     view = open_checkpoint(folder)
     rec = view.record("model/0.weight")
-    assert rec.shape == (5, 4) and rec.loader is None
+    assert rec.shape == (5, 4) and rec.read_values is None
     with pytest.raises(CkptExplorerError):
         view.load("model/0.weight")
     assert any("0.weight" in w for w in view.warnings)

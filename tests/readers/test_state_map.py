@@ -154,7 +154,7 @@ def test_traits_replace_family_and_detail_strings(tmp_path: Path) -> None:
     parameter order, an optimizer file without a model."""
     folder, _, _ = _one_view_state(tmp_path / "state")
     dcp = open_checkpoint(folder)
-    assert dcp.traits.dcp_items and dcp.traits.loader == "dcp" and dcp.traits.keeps_order
+    assert dcp.traits.dcp_items and dcp.traits.loaded_by == "dcp" and dcp.traits.keeps_order
     torch.manual_seed(0)
     model = nn.Linear(3, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -162,7 +162,7 @@ def test_traits_replace_family_and_detail_strings(tmp_path: Path) -> None:
     torch.save(model.state_dict(), tmp_path / "model.pt")
     torch.save(opt.state_dict(), tmp_path / "optim.pt")
     weights, optim = open_checkpoint(tmp_path / "model.pt"), open_checkpoint(tmp_path / "optim.pt")
-    assert weights.traits.keeps_order and weights.traits.loader == "torch.load"
+    assert weights.traits.keeps_order and weights.traits.loaded_by == "torch.load"
     assert not weights.traits.dcp_items and not weights.traits.ema_copy
     assert optim.traits.step_is_position and not optim.traits.flat_optimizer
     assert inspect_report(optim)["parameter_count"] is None  # moments are not parameters

@@ -104,7 +104,7 @@ def test_a_family_over_http_lists_and_loads_as_on_disk(
 
     view, here = open_checkpoint(url), open_checkpoint(local)
     assert str(view.path) == url and view.names() == here.names()
-    picked = [r.name for r in here.tensors if r.loader is not None and r.numel]
+    picked = [r.name for r in here.tensors if r.read_values is not None and r.numel]
     step = max(1, len(picked) // max(1, loads))
     import torch
 

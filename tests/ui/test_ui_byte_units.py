@@ -21,15 +21,15 @@ HUMAN = re.compile(r"^\d[\d.,]* (B|KiB|MiB|GiB|TiB)$")
 def views(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     """Every view of the dashboard built over the demo, the Compare run (its table shown)."""
     from ckpt_explorer.demo import make_demo
-    from ckpt_explorer.ui.layout import create_app, view_class
-    from ckpt_explorer.ui.views import VIEWS
+    from ckpt_explorer.ui.layout import create_app, tab_class
+    from ckpt_explorer.ui.tabs import TAB_CLASSES
 
     root = tmp_path_factory.mktemp("units")
     make_demo(root / "demo")
     app = create_app(paths=[root / "demo/resumed_from", root / "demo/after_resume"], root=root)
     state = app.state  # type: ignore[attr-defined]
     state.compare.run(wait=True)
-    built = [view_class(spec)(app=state) for _, spec in VIEWS]
+    built = [tab_class(spec)(app=state) for _, spec in TAB_CLASSES]
     for v in built:
         pn.panel(v).get_root(Document())
     return built

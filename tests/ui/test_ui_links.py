@@ -180,17 +180,17 @@ def test_a_finding_leads_to_its_rows_or_says_why() -> None:
 
     def link(**row: object) -> tuple[str, str]:
         found = finding_link(row, tensors, files, keys)
-        return found.kind, found.target
+        return found.opens, found.target
 
     assert link(tensor="modeling/w") == ("tensor", "modeling/w")
     assert link(file="model-00001.bin") == ("file", "modeling/model-00001.bin")
     assert link(file="modeling") == ("file", "modeling/")
     assert link(param_id=3.0) == ("param", "state.3.")
     values = finding_link({"file": "lr_scheduler"}, tensors, files, keys)
-    assert values.kind == "values" and "Values table" in values.why
+    assert values.opens == "values" and "Values table" in values.why
     index = finding_link({"file": "modeling/x.bin.index.json"}, tensors, files, keys)
-    assert index.kind == "none" and "is an index" in index.why
+    assert index.opens == "none" and "is an index" in index.why
     whole = finding_link({"tensor": None, "file": float("nan")}, tensors, files, keys)
-    assert whole.kind == "none" and "as a whole" in whole.why
+    assert whole.opens == "none" and "as a whole" in whole.why
     gone = finding_link({"tensor": "nope"}, tensors, files, keys)
-    assert gone.kind == "none" and "not a tensor" in gone.why
+    assert gone.opens == "none" and "not a tensor" in gone.why

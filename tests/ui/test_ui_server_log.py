@@ -18,7 +18,7 @@ import pytest
 from conftest import ARTIFACTS, ConsoleLog, serve_app
 from ui_pages import tab, wait_text
 
-from ckpt_explorer.ui.views import TABS
+from ckpt_explorer.ui.tabs import TABS
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -199,7 +199,7 @@ def torch_metadata(plain: DcpMetadata) -> Any:
     )
 
 
-def _loader(path: Location, plain: DcpMetadata, fqn: str, cache: list[Any]) -> Any:
+def _read_values(path: Location, plain: DcpMetadata, fqn: str, cache: list[Any]) -> Any:
     def load() -> Any:
         import torch
 
@@ -276,7 +276,7 @@ def open_dcp(path: Location, detection: Detection) -> CheckpointView:
                 nbytes=numel * dtype.itemsize,
                 file=info.relative_path if info else "",
                 offset=info.offset if info else None,
-                loader=_loader(path, metadata, fqn, torch_meta),
+                read_values=_read_values(path, metadata, fqn, torch_meta),
             )
         )
     records.sort(key=lambda r: (r.file, r.offset or 0))

@@ -32,7 +32,7 @@ from .zero_layout import (
     ZeroLayout,
     byte_offset,
     enum_value,
-    slice_loader,
+    slice_read_values,
 )
 
 ENGINE_COUNTERS = ("global_steps", "global_samples", "skipped_steps")  # the engine's run counters
@@ -100,7 +100,7 @@ def _frozen_record(
         if len(pieces) == 1 and first.dtype == placeholder.dtype
         else None,
         None,
-        slice_loader(pieces, shape, placeholder.dtype),
+        slice_read_values(pieces, shape, placeholder.dtype),
     )
 
 
@@ -112,7 +112,7 @@ def _unloadable(placeholder: TensorRecord, shape: tuple[int, ...]) -> TensorReco
         nbytes=n * ITEMSIZE.get(placeholder.dtype, 4),
         offset=None,
         storage_key=None,
-        loader=None,
+        read_values=None,
     )
 
 
@@ -161,9 +161,9 @@ def model_records(
                 first.file,
                 byte_offset(first, pieces[0][2], ITEMSIZE.get(first.dtype, 4)) if same else None,
                 None,
-                slice_loader(pieces, shape, r.dtype),
+                slice_read_values(pieces, shape, r.dtype),
             )
-        if rec.loader is None:
+        if rec.read_values is None:
             notes.append(f"{name}: not in this folder's files (shape from param_shapes only)")
         built[owner] = rec
         out.append(rec)
@@ -209,7 +209,7 @@ def optimizer_part(view: CheckpointView, layout: ZeroLayout, source: str) -> Che
                     if len(pieces) == 1
                     else None,
                     first.storage_key if len(pieces) == 1 else None,
-                    slice_loader(pieces, slot.shape),
+                    slice_read_values(pieces, slot.shape),
                 )
             )
             state_names.setdefault(slot.pid, []).append(state)

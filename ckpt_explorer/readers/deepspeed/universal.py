@@ -135,7 +135,7 @@ def _from_masters(
     r: TensorRecord, master: TensorRecord, zero_rel: str, model: CheckpointView
 ) -> TensorRecord:
     """A ZeRO-3 placeholder of the module copy, read from its fp32 master (cast back)."""
-    from .zero_layout import slice_loader
+    from .zero_layout import slice_read_values
 
     shape = tuple(master.shape)
     n = master.numel
@@ -148,7 +148,7 @@ def _from_masters(
         zero_rel + master.file,
         master.offset if same else None,
         None,
-        slice_loader([(model, master, 0, n)], shape, r.dtype),
+        slice_read_values([(model, master, 0, n)], shape, r.dtype),
     )
 
 

@@ -104,13 +104,13 @@ def _in_shape(record: TensorRecord, shape: tuple[int, ...] | None) -> TensorReco
     """A flat record (ZeRO-3) in its parameter's shape; others as they are."""
     if shape is None or tuple(record.shape) == shape or record.numel != math.prod(shape):
         return record
-    loader = record.loader
+    loader = record.read_values
 
     def load() -> torch.Tensor:
         assert loader is not None
         return loader().reshape(shape)
 
-    return replace(record, shape=shape, loader=load if loader is not None else None)
+    return replace(record, shape=shape, read_values=load if loader is not None else None)
 
 
 def read_zero_folder(zero: Location, shapes: dict[str, tuple[int, ...]]) -> ZeroFolder:

@@ -239,7 +239,7 @@ def zero_layout(model_states: CheckpointView, ranks: list[CheckpointView]) -> Ze
     return ZeroLayout(stage, tuple(ranks), tuple(slots), group_sources, tuple(groups), by_name)
 
 
-def slice_loader(
+def slice_read_values(
     pieces: list[tuple[CheckpointView, TensorRecord, int, int]],
     shape: tuple[int, ...],
     dtype: str | None = None,
@@ -251,9 +251,9 @@ def slice_loader(
 
         chunks = []
         for _, rec, start, count in pieces:
-            if rec.loader is None:
+            if rec.read_values is None:
                 raise LayoutError(f"{rec.name} has no data to load")
-            chunks.append(rec.loader().reshape(-1).narrow(0, start, count))
+            chunks.append(rec.read_values().reshape(-1).narrow(0, start, count))
         t = chunks[0] if len(chunks) == 1 else torch.cat(chunks)
         t = t.reshape(shape)
         return t if dtype is None else t.to(getattr(torch, dtype))

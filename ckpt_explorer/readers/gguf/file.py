@@ -24,7 +24,7 @@ from ...io.location import Location
 from ...io.mapped import MappedFile
 from ...types import Detection, FileInfo, TensorRecord, Traits
 from ...view import CheckpointView
-from .values import loader, record_dtype
+from .values import record_dtype, tensor_read_values
 
 SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 TOKENIZER_KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.huggingface.json")
@@ -129,7 +129,7 @@ def probe(path: Location) -> Detection | None:
     if count > 1:
         evidence.append(f"split.no {no} of split.count {count} → one split of a gguf-split set")
     return Detection(
-        str(path), "gguf", "model", tuple(evidence), detail, Traits(loader="llama.cpp")
+        str(path), "gguf", "model", tuple(evidence), detail, Traits(loaded_by="llama.cpp")
     )
 
 
@@ -156,7 +156,9 @@ def gguf_records(files: list[Location], root: Location) -> list[TensorRecord]:
                     info.nbytes,
                     rel,
                     header.data_start + info.offset,
-                    loader=loader(mapped, info, header.data_start, header.byteorder),
+                    read_values=tensor_read_values(
+                        mapped, info, header.data_start, header.byteorder
+                    ),
                 )
             )
     return records

@@ -253,7 +253,7 @@ def export_values(export: CheckpointView, src: ExportSource) -> torch.Tensor:
     return t[src.expert] if src.expert is not None else t
 
 
-def _loader(export: CheckpointView, src: ExportSource) -> Callable[[], torch.Tensor]:
+def _read_values(export: CheckpointView, src: ExportSource) -> Callable[[], torch.Tensor]:
     def load() -> torch.Tensor:
         t = export_values(export, src)
         return (src.inverse(t) if src.inverse is not None else t).contiguous()
@@ -282,7 +282,7 @@ def hf_view(export: CheckpointView, source: CheckpointView) -> CheckpointView:
                 nbytes=nbytes,
                 offset=None,
                 storage_key=None,
-                loader=_loader(export, src),
+                read_values=_read_values(export, src),
             )
         )
     records += [by_name[n] for n in pairing.only_gguf]
@@ -293,7 +293,7 @@ def hf_view(export: CheckpointView, source: CheckpointView) -> CheckpointView:
         det.kind,
         (*det.evidence, f"seen under the HF names of {source.path}"),
         det.detail,
-        Traits(loader=det.traits.loader),
+        Traits(loaded_by=det.traits.loaded_by),
     )
     view = CheckpointView(export.path, detection, export.files, tuple(records), export.values)
     _PAIRINGS[view] = (export, pairing)

@@ -90,7 +90,7 @@ def _rows(shape: tuple[int, ...]) -> int:
     return n
 
 
-def loader(
+def tensor_read_values(
     mapped: MappedFile, info: TensorInfo, data_start: int, byteorder: str
 ) -> Callable[[], torch.Tensor]:
     """The loader of one tensor of a file whose data section starts at ``data_start``."""

@@ -10,7 +10,7 @@ from typing import Any
 from ...io.location import Location
 from ...types import TensorRecord, shape_numel
 from ..dcp.folder import BytesMeta, DcpMetadata, StorageInfo, TensorMeta, bytes_items, read_metadata
-from .slices import MetadataCache, region_loader, whole_loader
+from .slices import MetadataCache, region_read_values, whole_read_values
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,11 @@ class DistFolder:
         size = tuple(meta.size)
         info = self.first_chunk(fqn, layer)
         if layer is None:
-            shape, loader = size, whole_loader(self.folder, self.cache, fqn, size)
+            shape, loader = size, whole_read_values(self.folder, self.cache, fqn, size)
         else:
             shape = size[1:]
             offsets = (layer,) + (0,) * len(shape)
-            loader = region_loader(self.folder, self.cache, fqn, offsets, (1, *shape), 1)
+            loader = region_read_values(self.folder, self.cache, fqn, offsets, (1, *shape), 1)
         return TensorRecord(
             name=name,
             dtype=dtype.name,
@@ -82,5 +82,5 @@ class DistFolder:
             nbytes=shape_numel(shape) * dtype.itemsize,
             file=info.relative_path if info else "",
             offset=info.offset if info else None,
-            loader=loader,
+            read_values=loader,
         )

@@ -150,7 +150,7 @@ class _Mapper:
                 shape,
                 shape_numel(shape) * FLOATS[src.dtype],
                 src.file,
-                loader=_derived(self.model, src.name, take),
+                read_values=_derived(self.model, src.name, take),
             )
         self.records.append(record)
         self.sources[hf] = src.name + (f" ({how})" if how else "")

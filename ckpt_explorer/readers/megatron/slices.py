@@ -71,7 +71,7 @@ def load_region(
 
 
 # load_region's parameters, deferred: the loader a record keeps until its bytes are asked for.
-def region_loader(
+def region_read_values(
     folder: Location,
     cache: MetadataCache,
     fqn: str,
@@ -89,7 +89,7 @@ def region_loader(
     return load
 
 
-def whole_loader(
+def whole_read_values(
     folder: Location, cache: MetadataCache, fqn: str, size: tuple[int, ...]
 ) -> Callable[[], torch.Tensor]:
-    return region_loader(folder, cache, fqn, (0,) * len(size), size)
+    return region_read_values(folder, cache, fqn, (0,) * len(size), size)

@@ -156,15 +156,15 @@ def joined_record(records: list[TensorRecord], rule: Rule) -> TensorRecord:
         nbytes=shape_numel(tuple(shape)) * (first.nbytes // max(first.numel, 1)),
         file=first.file,
         offset=None,  # its bytes lie in several files
-        loader=_cat_loader(records, rule),
+        read_values=_cat_read_values(records, rule),
     )
 
 
-def _cat_loader(records: list[TensorRecord], rule: Rule) -> Callable[[], torch.Tensor]:
+def _cat_read_values(records: list[TensorRecord], rule: Rule) -> Callable[[], torch.Tensor]:
     def load() -> torch.Tensor:
         import torch
 
-        tensors = [r.loader() for r in records if r.loader is not None]
+        tensors = [r.read_values() for r in records if r.read_values is not None]
         if rule.glu:
             halves = [t.chunk(2, dim=0) for t in tensors]
             return torch.cat([h[0] for h in halves] + [h[1] for h in halves], dim=0)

@@ -102,7 +102,7 @@ def _shape_findings(
                 _finding(
                     RULE_PARTS,
                     module,
-                    f"{role} has shape {list(have)}; {w.kind} {w.block} of a "
+                    f"{role} has shape {list(have)}; {w.storage_type} {w.block} of a "
                     f"{list(w.shape)} weight needs {list(shape)}",
                 )
             )
@@ -118,12 +118,16 @@ def _config_findings(w: QuantWeight, q: dict[str, Any]) -> list[dict[str, str]]:
         if (w.bits == 4) != four:
             found.append(
                 _finding(
-                    RULE_PARTS, module, f"stored {w.kind}, the config says load_in_4bit={four}"
+                    RULE_PARTS,
+                    module,
+                    f"stored {w.storage_type}, the config says load_in_4bit={four}",
                 )
             )
         qtype = q.get("bnb_4bit_quant_type")
-        if w.bits == 4 and qtype and qtype != w.kind:
-            found.append(_finding(RULE_PARTS, module, f"stored {w.kind}, the config says {qtype}"))
+        if w.bits == 4 and qtype and qtype != w.storage_type:
+            found.append(
+                _finding(RULE_PARTS, module, f"stored {w.storage_type}, the config says {qtype}")
+            )
     elif w.scheme == "compressed-tensors" and w.params.get("num_bits") != w.bits:
         found.append(_finding(RULE_PARTS, module, "bits disagree with the config group"))
     return found

@@ -145,7 +145,7 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
         "method": q["quant_method"],
         "weights": Described(grouped.names, weights),
         "checks": checks,
-        "runtimes": runtime_notes(q, {grouped.families[f].kind for f in used}),
+        "runtimes": runtime_notes(q, {grouped.families[f].storage_type for f in used}),
     }
     files = list(base.files)
     if not any(f.path == "config.json" for f in files):
@@ -297,7 +297,7 @@ class Dequantize:
         except (RuntimeError, ValueError, IndexError, KeyError) as e:
             raise CkptExplorerError(
                 self.path,
-                f"the parts of {w.name} ({w.kind} {w.block}) to dequantize",
+                f"the parts of {w.name} ({w.storage_type} {w.block}) to dequantize",
                 f"parts that do not fit together: {e}",
                 "compare the parts' shapes with quantization_config (validate lists them)",
             ) from e

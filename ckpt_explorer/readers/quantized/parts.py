@@ -42,7 +42,7 @@ class QuantWeight:
     name: str
     shape: tuple[int, ...]
     scheme: str
-    kind: str
+    storage_type: str
     bits: int
     block: str
     parts: dict[str, str]
@@ -52,14 +52,14 @@ class QuantWeight:
     @property
     def label(self) -> str:
         """The record's dtype: kind and sharing, e.g. ``int4/group32``."""
-        return f"{self.kind}/{self.block.replace(' ', '')}"
+        return f"{self.storage_type}/{self.block.replace(' ', '')}"
 
     # a JSON field list: alike in shape with other records' to_json only
     def describe(self) -> dict[str, Any]:
         return {
             **{k: v for k, v in self.params.items() if isinstance(v, int | float | str | bool)},
             "scheme": self.scheme,
-            "type": self.kind,
+            "type": self.storage_type,
             "bits": self.bits,
             "block": self.block,
             "parts": dict(self.parts),
@@ -219,7 +219,7 @@ class Grouped:
             name,
             shape,
             f.scheme,
-            f.kind,
+            f.storage_type,
             f.bits,
             f.block,
             dict(zip(self.roles[self.family[i]], parts, strict=True)),

@@ -75,7 +75,7 @@ def probe_file(path: Location) -> Detection | None:
         "training_state",
         tuple(recipe_evidence(root, path.name)),
         DETAIL,
-        Traits(loader="torch.load"),  # a torch.save file (the folder around it is not one)
+        Traits(loaded_by="torch.load"),  # a torch.save file (the folder around it is not one)
     )
 
 

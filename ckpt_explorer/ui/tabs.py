@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-VIEWS: list[tuple[str, str]] = [
+TAB_CLASSES: list[tuple[str, str]] = [
     ("Overview", "overview:Overview"),
     ("Weight map", "weight_map:WeightMap"),
     ("Optimizer", "optimizer:OptimizerView"),
@@ -20,10 +20,10 @@ VIEWS: list[tuple[str, str]] = [
     ("Layout", "layout_view:LayoutView"),
     ("Timeline", "timeline_view:TimelineView"),
 ]
-TABS = tuple(name for name, _ in VIEWS)
+TABS = tuple(name for name, _ in TAB_CLASSES)
 
 
-def view_class(spec: str) -> Any:
+def tab_class(spec: str) -> Any:
     """The component class of a ``"module:Class"`` entry."""
     module, _, cls = spec.partition(":")
     return getattr(importlib.import_module(f"{__package__}.components.{module}"), cls)
