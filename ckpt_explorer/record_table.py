@@ -1,7 +1,7 @@
 """The tensor records of a view, kept as columns and made into records only when asked for.
 
 Listing a 90,000-tensor checkpoint made 90,000 :class:`~.types.TensorRecord` objects (and a
-loader each) that ``inspect`` never looked at: it shows a count, sums and the first rows.
+``read_values`` each) that ``inspect`` never looked at: it shows a count, sums and the first rows.
 A :class:`RecordTable` holds what a reader parsed as columns (names, dtypes, shapes, sizes,
 files, offsets, and the mapped file each tensor loads from); summaries read the columns,
 and a record is made the first time it is asked for — one by index or name, all of them at
@@ -119,10 +119,10 @@ class RecordTable(Sequence[TensorRecord]):
         return bool(self._columns)
 
     def column(self, field: str, keep: bool = True) -> Sequence[Any]:
-        """One field of every record, in order (shapes as parsed: lists or tuples; loaders
-        make every record). Do not modify the result. ``keep=False``: a reordered column is
+        """One field of every record, in order (shapes as parsed: lists or tuples;
+        ``read_values`` makes every record). Do not modify the result. ``keep=False``: a reordered column is
         not kept for the next call (a reader that reads a listing once to make its own)."""
-        if not self._columns or field == "read_values":  # a table of records, or loaders
+        if not self._columns or field == "read_values":  # a table of records, or read_values
             return list(map(operator.attrgetter(field), self.records()))
         if field == "storage_key":
             return [None] * len(self)

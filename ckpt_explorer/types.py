@@ -75,7 +75,7 @@ class Traits:
             whole state back at their object paths.
         part_files: a folder whose files are its parts (a training-state folder): a file
             beside them that cannot be read is a part lost.
-        loader: the real loader a user hands it to (``from_pretrained``, ``colossalai``,
+        loaded_by: the real loader a user hands it to (``from_pretrained``, ``colossalai``,
             ``dcp``, ``deepspeed``, ``peft``, ``torch.load``), "" when none reads it as is.
     """
 
@@ -153,6 +153,8 @@ class TensorRecord:
         file: file holding it, relative to the checkpoint root.
         offset: absolute byte offset of its first element in ``file`` where the format has one.
         storage_key: shared-storage identity (torch pickles), to tell aliases apart.
+        read_values: reads the tensor's values (a torch tensor) when called; None where the
+            values cannot be read (it never pretends).
     """
 
     name: str

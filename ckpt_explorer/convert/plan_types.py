@@ -41,9 +41,9 @@ class PlannedTensor:
         source: what it is made from (a source tensor name, or a description).
         dtype, shape, nbytes: as written.
         pieces: when set, the output bytes are exactly these source byte ranges in order
-            (the fast path: copied without deserialising); otherwise ``loader`` gives the values.
+            (the fast path: copied without deserialising); otherwise ``read_values`` gives the values.
         cast_from: the source dtype when an explicit ``--dtype`` cast applies.
-        loader: returns the output tensor's values (already cast); not part of JSON.
+        read_values: returns the output tensor's values (already cast); not part of JSON.
     """
 
     name: str

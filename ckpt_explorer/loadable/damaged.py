@@ -82,15 +82,15 @@ def recognise(path: Path | Location, listing: Listing | None = None) -> Layout |
             + ("" if groups else " (and without its param-group file)"),
             repair,
         )
-    for kind, shard, shards, who, repair in _MODEL_SHARDS:
+    for form, shard, shards, who, repair in _MODEL_SHARDS:
         found = listing.matching(shard)
         if found:
             evidence = f"{len(found)} {shards} ({found[0]}), no index"
-            return Layout(kind, (evidence,), f"{who} sharded model without its index", repair)
+            return Layout(form, (evidence,), f"{who} sharded model without its index", repair)
     return None
 
 
-# model shards without their index: layout kind, shard name, what they are, writer, repair
+# model shards without their index: layout form, shard name, what they are, writer, repair
 _MODEL_SHARDS = (
     (
         "hf-model", HF_MODEL_SHARD, "HF -of-N shard(s)", "HF",

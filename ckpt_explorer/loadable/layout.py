@@ -14,7 +14,7 @@ from .verdicts import Layout
 
 ACCELERATE_MARKS = ("optimizer.bin", "random_states_0.pkl", "scheduler.bin")
 MAX_PARTS = 32
-# The layout each real loader is handed (``Traits.loader``); ColossalAI's by what it holds.
+# The layout each real loader is handed (``Traits.loaded_by``); ColossalAI's by what it holds.
 _FORM_BY_LOADER = {
     "from_pretrained": "hf-model",
     "dcp": "dcp",
@@ -40,7 +40,7 @@ def _detect(path: Path) -> Detection | None:
         return None
 
 
-def _file_kind(path: Path, det: Detection | None) -> str:
+def _file_form(path: Path, det: Detection | None) -> str:
     if det is None:
         return "other"
     traits = traits_of(det, ())
@@ -59,26 +59,26 @@ def layout_of(path: Path) -> Layout:
     """The layout of one target, intact or damaged."""
     det = _detect(path)
     if path.is_file():
-        kind = _file_kind(path, det)
-        if kind == "other" and is_safetensors(path):
-            kind = "model-file"
-        return Layout(kind, det.evidence if det else ())
+        form = _file_form(path, det)
+        if form == "other" and is_safetensors(path):
+            form = "model-file"
+        return Layout(form, det.evidence if det else ())
     listing = Listing.of(path)
     if det is None:
         return damaged.recognise(path, listing) or Layout("other")
     traits = traits_of(det, ())
     if traits.loaded_by == "deepspeed":
-        kind = "deepspeed" if listing.has("latest") else "deepspeed-tag"
-        return Layout(kind, det.evidence[:2])
+        form = "deepspeed" if listing.has("latest") else "deepspeed-tag"
+        return Layout(form, det.evidence[:2])
     if _is_accelerate(listing):
         return Layout(
             "accelerate-state", ("model weights beside optimizer.bin / random_states_0.pkl",)
         )
-    kind = _form_for_loader(det, traits)
-    if not kind and traits.part_files:
+    form = _form_for_loader(det, traits)
+    if not form and traits.part_files:
         has_weights = listing.has("model.safetensors") or listing.has("pytorch_model.bin")
-        kind = "hf-model" if has_weights and listing.has("config.json") else "training-state"
-    return Layout(kind or "other", det.evidence[:2])
+        form = "hf-model" if has_weights and listing.has("config.json") else "training-state"
+    return Layout(form or "other", det.evidence[:2])
 
 
 def _is_accelerate(listing: Listing) -> bool:

@@ -89,9 +89,8 @@ class FileVerdict:
         return [f.message for f in self.findings if f.rule == decisive]
 
     @property
-    def checkpoint_format(
-        self,
-    ) -> str | None:  # kept for callers that asked "was it a checkpoint file"
+    def checkpoint_format(self) -> str | None:
+        """The judged file's format ("pickle" for a plain pickle), None for data."""
         return None if self.verdict == "data" else self.format or "pickle"
 
 

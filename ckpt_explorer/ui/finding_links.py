@@ -12,7 +12,7 @@ from .subject import code
 
 @dataclass(frozen=True)
 class FindingLink:
-    """``kind``: ``tensor`` (open it), ``file`` (filter the weight map to it), ``param``
+    """``opens``: ``tensor`` (open it), ``file`` (filter the weight map to it), ``param``
     (filter to an optimizer state id), ``values`` (the Overview's Values table) or ``none``;
     ``target``: the tensor, file, filter or key; ``why``: what the page says (Markdown)."""
 

@@ -1,4 +1,4 @@
-"""The dashboard's views, in tab order: adding a view is one line here.
+"""The dashboard's tabs, in order: adding a tab is one line here.
 
 Each entry is ``(tab title, "module:Class")`` under :mod:`ckpt_explorer.ui.components`; the
 class is a Panel ``Viewer`` built as ``Class(app=AppState)``. Light to import (no panel).

@@ -29,7 +29,7 @@ class QuantWeight:
         name: the HF name of the weight it encodes (``...q_proj.weight``).
         shape: its logical shape.
         scheme: the scheme (``compressed-tensors``, ``fp8``, ``bitsandbytes`` ...).
-        kind: the storage type in short (``int4``, ``fp8_e4m3``, ``nf4`` ...): the key of
+        storage_type: the storage type in short (``int4``, ``fp8_e4m3``, ``nf4`` ...): the key of
             its rule in :data:`~ckpt_explorer.diff.quant_budget.RULES`.
         bits: bits per stored value.
         block: how values share a scale, in words (``group 32``, ``block 128x128``,
@@ -51,7 +51,7 @@ class QuantWeight:
 
     @property
     def label(self) -> str:
-        """The record's dtype: kind and sharing, e.g. ``int4/group32``."""
+        """The record's dtype: storage type and sharing, e.g. ``int4/group32``."""
         return f"{self.storage_type}/{self.block.replace(' ', '')}"
 
     # a JSON field list: alike in shape with other records' to_json only
