@@ -30,7 +30,7 @@ from .types import TensorRecord
 # What a column-born table stores; its records have no storage key and load from `mapped`.
 COLUMNS = ("name", "dtype", "shape", "nbytes", "file", "offset", "mapped")
 STORED = ("name", "dtype", "shape", "nbytes", "file", "offset", "storage_key", "read_values")
-_NEW_LOADER = functools.partial(tuple.__new__, MappedTensor)  # MappedTensor._make, in C
+_NEW_READ_VALUES = functools.partial(tuple.__new__, MappedTensor)  # MappedTensor._make, in C
 
 
 @functools.cache
@@ -91,10 +91,10 @@ class RecordTable(Sequence[TensorRecord]):
         nbytes: list[int],
         files: list[str],
         offsets: Sequence[int | None],
-        mapped: Sequence[MappedFile | LoaderSource | None],
+        mapped: Sequence[MappedFile | ReadValuesSource | None],
     ) -> RecordTable:
         """Tensors that are each one range of a file: ``offsets``/``nbytes`` into the file
-        ``mapped`` (None: not loadable; a :class:`LoaderSource`: ``loader_for(name)``, for a
+        ``mapped`` (None: not loadable; a :class:`ReadValuesSource`: ``read_values_for(name)``, for a
         tensor made from several stored ones). Shapes may be lists (as parsed): records get tuples.
         The lists are the table's from now on; the caller must not change them."""
         table = cls()
@@ -168,15 +168,15 @@ class RecordTable(Sequence[TensorRecord]):
         name, dtype, nbytes, file, offset, mapped = map(
             self._column, ("name", "dtype", "nbytes", "file", "offset", "mapped")
         )
-        loaders: list[Any]
+        read_values: list[Any]
         if not all(issubclass(t, MappedFile) for t in set(map(type, mapped))):
-            loaders = list(map(_read_values, mapped, offset, nbytes, dtype, shapes, name))
+            read_values = list(map(_read_values, mapped, offset, nbytes, dtype, shapes, name))
         else:
             fixed = itertools.repeat(None), itertools.repeat(0), itertools.repeat("little")
             rows = zip(mapped, offset, nbytes, dtype, shapes, *fixed, strict=False)
-            loaders = list(map(_NEW_LOADER, rows))
+            read_values = list(map(_NEW_READ_VALUES, rows))
         keys = itertools.repeat(None)
-        return zip(name, dtype, shapes, nbytes, file, offset, keys, loaders, strict=False)
+        return zip(name, dtype, shapes, nbytes, file, offset, keys, read_values, strict=False)
 
     def _make_all(self) -> tuple[TensorRecord, ...]:
         made = _records(self._rows(list(map(tuple, self._column("shape")))))
@@ -278,15 +278,15 @@ class RecordTable(Sequence[TensorRecord]):
         return table
 
 
-class LoaderSource(Protocol):
+class ReadValuesSource(Protocol):
     """Where tensors that are not one range of one file load from (a quantized weight,
-    dequantized from its parts): a column-born table asks it for a record's loader."""
+    dequantized from its parts): a column-born table asks it for a record's read_values."""
 
-    def loader_for(self, name: str) -> Callable[[], Any]: ...
+    def read_values_for(self, name: str) -> Callable[[], Any]: ...
 
 
 def _read_values(
-    mapped: MappedFile | LoaderSource | None,
+    mapped: MappedFile | ReadValuesSource | None,
     offset: int,
     nbytes: int,
     dtype: str,
@@ -297,7 +297,7 @@ def _read_values(
         return None
     if isinstance(mapped, MappedFile):
         return MappedTensor(mapped, offset, nbytes, dtype, shape)
-    return mapped.loader_for(name)
+    return mapped.read_values_for(name)
 
 
 def record_column(records: Iterable[TensorRecord], field: str) -> Sequence[Any]:

@@ -134,7 +134,7 @@ class _Source:
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    def loader_for(self, name: str) -> Any:
+    def read_values_for(self, name: str) -> Any:
         self.asked.append(name)
         return lambda: f"values of {name}"
 

@@ -9,7 +9,7 @@ embeddings, modules the config ignores) is listed as stored.
 Listing works on the plain listing's columns and makes no record, weight object or
 description a consumer does not ask for: a DeepSeek-V3 export (45,000 FP8 weights in 90,000
 tensors) lists at the plain listing's cost. The view's table is columns again (each weight's
-loader comes from one :class:`Dequantize`), :func:`quant_weights` makes a weight when it is
+``read_values`` comes from one :class:`Dequantize`), :func:`quant_weights` makes a weight when it is
 first looked up, and ``values[QUANT_KEY]["weights"]`` a description when it is first read
 (:mod:`.lazy`). The config checks run at listing (their findings are the view's warnings),
 once per family and shape of weights (:mod:`.checks`).
@@ -179,7 +179,7 @@ def _table(
 ) -> RecordTable:
     """The view's records in the listing's order: a stored tensor no weight claims as it is,
     each weight once, where its first part is (in that part's file), with its parts' bytes
-    and a loader that dequantizes them. Kept as columns when the listing is (records are made
+    and a ``read_values`` that dequantizes them. Kept as columns when the listing is (records are made
     when a consumer asks), each weight's record made once from its row otherwise."""
     rows, order, at, totals = _placed(table, stored, grouped)
     labels = list(map([f.label for f in grouped.families].__getitem__, grouped.family))
@@ -199,7 +199,7 @@ def _table(
         fields = (new[k] for k in ("name", "dtype", "shape", "nbytes"))
         made = iter(
             make_records(
-                (n, d, s, b, files[rows[k]], None, None, source.loader_for(n))
+                (n, d, s, b, files[rows[k]], None, None, source.read_values_for(n))
                 for k, n, d, s, b in zip(at, *fields, strict=True)
             )
         )
@@ -275,7 +275,7 @@ _NOT_NONE = partial(is_not, None)
 
 
 class Dequantize:
-    """Where the quantized records load from: ``loader_for(name)`` is the record's loader."""
+    """Where the quantized records load from: ``read_values_for(name)`` is the record's loader."""
 
     __slots__ = ("load", "path", "weights")
 
@@ -287,7 +287,7 @@ class Dequantize:
     ) -> None:
         self.path, self.weights, self.load = path, weights, load
 
-    def loader_for(self, name: str) -> Callable[[], torch.Tensor]:
+    def read_values_for(self, name: str) -> Callable[[], torch.Tensor]:
         return partial(self, name)
 
     def __call__(self, name: str) -> torch.Tensor:
