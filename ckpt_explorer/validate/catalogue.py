@@ -4,44 +4,39 @@ emit, registered once with its area, the severities it may take and one line of 
 A rule id is ``<area>.<what>``; its area is the part of validate that runs it (``tied.*`` rules
 run with ``config``). README's rule table is generated from here (``scripts/rules_table.py``),
 and ``tests/validate/test_rule_catalogue.py`` fails on an id emitted anywhere in the package
-that is not catalogued, and on a catalogued id that nothing emits. To add a rule: emit it in
-its area's module and add one :func:`rule` line here.
+that is not catalogued, and on a catalogued id that nothing emits.
+
+To add a rule to an area whose rules are listed here: emit it in its area's module and add one
+:func:`rule` line here. To add an area: one module in ``validate/`` declaring
+``AREA = Area(...)`` (its rules, its steps, the area it sits after; ``validate/tokenizer.py``
+is the example) and its name in :data:`AREA_MODULES`; :func:`register_area` places its rules
+here, its name in :data:`AREAS` and its steps in the runner's step tables.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from importlib import import_module
+from typing import TypeVar
 
-ERR, WARN, INFO = "error", "warning", "info"
+from .area import ERR, INFO, WARN, Area, Rule, Step, declare
 
+T = TypeVar("T")
 
-@dataclass(frozen=True)
-class Rule:
-    """One rule: ``id``, the validate ``area`` that runs it, the ``severities`` it may take
-    (several where the context decides, e.g. a writer's own convention makes it info), and
-    ``doc``, one line saying what it finds."""
-
-    id: str
-    area: str
-    severities: tuple[str, ...]
-    doc: str
-
-
-# validate's areas, in the order a report lists them as checked (validate/runner.py runs a step
-# of each; an area is checked when one of its steps applied)
-AREAS: tuple[str, ...] = ("security", "integrity", "loadable", "quantized", "config", "tokenizer")
+# the areas whose rules are listed below and whose steps validate/runner.py lists, in the order a
+# report lists them as checked (an area is checked when one of its steps applied); a registered
+# area is placed after the area it names
+AREAS: tuple[str, ...] = ("security", "integrity", "loadable", "quantized", "config")
 AREAS += ("optimizer", "scheduler", "numeric", "bundle", "hf_load")
 RULES: dict[str, Rule] = {}
-_AREA_OF_PREFIX = {"tied": "config"}
+REGISTERED: dict[str, Area] = {}
 
 
 def rule(id: str, severities: str | tuple[str, ...], doc: str) -> Rule:
     """Register rule ``id`` (its area from its prefix); an id registered twice raises."""
     if id in RULES:
         raise ValueError(f"rule {id} registered twice")
-    prefix = id.split(".", 1)[0]
-    sev = (severities,) if isinstance(severities, str) else severities
-    r = RULES[id] = Rule(id, _AREA_OF_PREFIX.get(prefix, prefix), sev, doc)
+    r = RULES[id] = declare(id, severities, doc)
     return r
 
 
@@ -89,8 +84,6 @@ rule("config.dtype", WARN, "the config's torch_dtype is not the dtype of most by
 rule("tied.lm_head_missing", ERR, "no lm_head and tie_word_embeddings is false")
 rule("tied.lm_head_differs", ERR, "tied embeddings saved with a differing lm_head")
 rule("tied.untied_but_equal", INFO, "an untied lm_head equal to the embedding")
-# -- tokenizer: the tokenizer saved beside a model against its embedding ------------------------
-rule("tokenizer.ids_past_embedding", ERR, "the tokenizer gives ids past the embedding's rows")
 # -- optimizer: groups, ids, states against the model -----------------------------------------
 rule("optimizer.no_param_groups", ERR, "an optimizer state without param_groups")
 rule("optimizer.group_params", ERR, "a param group without its params list")
@@ -149,3 +142,55 @@ rule("hf_load.tensor_differs", ERR, "a loaded tensor differs from the file's")
 def rules(area: str | None = None) -> list[Rule]:
     """The catalogue, in registration order (one area's rules with ``area``)."""
     return [r for r in RULES.values() if area is None or r.area == area]
+
+
+def _placed(
+    items: Sequence[T], new: Sequence[T], area_of: Callable[[T], str], after: str
+) -> list[T]:
+    """``items`` with ``new`` after the last item of area ``after`` (at the end without one)."""
+    at = max((i + 1 for i, x in enumerate(items) if area_of(x) == after), default=len(items))
+    return [*items[:at], *new, *items[at:]]
+
+
+def _area_of(item: Rule | Step) -> str:
+    return item.area
+
+
+def register_area(area: Area) -> Area:
+    """Register ``area``: its rules after those of the area it sits after, its name after that
+    area's in :data:`AREAS`, its steps placed by :func:`with_steps`. Raises on a name or rule id
+    registered twice, an unknown ``after``, a rule or step of another area."""
+    global AREAS
+    if area.name in AREAS:
+        raise ValueError(f"area {area.name} registered twice")
+    if area.after not in AREAS:
+        raise ValueError(f"area {area.name} sits after {area.after}, which is no area")
+    for r in area.rules:
+        if r.id in RULES:
+            raise ValueError(f"rule {r.id} registered twice")
+    stray = [x.id for x in area.rules if x.area != area.name]
+    stray += [repr(s.run) for s in area.steps if s.area != area.name]
+    if stray:
+        raise ValueError(f"area {area.name} declares rules or steps of another area: {stray}")
+    placed = _placed(list(RULES.values()), area.rules, _area_of, area.after)
+    RULES.clear()
+    RULES.update((r.id, r) for r in placed)
+    AREAS = tuple(_placed(AREAS, (area.name,), str, area.after))
+    REGISTERED[area.name] = area
+    return area
+
+
+def with_steps(steps: tuple[Step, ...], *, before_view: bool) -> tuple[Step, ...]:
+    """``steps`` (one phase's steps of the areas listed here) with the registered areas' steps
+    of that phase, each area's after the last step of the area it sits after."""
+    out = list(steps)
+    for area in REGISTERED.values():
+        own = [s for s in area.steps if s.before_view == before_view]
+        out = _placed(out, own, _area_of, area.after)
+    return tuple(out)
+
+
+# The areas declared in a module of their own (validate/<name>.py defining AREA), one per line.
+AREA_MODULES: tuple[str, ...] = ("tokenizer",)
+for _name in AREA_MODULES:
+    register_area(import_module(f"{__package__}.{_name}").AREA)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +13,16 @@ from ..readers.part_pairing import paired
 from ..security import security_findings
 from ..security.severity import weigh_refusals
 from ..view import CheckpointView
-from . import bundle, config, counters, integrity, optimizer, scheduler, tokenizer, writer_facts
+from . import bundle, config, counters, integrity, optimizer, scheduler, writer_facts
 from . import hf_load as hf_rules
 from . import numeric as numeric_rules
-from .catalogue import AREAS
+from .area import Step
+from .catalogue import AREAS, with_steps
 from .findings import Finding, ValidationReport
 from .loadable_rules import check_loadable
-from .parts import Components, ModelPart, OptimizerPart, ValuesPart, bookkeeping_names, collect
+from .parts import Components, ModelPart, OptimizerPart, bookkeeping_names, collect
 from .quantized import QUANT_KEY, check_quantized
+from .run import Run
 from .scheduler_pairing import pair_schedulers
 
 
@@ -144,42 +144,6 @@ def validate_checkpoint(
     return report
 
 
-@dataclass
-class Run:
-    """One validation under way: its input, options, and what the steps found and built."""
-
-    root: Location
-    given: CheckpointView | None
-    model_view: CheckpointView | None
-    numeric: bool
-    hf_load: bool
-    progress: ProgressFn | None
-    view: CheckpointView | None = None
-    findings: list[Finding] = field(default_factory=list)
-    parts: Components = field(default_factory=Components)
-    stats: dict[str, numeric_rules.TensorStats] | None = None
-    pairs: list[tuple[OptimizerPart | None, ValuesPart | None]] = field(default_factory=list)
-
-    @property
-    def opened(self) -> CheckpointView:
-        assert self.view is not None
-        return self.view
-
-    @property
-    def training_state(self) -> bool:
-        return self.opened.kind == "training_state"
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of an area of the catalogue (``catalogue.AREAS``): its findings, when it
-    applies (an area that ran is listed in the report's ``checked``)."""
-
-    area: str
-    run: Callable[[Run], list[Finding]]
-    when: Callable[[Run], bool] = lambda run: True
-
-
 def _run(run: Run, steps: tuple[Step, ...]) -> set[str]:
     ran = set()
     for step in steps:
@@ -223,10 +187,6 @@ def _quantized(run: Run) -> list[Finding]:
 
 def _config(run: Run) -> list[Finding]:
     return [f for m in run.parts.models for f in config.check_model(m)]
-
-
-def _tokenizer(run: Run) -> list[Finding]:
-    return [f for m in run.parts.models for f in tokenizer.check_tokenizer(m)]
 
 
 def _numeric(run: Run) -> list[Finding]:
@@ -280,24 +240,30 @@ def _hf_load(run: Run) -> list[Finding]:
     return [f for m in run.parts.models for f in hf_rules.check_hf_load(m)]
 
 
-# The steps in the order their findings are reported; the areas are the catalogue's.
-BEFORE_VIEW: tuple[Step, ...] = (
-    Step("security", _security),
-    Step("integrity", _integrity),
-    Step("loadable", _loadable, lambda run: run.root.exists()),
+# The steps in the order their findings are reported, of the areas catalogue.py lists; the
+# areas registered from a module of their own (catalogue.AREA_MODULES) add theirs.
+BEFORE_VIEW: tuple[Step, ...] = with_steps(
+    (
+        Step("security", _security, before_view=True),
+        Step("integrity", _integrity, before_view=True),
+        Step("loadable", _loadable, lambda run: run.root.exists(), before_view=True),
+    ),
+    before_view=True,
 )
-AFTER_VIEW: tuple[Step, ...] = (
-    Step("security", _weigh_refusals),
-    Step("integrity", _integrity_of_view),
-    Step("quantized", _quantized, lambda run: QUANT_KEY in run.opened.values),
-    Step("config", _config),
-    Step("tokenizer", _tokenizer, lambda run: any(map(tokenizer.has_tokenizer, run.parts.models))),
-    Step("numeric", _numeric, lambda run: run.numeric),
-    Step("optimizer", _optimizer),
-    Step("scheduler", _scheduler),
-    Step("scheduler", _counters),
-    Step("bundle", _bundle, lambda run: run.training_state),
-    Step("hf_load", _hf_load, lambda run: run.hf_load),
+AFTER_VIEW: tuple[Step, ...] = with_steps(
+    (
+        Step("security", _weigh_refusals),
+        Step("integrity", _integrity_of_view),
+        Step("quantized", _quantized, lambda run: QUANT_KEY in run.opened.values),
+        Step("config", _config),
+        Step("numeric", _numeric, lambda run: run.numeric),
+        Step("optimizer", _optimizer),
+        Step("scheduler", _scheduler),
+        Step("scheduler", _counters),
+        Step("bundle", _bundle, lambda run: run.training_state),
+        Step("hf_load", _hf_load, lambda run: run.hf_load),
+    ),
+    before_view=False,
 )
 
 

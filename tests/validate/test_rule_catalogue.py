@@ -1,6 +1,7 @@
 """The rule catalogue (validate/catalogue.py) is the one list of rule ids: every id written in
-the package is catalogued, every catalogued id is written somewhere, a literal severity is one
-the catalogue allows, and README's rule table is the generated one."""
+the package is catalogued, every catalogued id is written somewhere (a declaration aside), a
+literal severity is one the catalogue allows, README's rule table is the generated one, and an
+area declared in a module of its own is one registration."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ import re
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from ckpt_explorer.validate import catalogue
+from ckpt_explorer.validate.area import Area, Step, declare
 from ckpt_explorer.validate.catalogue import RULES, rule, rules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,13 +69,25 @@ def _findings() -> list[tuple[str, ast.Call]]:
     return out
 
 
+def _declared(tree: ast.Module) -> set[int]:
+    """ids of the string nodes that declare a rule (``declare("x.y", ...)``): no emission."""
+    return {
+        id(n.args[0])
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "declare" and n.args
+    }
+
+
 def _written() -> dict[str, set[str]]:
-    """Rule-shaped string constants of the package (the catalogue aside) -> where."""
+    """Rule-shaped string constants of the package (the catalogue and declarations aside) ->
+    where."""
     out: dict[str, set[str]] = defaultdict(set)
     for path, tree in _trees().items():
+        declared = _declared(tree)
         for n in ast.walk(tree):
             if (
-                isinstance(n, ast.Constant)
+                id(n) not in declared
+                and isinstance(n, ast.Constant)
                 and isinstance(n.value, str)
                 and RULE_LIKE.match(n.value)
             ) and n.value not in NOT_RULES:
@@ -170,7 +188,62 @@ def test_a_new_rule_is_one_entry() -> None:
         script = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(script)
         rows = script.table().splitlines()
-        assert len(rows) == 2 + len(RULES) - 1  # the script reads the catalogue's file
-        assert all(f"`{r.id}`" in script.table() for r in RULES.values() if r is not new)
+        assert len(rows) == 2 + len(RULES)  # the script reads the catalogue, areas and all
+        assert all(f"`{r.id}`" in script.table() for r in RULES.values())
     finally:
         del RULES[new.id]
+
+
+def test_an_area_module_is_registered_by_one_line() -> None:
+    """The tokenizer area is declared in validate/tokenizer.py and registered by its entry in
+    AREA_MODULES: its rules sit after config's, its name after config in AREAS, its step after
+    config's in the runner."""
+    from ckpt_explorer.validate import tokenizer
+    from ckpt_explorer.validate.runner import AFTER_VIEW
+
+    assert "tokenizer" in catalogue.AREA_MODULES and catalogue.REGISTERED["tokenizer"] is (
+        tokenizer.AREA
+    )
+    ids = list(RULES)
+    assert ids[ids.index("tied.untied_but_equal") + 1] == "tokenizer.ids_past_embedding"
+    areas = list(catalogue.AREAS)
+    assert areas[areas.index("config") + 1] == "tokenizer"
+    steps = [s.area for s in AFTER_VIEW]
+    assert steps[steps.index("config") + 1] == "tokenizer"
+    assert [s for s in AFTER_VIEW if s.area == "tokenizer"] == list(tokenizer.AREA.steps)
+
+
+@pytest.fixture
+def restored_catalogue() -> Iterator[None]:
+    rules, areas, registered = dict(RULES), catalogue.AREAS, dict(catalogue.REGISTERED)
+    yield
+    RULES.clear()
+    RULES.update(rules)
+    catalogue.AREAS = areas
+    catalogue.REGISTERED.clear()
+    catalogue.REGISTERED.update(registered)
+
+
+def test_a_new_area_is_one_registration(restored_catalogue: None) -> None:
+    """An area placed after ``scheduler`` (which has two steps after the view and none
+    before): its rule, its name and its steps land right behind that area's, once each."""
+    mine = declare("example.found", "warning", "an example area's rule, registered by a test")
+    after_view = Step("example", lambda run: [])
+    before_view = Step("example", lambda run: [], before_view=True)
+    catalogue.register_area(Area("example", "scheduler", (mine,), (after_view, before_view)))
+    ids = list(RULES)
+    last_scheduler = max(i for i, r in enumerate(RULES.values()) if r.area == "scheduler")
+    assert ids[last_scheduler + 1] == "example.found" and rules("example") == [mine]
+    assert catalogue.AREAS[catalogue.AREAS.index("scheduler") + 1] == "example"
+    steps = tuple(Step(a, print) for a in ("config", "scheduler", "bundle"))
+    after = catalogue.with_steps(steps, before_view=False)
+    assert [s.area for s in after] == ["config", "tokenizer", "scheduler", "example", "bundle"]
+    assert after[3] is after_view
+    before = catalogue.with_steps((Step("security", print),), before_view=True)
+    assert [s.area for s in before] == ["security", "example"] and before[1] is before_view
+    with pytest.raises(ValueError, match="twice"):
+        catalogue.register_area(Area("example", "config", (), ()))
+    with pytest.raises(ValueError, match="no area"):
+        catalogue.register_area(Area("other", "nowhere", (), ()))
+    with pytest.raises(ValueError, match="another area"):
+        catalogue.register_area(Area("other", "config", (), (Step("example", print),)))
