@@ -27,7 +27,7 @@ T = TypeVar("T")
 # report lists them as checked (an area is checked when one of its steps applied); a registered
 # area is placed after the area it names
 AREAS: tuple[str, ...] = ("security", "integrity", "loadable", "quantized", "config")
-AREAS += ("optimizer", "scheduler", "numeric", "bundle", "hf_load")
+AREAS += ("optimizer", "scheduler", "numeric", "bundle")
 RULES: dict[str, Rule] = {}
 REGISTERED: dict[str, Area] = {}
 
@@ -130,13 +130,6 @@ rule("bundle.optimizer_step", (ERR, WARN, INFO), "the optimizer's step against t
 rule("bundle.scheduler_step", WARN, "the scheduler's steps against the run position")
 rule("bundle.stale_copy", WARN, "a copy (last.ckpt) older than the newest save beside it")
 rule("bundle.stale_pointer", WARN, "a pointer file (latest) naming an older save")
-# -- hf_load: transformers from_pretrained on CPU (--hf-load) --------------------------------------
-rule("hf_load.skipped", INFO, "from_pretrained not run (not an HF folder, or no transformers)")
-rule("hf_load.failed", ERR, "from_pretrained raised")
-rule("hf_load.missing_keys", ERR, "from_pretrained initialised weights randomly")
-rule("hf_load.unexpected_keys", WARN, "from_pretrained ignored tensors")
-rule("hf_load.mismatched_keys", ERR, "from_pretrained found shapes that differ from the config")
-rule("hf_load.tensor_differs", ERR, "a loaded tensor differs from the file's")
 
 
 def rules(area: str | None = None) -> list[Rule]:
@@ -191,6 +184,9 @@ def with_steps(steps: tuple[Step, ...], *, before_view: bool) -> tuple[Step, ...
 
 
 # The areas declared in a module of their own (validate/<name>.py defining AREA), one per line.
-AREA_MODULES: tuple[str, ...] = ("tokenizer",)
+AREA_MODULES: tuple[str, ...] = (
+    "tokenizer",
+    "hf_load",
+)
 for _name in AREA_MODULES:
     register_area(import_module(f"{__package__}.{_name}").AREA)

@@ -14,7 +14,6 @@ from ..security import security_findings
 from ..security.severity import weigh_refusals
 from ..view import CheckpointView
 from . import bundle, config, counters, integrity, optimizer, scheduler, writer_facts
-from . import hf_load as hf_rules
 from . import numeric as numeric_rules
 from .area import Step
 from .catalogue import AREAS, with_steps
@@ -236,10 +235,6 @@ def _bundle(run: Run) -> list[Finding]:
     return bundle.check_bundle(run.opened.path, run.parts) + writer_facts.check(run.parts)
 
 
-def _hf_load(run: Run) -> list[Finding]:
-    return [f for m in run.parts.models for f in hf_rules.check_hf_load(m)]
-
-
 # The steps in the order their findings are reported, of the areas catalogue.py lists; the
 # areas registered from a module of their own (catalogue.AREA_MODULES) add theirs.
 BEFORE_VIEW: tuple[Step, ...] = with_steps(
@@ -261,7 +256,6 @@ AFTER_VIEW: tuple[Step, ...] = with_steps(
         Step("scheduler", _scheduler),
         Step("scheduler", _counters),
         Step("bundle", _bundle, lambda run: run.training_state),
-        Step("hf_load", _hf_load, lambda run: run.hf_load),
     ),
     before_view=False,
 )

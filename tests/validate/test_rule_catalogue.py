@@ -237,7 +237,14 @@ def test_a_new_area_is_one_registration(restored_catalogue: None) -> None:
     assert catalogue.AREAS[catalogue.AREAS.index("scheduler") + 1] == "example"
     steps = tuple(Step(a, print) for a in ("config", "scheduler", "bundle"))
     after = catalogue.with_steps(steps, before_view=False)
-    assert [s.area for s in after] == ["config", "tokenizer", "scheduler", "example", "bundle"]
+    assert [s.area for s in after] == [
+        "config",
+        "tokenizer",
+        "scheduler",
+        "example",
+        "bundle",
+        "hf_load",
+    ]
     assert after[3] is after_view
     before = catalogue.with_steps((Step("security", print),), before_view=True)
     assert [s.area for s in before] == ["security", "example"] and before[1] is before_view
