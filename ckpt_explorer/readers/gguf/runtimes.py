@@ -44,7 +44,7 @@ def needs(version: int, type_ids: Iterable[int]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda n: n["since"], reverse=True)
 
 
-def _unreadable(version: int, type_ids: Iterable[int]) -> str | None:
+def _unreadable(version: int, type_ids: Iterable[int], arch: str | None) -> str | None:
     if version == 1:
         return f"GGUF v1: {REJECTS_V1}"
     if version > max(facts.GGUF_VERSIONS):
@@ -52,6 +52,8 @@ def _unreadable(version: int, type_ids: Iterable[int]) -> str | None:
     unknown = sorted({t for t in type_ids if t not in facts.TYPES})
     if unknown:
         return f"ggml type ids {unknown} are not in llama.cpp's type enum (removed or unknown)"
+    if not arch:
+        return _arch_note(arch)
     return None
 
 
@@ -77,7 +79,7 @@ def runtime_evidence(notes: list[dict[str, Any]]) -> str:
 def runtime_notes(version: int, type_ids: Iterable[int], arch: str | None) -> list[dict[str, Any]]:
     """The llama.cpp, Ollama and LM Studio notes for a GGUF of this version, types and arch."""
     ids = list(type_ids)
-    bad = _unreadable(version, ids)
+    bad = _unreadable(version, ids, arch)
     need = needs(version, ids)
     known_arch = bool(arch) and arch in facts.ARCHES
     if bad:
