@@ -142,3 +142,14 @@ def test_files_no_llama_cpp_reads() -> None:
     unknown = runtime_notes(3, [0], "not-an-arch")[0]
     assert unknown["reads"] is None and "not in the llama.cpp sources" in unknown["note"]
     assert runtime_notes(3, [0], None)[0]["reads"] is False  # no general.architecture
+
+
+def test_a_llama_cpp_release_tag_is_named_as_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Facts refreshed from llama.cpp's own git dir carry its ``bNNNN`` tags: the note names
+    the build instead of the date (ggml's ``vX.Y.Z`` tags are not llama.cpp builds)."""
+    bf16 = {**facts.TYPES[30], "tag": "b2800"}
+    monkeypatch.setitem(facts.TYPES, 30, bf16)
+    note = runtime_notes(3, [0, 30], "llama")[0]
+    assert note["needs"][0]["build"] == "b2800"
+    assert note["note"].startswith("reads: true from build b2800 on")
+    assert runtime_notes(3, [0], "llama")[0]["needs"][0]["build"] is None  # tag v0.9.1

@@ -6,12 +6,15 @@ type the first commit that adds ``GGML_TYPE_<NAME> = <id>`` to ggml.h (the ggml 
 keeps the llama.cpp commit's date and pull request when it syncs), and for each architecture
 the oldest vendored llama.cpp source seen to name it. A note is
 ``{"runtime", "reads", "note", "source", "needs"}``: ``needs`` lists what sets the minimum
-(what, first date, where from). Ollama and LM Studio bundle a llama.cpp build, so they read the
+(what, first date, where from). Given llama.cpp's own git dir the script also records its
+first release tag ``bNNNN`` and the note names that build; from the ggml repository (whose tags
+start in 2025) the note names the date. Ollama and LM Studio bundle a llama.cpp build, so they read the
 file when their build is that recent (unverified).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,6 +24,16 @@ from . import runtime_facts as facts
 RUNTIMES_KEY = "__metadata__.runtimes"  # the view's value: the notes, informational in a diff
 SOURCE = f"llama.cpp git history ({facts.SOURCE}: first commit adding each type); unverified here"
 REJECTS_V1 = "llama.cpp's gguf reader says 'GGUFv1 is no longer supported'"
+
+
+def _need(what: str, fact: dict[str, Any]) -> dict[str, Any]:
+    tag = fact.get("tag") or ""
+    build = tag if re.fullmatch(r"b\d+", tag) else None
+    return {"what": what, "since": fact["date"], "build": build, "from": _origin(fact)}
+
+
+def _since(need: dict[str, Any]) -> str:
+    return f"build {need['build']}" if need["build"] else f"llama.cpp of {need['since']}"
 
 
 def _origin(fact: dict[str, Any]) -> str:
@@ -33,14 +46,11 @@ def needs(version: int, type_ids: Iterable[int]) -> list[dict[str, Any]]:
     the date the support first appears in the history."""
     out = []
     if version in facts.GGUF_VERSIONS:
-        v = facts.GGUF_VERSIONS[version]
-        out.append({"what": f"GGUF v{version}", "since": v["date"], "from": _origin(v)})
+        out.append(_need(f"GGUF v{version}", facts.GGUF_VERSIONS[version]))
     for tid in sorted(set(type_ids)):
         fact = facts.TYPES.get(tid)
         if fact is not None and "date" in fact:
-            out.append(
-                {"what": f"type {fact['name']}", "since": fact["date"], "from": _origin(fact)}
-            )
+            out.append(_need(f"type {fact['name']}", fact))
     return sorted(out, key=lambda n: n["since"], reverse=True)
 
 
@@ -88,11 +98,11 @@ def runtime_notes(version: int, type_ids: Iterable[int], arch: str | None) -> li
     else:
         reads = True if known_arch else None
         text = (
-            f"reads: {'true' if known_arch else 'unknown'} from llama.cpp of {need[0]['since']} "
-            f"on (newest need: {need[0]['what']}, {need[0]['from']}); {_arch_note(arch)}"
+            f"reads: {'true' if known_arch else 'unknown'} from {_since(need[0])} on "
+            f"(newest need: {need[0]['what']}, {need[0]['from']}); {_arch_note(arch)}"
         )
     bundled = (
-        f"bundles a llama.cpp build: reads it when that build is from {need[0]['since']} or later"
+        f"bundles a llama.cpp build: reads it with one from {_since(need[0])} on"
         if not bad and need
         else f"bundles llama.cpp: {bad or 'no type needs found'}"
     )
