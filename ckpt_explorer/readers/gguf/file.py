@@ -24,6 +24,7 @@ from ...io.location import Location
 from ...io.mapped import MappedFile
 from ...types import Detection, FileInfo, TensorRecord, Traits
 from ...view import CheckpointView
+from .runtimes import RUNTIMES_KEY, header_notes, runtime_evidence
 from .values import record_dtype, tensor_read_values
 
 SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -123,6 +124,7 @@ def probe(path: Location) -> Detection | None:
         f"GGUF magic, version {header.version} ({header.byteorder}-endian), "
         f"{len(header.tensors)} tensors, {len(header.metadata)} key/values",
         *describe(header),
+        runtime_evidence(header_notes(header)),
     ]
     no, count = split_of(header)
     detail = f"split {no + 1} of {count}" if count > 1 else ""
@@ -172,6 +174,7 @@ def open_gguf(path: Location, detection: Detection) -> CheckpointView:
     for h in headers:  # the first split holds the model's keys; every split its split.*
         for k, v in h.metadata.items():
             values.setdefault(f"__metadata__.{k}", plain_value(v))
+    values[RUNTIMES_KEY] = header_notes(first)
     records = gguf_records(files, path.parent)
     infos = tuple(FileInfo(f.name, h.file_size) for f, h in zip(files, headers, strict=True))
     return CheckpointView(path, detection, infos, tuple(records), values)
