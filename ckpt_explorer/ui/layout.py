@@ -11,6 +11,7 @@ import panel as pn
 
 from ..remote.urls import is_url
 from .components.common import ACCENT, error_pane, skip_notebook_renderers
+from .components.module_tree import ModuleTree  # noqa: F401  (see below)
 from .components.picker import PathPicker
 from .components.tabulator_guard import TabulatorGuard
 from .notebook import EXTENSIONS, prepare
@@ -18,6 +19,12 @@ from .remote_paths import RemoteAccess
 from .state import AppState
 from .tabs import TAB_CLASSES, TABS, tab_class
 from .url_state import bind_url
+
+# Every custom model (a JSComponent) is defined when this module is imported, before any page
+# is drawn: Panel describes a class to a page only through the documents drawn after it was
+# defined, or when it is first defined inside that page's session. The Weight map's tree,
+# defined by serve's idle warm-up thread after a page was drawn, reached that page unknown
+# ("could not resolve type 'ModuleTree1'") when its tab was opened.
 
 PAGE_CSS = """
 #main {background: #f5f6fa;}
