@@ -54,6 +54,9 @@ CASES = [
     ("realworld_dsuniversal", "zero1_bf16/run/global_step4_universal", 1),  # universal
     ("realworld_tune", "full/base", 1),  # torchtune output folder
     ("realworld_hf", "trainer/run/checkpoint-2", 1),  # HF Trainer training state
+    ("gguf", "q8_0.gguf", 2),  # GGUF, block-quantized (llama.cpp's converter)
+    ("quantized", "ct_w4a16", 1),  # compressed-tensors pack-quantized folder
+    ("quantized", "fp8_block", 1),  # DeepSeek-V3 FP8 with block scales
 ]
 
 
