@@ -15,6 +15,7 @@ store's range reads), in growing blocks, so a listing moves only the header. Lar
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,19 @@ MAX_DIMS = 8  # GGML_MAX_DIMS is 4; a few writers allow more
 KEEP_ITEMS = 16  # array items kept in a listing (the count is always kept)
 FIRST_BLOCK = 1 << 16
 CHUNK = 4096  # strings stepped over between two checks
+# llama.cpp's split sets (gguf-split): <prefix>-00001-of-00003.gguf ... found by these names
+SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def split_names(name: str) -> list[str] | None:
+    """Every file name of the split set ``name`` belongs to, in order (None when ``name`` is
+    not named as a split)."""
+    m = SPLIT_NAME.match(name)
+    if m is None:
+        return None
+    count = int(m["count"])
+    return [f"{m['prefix']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+
 
 # value type -> struct code of a scalar
 SCALARS = {

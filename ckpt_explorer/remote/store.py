@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from ..errors import CkptExplorerError
+from ..io.gguf_header import split_names
 from ..io.location import Location
 from ..io.store import DIR, FILE, StatResult, StoreStat
 from ..io.store_file import open_store_file
@@ -306,6 +307,8 @@ def open_url(
     store = FsspecStore(backend, files, DiskCache(cache) if cache else None)
     if entry is not None and _is_index(entry):
         store = _with_shards(store, entry)
+    elif entry is not None and (siblings := split_names(entry)):
+        store = _with_files(store, [s for s in siblings if s != entry])
     return store.location(entry or "")
 
 
@@ -340,7 +343,14 @@ def _with_shards(store: FsspecStore, index: str) -> FsspecStore:
         for s in shards
         if isinstance(s, str) and s and not s.startswith(("/", "\\")) and ".." not in s
     )
-    store.files.update(store.backend.infos(safe))
+    return _with_files(store, safe)
+
+
+def _with_files(store: FsspecStore, names: list[str]) -> FsspecStore:
+    """``store`` with the objects ``names`` beside its entry, those that exist (a file URL is
+    its own root: what its reader must find beside it, an index's shards or the other files of
+    a split GGUF set, is asked for by name; a missing one is the reader's to report)."""
+    store.files.update(store.backend.infos(names))
     rebuilt = FsspecStore(store.backend, store.files, store.cache)
-    rebuilt.memory = store.memory  # the index's bytes are kept
+    rebuilt.memory = store.memory  # the bytes already read are kept
     return rebuilt

@@ -55,6 +55,7 @@ CASES = [
     ("realworld_tune", "full/base", 1),  # torchtune output folder
     ("realworld_hf", "trainer/run/checkpoint-2", 1),  # HF Trainer training state
     ("gguf", "q8_0.gguf", 2),  # GGUF, block-quantized (llama.cpp's converter)
+    ("gguf", "split/split-00002-of-00003.gguf", 2),  # a split GGUF set, from any of its files
     ("quantized", "ct_w4a16", 1),  # compressed-tensors pack-quantized folder
     ("quantized", "fp8_block", 1),  # DeepSeek-V3 FP8 with block scales
 ]

@@ -15,11 +15,17 @@ others by that name pattern, as :func:`split_files` does here. Opening any split
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 
 from ...errors import CorruptCheckpointError
-from ...io.gguf_header import ArraySummary, GGUFError, GGUFHeader, byteorder_of, parse
+from ...io.gguf_header import (
+    SPLIT_NAME,
+    ArraySummary,
+    GGUFError,
+    GGUFHeader,
+    byteorder_of,
+    parse,
+)
 from ...io.location import Location
 from ...io.mapped import MappedFile
 from ...types import Detection, FileInfo, TensorRecord, Traits
@@ -27,7 +33,6 @@ from ...view import CheckpointView
 from .runtimes import RUNTIMES_KEY, header_notes, runtime_evidence
 from .values import record_dtype, tensor_read_values
 
-SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 TOKENIZER_KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.huggingface.json")
 CHAT_TEMPLATE = "tokenizer.chat_template"
 
