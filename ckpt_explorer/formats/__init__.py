@@ -82,6 +82,11 @@ register(
 register(  # llama.cpp's format: the GGUF magic and a header that parses; a split opens its set
     FormatSpec("gguf", ("gguf",), "file", 12, gguf_file.probe, gguf_file.open_gguf)
 )
+register(  # last of the folders: a folder whose one checkpoint is one GGUF export (file or set)
+    FormatSpec(
+        "gguf-folder", ("gguf",), "dir", 90, gguf_file.probe_folder, gguf_file.open_gguf_folder
+    )
+)
 register(
     FormatSpec(
         "torch",

@@ -228,3 +228,28 @@ def test_export_given_first_gets_the_same_verdicts(made: Any) -> None:
         (r.name, r.verdict) for r in forward.export_rows()
     ]
     assert backward.export_rows()[0].name == case["fault_hf"] and not backward.faithful
+
+
+def test_a_folder_of_one_gguf_export_opens_as_that_export(
+    made: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from ckpt_explorer.cli import main
+
+    out, cases = made
+    one = tmp_path / "one"  # a Hub download of one quantization: the file beside its README
+    one.mkdir()
+    shutil.copy(out / cases["q8_0"]["path"], one)
+    (one / "README.md").write_text("# a model card\n")
+    view, alone = open_checkpoint(one), open_checkpoint(out / cases["q8_0"]["path"])
+    assert view.detection.family == "gguf" and view.names() == alone.names()
+    name = alone.names()[0]
+    assert torch.equal(view.load(name), alone.load(name))
+    split = open_checkpoint((out / cases["split"]["path"]).parent)  # one split set
+    assert [f.path for f in split.files] == cases["split"]["splits"]
+
+    shutil.copy(out / cases["f16"]["path"], one)  # two exports: the user must pick one
+    assert main(["inspect", str(one)]) == 2
+    err = capsys.readouterr().err
+    assert "f16.gguf" in err and "q8_0.gguf" in err and "Traceback" not in err

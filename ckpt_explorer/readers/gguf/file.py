@@ -25,6 +25,7 @@ from ...io.gguf_header import (
     GGUFHeader,
     byteorder_of,
     parse,
+    split_names,
 )
 from ...io.location import Location
 from ...io.mapped import MappedFile
@@ -183,3 +184,45 @@ def open_gguf(path: Location, detection: Detection) -> CheckpointView:
     records = gguf_records(files, path.parent)
     infos = tuple(FileInfo(f.name, h.file_size) for f, h in zip(files, headers, strict=True))
     return CheckpointView(path, detection, infos, tuple(records), values)
+
+
+def folder_set(path: Location) -> Location | None:
+    """The first file of the one GGUF export in folder ``path`` (one file, or one split set),
+    None when it holds none or several (a folder of several quantizations: the user picks)."""
+    sets: set[str] = set()
+    first: dict[str, Location] = {}
+    for child in path.iterdir():
+        if not child.name.endswith(".gguf") or not child.is_file():
+            continue
+        names = split_names(child.name) or [child.name]
+        sets.add(names[0])
+        if child.name == names[0]:
+            first[names[0]] = child
+    if len(sets) != 1:
+        return None
+    (name,) = sets
+    found = first.get(name)
+    return found if found is not None and is_gguf_file(found) else None
+
+
+def probe_folder(path: Location) -> Detection | None:
+    """A folder holding one GGUF export (a Hub download of one quantization, beside its
+    README): detected as that file is."""
+    found = folder_set(path)
+    if found is None:
+        return None
+    detection = probe(found)
+    if detection is None:
+        return None
+    evidence = (f"the folder's one GGUF export: {found.name}", *detection.evidence)
+    return Detection(str(path), "gguf", "model", evidence, detection.detail, detection.traits)
+
+
+def open_gguf_folder(path: Location, detection: Detection) -> CheckpointView:
+    """The folder's one GGUF export, opened as its first file is."""
+    found = folder_set(path)
+    if found is None:
+        raise CorruptCheckpointError(
+            path, "one GGUF export (a file or one split set)", "none, or several", "Point at one."
+        )
+    return open_gguf(found, detection)
