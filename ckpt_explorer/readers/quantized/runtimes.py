@@ -18,6 +18,8 @@ def _note(runtime: str, reads: bool | None, note: str) -> dict[str, Any]:
 
 def runtime_notes(q: dict[str, Any], kinds: Set[str]) -> list[dict[str, Any]]:
     """The notes for an export of ``quant_method`` whose weights are of these ``kinds``."""
+    # one list of notes per scheme: alike in shape by design (each is what one runtime's
+    # documentation says), not logic to share
     method = q.get("quant_method")
     if method == "compressed-tensors":
         return [
