@@ -53,8 +53,10 @@ SCHEMES: dict[str, Grouper] = {
     gptq.METHOD: gptq.group,
     awq.METHOD: awq.group,
 }
-_WEIGHTS: weakref.WeakKeyDictionary[CheckpointView, Weights] = weakref.WeakKeyDictionary()
-_PART_LOADS: weakref.WeakKeyDictionary[CheckpointView, Load] = weakref.WeakKeyDictionary()
+# each view this reader opened: its weights and the reader of its stored parts
+_OPENED: weakref.WeakKeyDictionary[CheckpointView, tuple[Weights, Load]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def quant_config(path: Location) -> dict[str, Any] | None:
@@ -108,12 +110,14 @@ def error_feedback(path: Location, q: dict[str, Any]) -> str:
 
 def quant_weights(view: CheckpointView) -> Mapping[str, QuantWeight] | None:
     """The quantized weights of a view this reader opened (None for any other view)."""
-    return _WEIGHTS.get(view)
+    opened = _OPENED.get(view)
+    return None if opened is None else opened[0]
 
 
 def part_loader(view: CheckpointView) -> Load | None:
     """The stored parts' values by their stored names (None for any other view)."""
-    return _PART_LOADS.get(view)
+    opened = _OPENED.get(view)
+    return None if opened is None else opened[1]
 
 
 def open_quantized(path: Location, detection: Detection) -> CheckpointView:
@@ -164,8 +168,7 @@ def open_quantized(path: Location, detection: Detection) -> CheckpointView:
         values,
         warnings=(*base.warnings, *(c["message"] for c in checks)),
     )
-    _WEIGHTS[view] = weights
-    _PART_LOADS[view] = base.load
+    _OPENED[view] = (weights, base.load)
     return view
 
 
