@@ -88,19 +88,10 @@ def tiny_llama(folder: Path, hidden_size: int, intermediate_size: int) -> dict[s
     """A tiny ``LlamaForCausalLM`` (seed 0, 4 query heads over 2 KV heads, norms 1 + 0.1·noise)
     saved with ``save_pretrained``, beside a 64-piece sentencepiece BPE ``tokenizer.model``
     (the converter needs a tokenizer); returns the model's state_dict."""
-    import sentencepiece as spm
     from transformers import LlamaConfig, LlamaForCausalLM
 
     folder.mkdir(parents=True, exist_ok=True)
-    corpus = folder.parent / "corpus.txt"
-    corpus.write_text(
-        "\n".join(f"the quick brown fox {i} jumps over the lazy dog {i * 7}" for i in range(200))
-    )
-    spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=64,
-        model_type="bpe", character_coverage=1.0, bos_id=1, eos_id=2, unk_id=0, pad_id=-1,
-        minloglevel=2,
-    )  # fmt: skip
+    spm_tokenizer(folder, folder.parent / "corpus.txt")
     (folder / "tokenizer.vocab").unlink()
     torch.manual_seed(0)
     config = LlamaConfig(
@@ -147,3 +138,41 @@ def transformers_oracle(hf: Path, gguf_file: Path, out: Path) -> str | None:
     state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     save_file(state, str(out))
     return None
+
+
+def spm_tokenizer(folder: Path, corpus: Path) -> Path:
+    """A 64-piece sentencepiece BPE ``tokenizer.model`` in ``folder`` (trained on a fixed
+    text written to ``corpus``): the converter needs a tokenizer."""
+    import sentencepiece as spm
+
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus.write_text(
+        "\n".join(f"the quick brown fox {i} jumps over the lazy dog {i * 7}" for i in range(200))
+    )
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=64,
+        model_type="bpe", character_coverage=1.0, bos_id=1, eos_id=2, unk_id=0, pad_id=-1,
+        minloglevel=2,
+    )  # fmt: skip
+    return folder / "tokenizer.model"
+
+
+def converted_case(
+    llama_cpp: Path, source: Path, out: Path, case: str, outtype: str, **extra: Any
+) -> dict[str, Any]:
+    """The HF folder ``source`` converted by llama.cpp to ``out/<case>.gguf`` at ``outtype``,
+    with transformers' own reading of it beside (``<case>.transformers.safetensors``): the
+    manifest case."""
+    path = out / f"{case}.gguf"
+    convert(llama_cpp, source, path, outtype)
+    oracle = out / f"{case}.transformers.safetensors"
+    error = transformers_oracle(source, path, oracle)
+    return {
+        "path": path.name,
+        "family": "gguf",
+        "kind": "model",
+        **extra,
+        "outtype": outtype,
+        "transformers": None if error else oracle.name,
+        "transformers_error": error,
+    }

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _gguf_models import LLAMA_CPP_PYTHON, convert, converter, transformers_oracle
+from _gguf_models import LLAMA_CPP_PYTHON, converted_case, converter, spm_tokenizer
 from _manifest import main_out_dir, run_maker
 
 OUTTYPES = {"qwen2": ("f32", "f16", "bf16", "q8_0"), "qwen3": ("f32", "f16"), "gemma2": ("f32", "f16", "bf16"),
@@ -44,22 +44,6 @@ FAULT_HF = {
     "gemma3": "model.layers.1.self_attn.q_norm.weight",
     "phi3": "model.layers.1.input_layernorm.weight",
 }
-
-
-def _tokenizer(folder: Path) -> Path:
-    import sentencepiece as spm
-
-    folder.mkdir(parents=True, exist_ok=True)
-    corpus = folder / "corpus.txt"
-    corpus.write_text(
-        "\n".join(f"the quick brown fox {i} jumps over the lazy dog {i * 7}" for i in range(200))
-    )
-    spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=64,
-        model_type="bpe", character_coverage=1.0, bos_id=1, eos_id=2, unk_id=0, pad_id=-1,
-        minloglevel=2,
-    )  # fmt: skip
-    return folder / "tokenizer.model"
 
 
 def _tiny(folder: Path, arch: str, tokenizer: Path) -> None:
@@ -149,27 +133,16 @@ def make(out: Path) -> dict[str, Any]:
     cases: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         llama_cpp = converter(Path(tmp))
-        tokenizer = _tokenizer(Path(tmp) / "spm")
+        tokenizer = spm_tokenizer(Path(tmp) / "spm", Path(tmp) / "spm" / "corpus.txt")
         for arch, outtypes in OUTTYPES.items():
             hf = out / f"{arch}_hf"
             _tiny(hf, arch, tokenizer)
             cases[f"{arch}_hf"] = {"path": hf.name, "family": "hf-single", "kind": "model"}
             for outtype in outtypes:
                 case = f"{arch}_{outtype}"
-                path = out / f"{case}.gguf"
-                convert(llama_cpp, hf, path, outtype)
-                oracle = out / f"{case}.transformers.safetensors"
-                error = transformers_oracle(hf, path, oracle)
-                cases[case] = {
-                    "path": path.name,
-                    "family": "gguf",
-                    "kind": "model",
-                    "arch": arch,
-                    "hf": hf.name,
-                    "outtype": outtype,
-                    "transformers": None if error else oracle.name,
-                    "transformers_error": error,
-                }
+                cases[case] = converted_case(
+                    llama_cpp, hf, out, case, outtype, arch=arch, hf=hf.name
+                )
             dst = out / f"{arch}_fault_norm.gguf"
             rewrite_with(out / f"{arch}_f16.gguf", dst, FAULT[arch], 1.5)
             cases[f"{arch}_fault_norm"] = {

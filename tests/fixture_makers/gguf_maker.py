@@ -40,11 +40,11 @@ import torch
 from _gguf_models import (
     LLAMA_CPP_PYTHON,
     convert,
+    converted_case,
     converter,
     patch,
     tensor_bytes,
     tiny_llama,
-    transformers_oracle,
 )
 from _manifest import main_out_dir, run_maker
 
@@ -132,18 +132,7 @@ def make(out: Path) -> dict[str, Any]:
         }
     }
     for outtype in OUTTYPES:
-        path = out / f"{outtype}.gguf"
-        convert(llama_cpp, hf, path, outtype)
-        oracle = out / f"{outtype}.transformers.safetensors"
-        error = transformers_oracle(hf, path, oracle)
-        cases[outtype] = {
-            "path": path.name,
-            "family": "gguf",
-            "kind": "model",
-            "outtype": outtype,
-            "transformers": None if error else oracle.name,
-            "transformers_error": error,
-        }
+        cases[outtype] = converted_case(llama_cpp, hf, out, outtype, outtype)
     split_dir = out / "split"
     split_dir.mkdir(exist_ok=True)
     convert(llama_cpp, hf, split_dir / "split.gguf", "f16", "--split-max-tensors", "8")
