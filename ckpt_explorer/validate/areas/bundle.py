@@ -17,6 +17,8 @@ def _bundle(run: Run) -> list[Finding]:
     return bundle.check_bundle(run.opened.path, run.parts) + writer_facts.check(run.parts)
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="bundle",
     rules=(

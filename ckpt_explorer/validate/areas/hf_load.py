@@ -22,6 +22,8 @@ def _asked(run: Run) -> bool:
     return run.hf_load
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="hf_load",
     rules=(

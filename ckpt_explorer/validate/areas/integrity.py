@@ -82,6 +82,8 @@ def _unrecognised_children(view: CheckpointView) -> list[Finding]:
     return out
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="integrity",
     rules=(

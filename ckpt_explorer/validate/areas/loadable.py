@@ -17,6 +17,8 @@ def _loadable(run: Run) -> list[Finding]:
     return check_loadable(run.root)  # each real loader's own resolution, from the files
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="loadable",
     rules=(

@@ -61,6 +61,8 @@ def _padded_buffers(parts: Components) -> list[Finding]:
     return out
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="numeric",
     rules=(

@@ -40,6 +40,8 @@ def _model_of(opt: OptimizerPart, parts: Components, default: ModelPart | None) 
     return next((m for m in parts.models if m.label == own), default)
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="optimizer",
     rules=(

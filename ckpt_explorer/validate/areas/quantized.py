@@ -23,6 +23,8 @@ def _is_quantized(run: Run) -> bool:
     return QUANT_KEY in run.opened.values
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="quantized",
     # listed ahead of loadable's rules (README's table and `rules` keep that order)

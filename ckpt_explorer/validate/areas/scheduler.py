@@ -40,6 +40,8 @@ def _counters(run: Run) -> list[Finding]:
     return counters.weigh(parts, claims, run.pairs, run_epoch, training_state=ts)
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="scheduler",
     rules=(

@@ -25,7 +25,8 @@ def _weigh_refusals(run: Run) -> list[Finding]:
     return []
 
 
-# the rules of the gate (security/judge.py, security/scan.py)
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design. The rules of the gate (security/judge.py, security/scan.py).
 AREA = Area(
     name="security",
     rules=(

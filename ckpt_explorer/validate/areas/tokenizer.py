@@ -24,6 +24,8 @@ def _applies(run: Run) -> bool:
     return any(map(has_tokenizer, run.parts.models))
 
 
+# registered by its line in catalogue.AREAS; the declare(...) lines are catalogue entries, alike
+# in shape by design
 AREA = Area(
     name="tokenizer",
     rules=(
