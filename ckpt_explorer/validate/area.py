@@ -1,8 +1,8 @@
 """The values an area of validate is declared with: :class:`Rule`, :class:`Step`, :class:`Area`.
 
-An area module (``validate/tokenizer.py``) declares ``AREA = Area(...)``: its rules, its steps
-and where it sits; ``catalogue.AREA_MODULES`` names the module and the catalogue registers it.
-This module imports nothing of the package, so an area module and the catalogue both read it.
+An area module (``validate/areas/tokenizer.py``) declares ``AREA = Area(...)``: its rules and
+its steps; its line in ``catalogue.AREAS`` places it. This module imports nothing of the
+package, so an area module and the catalogue both read it.
 """
 
 from __future__ import annotations
@@ -47,21 +47,25 @@ def _always(run: Run) -> bool:
 class Step:
     """One step of an area: its findings, when it applies (an area one of whose steps applied
     is listed in the report's ``checked``), and whether it runs before the checkpoint is opened
-    (every pickle is judged first) or after."""
+    (every pickle is judged first) or after. Steps run in the order of their areas in
+    ``catalogue.AREAS``; ``before`` names an area whose steps of the same phase this one runs
+    ahead of instead (it needs to run first: ``numeric``'s figures feed ``optimizer``'s rules)."""
 
     area: str
     run: Callable[[Run], list[Finding]]
     when: Callable[[Run], bool] = _always
     before_view: bool = False
+    before: str | None = None
 
 
 @dataclass(frozen=True)
 class Area:
-    """An area of validate: its ``name``, its ``rules``, its ``steps``, and the area it sits
-    ``after`` — its rules follow that area's in the catalogue, its name in the report's
-    ``checked`` list, its steps that area's steps of the same phase."""
+    """An area of validate: its ``name``, its ``rules`` and its ``steps``. Its line in
+    ``catalogue.AREAS`` places its name in the report's ``checked`` list, its rules in the
+    catalogue and its steps in each phase; ``rules_before`` names an area whose rules these are
+    listed ahead of instead (each :class:`Step` has its own ``before``)."""
 
     name: str
-    after: str
     rules: tuple[Rule, ...]
     steps: tuple[Step, ...]
+    rules_before: str | None = None

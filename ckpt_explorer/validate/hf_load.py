@@ -10,12 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..io.location import as_location
-from .area import ERR, INFO, WARN, Area, Step, declare
 from .findings import Finding
 
 if TYPE_CHECKING:
     from .parts import ModelPart
-    from .run import Run
 
 MAX_LISTED = 10
 
@@ -123,36 +121,3 @@ def check_hf_load(model: ModelPart) -> list[Finding]:
                     )
                 )
     return out
-
-
-def _step(run: Run) -> list[Finding]:
-    return [f for m in run.parts.models for f in check_hf_load(m)]
-
-
-def _asked(run: Run) -> bool:
-    return run.hf_load
-
-
-# The area, registered by the catalogue (catalogue.AREA_MODULES names this module): it runs
-# only when asked (--hf-load), last.
-AREA = Area(
-    name="hf_load",
-    after="bundle",
-    rules=(
-        declare(
-            "hf_load.skipped",
-            INFO,
-            "from_pretrained not run (not an HF folder, or no transformers)",
-        ),
-        declare("hf_load.failed", ERR, "from_pretrained raised"),
-        declare("hf_load.missing_keys", ERR, "from_pretrained initialised weights randomly"),
-        declare("hf_load.unexpected_keys", WARN, "from_pretrained ignored tensors"),
-        declare(
-            "hf_load.mismatched_keys",
-            ERR,
-            "from_pretrained found shapes that differ from the config",
-        ),
-        declare("hf_load.tensor_differs", ERR, "a loaded tensor differs from the file's"),
-    ),
-    steps=(Step("hf_load", _step, _asked),),
-)

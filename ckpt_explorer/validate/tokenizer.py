@@ -19,13 +19,12 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .area import ERR, Area, Step, declare
+from .config import input_embedding
 from .findings import Finding
 
 if TYPE_CHECKING:
     from ..io.location import Location
     from .parts import ModelPart
-    from .run import Run
 
 RULE = "tokenizer.ids_past_embedding"
 FILES = ("tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.json")
@@ -42,8 +41,6 @@ def has_tokenizer(model: ModelPart) -> bool:
 def check_tokenizer(model: ModelPart) -> list[Finding]:
     """``tokenizer.ids_past_embedding`` for one model (nothing without a tokenizer beside it or
     an input embedding among its tensors)."""
-    from .config import input_embedding  # the catalogue imports this module: it stays light
-
     embed = input_embedding(model.records)
     if model.folder is None or embed is None or len(embed.shape) != 2:
         return []
@@ -73,23 +70,6 @@ def check_tokenizer(model: ModelPart) -> list[Finding]:
             file=source,
         )
     ]
-
-
-def _step(run: Run) -> list[Finding]:
-    return [f for m in run.parts.models for f in check_tokenizer(m)]
-
-
-def _applies(run: Run) -> bool:
-    return any(map(has_tokenizer, run.parts.models))
-
-
-# The area, registered by the catalogue (catalogue.AREA_MODULES names this module).
-AREA = Area(
-    name="tokenizer",
-    after="config",
-    rules=(declare(RULE, ERR, "the tokenizer gives ids past the embedding's rows"),),
-    steps=(Step("tokenizer", _step, _applies),),
-)
 
 
 def token_ids(folder: Location) -> Iterator[tuple[str, str, int]]:

@@ -390,7 +390,7 @@ def test_memory_error_is_the_tools_failure(
     """A MemoryError while reading is said as the tool's internal error (exit 3), never as
     'could not read' the file."""
     from ckpt_explorer import cli
-    from ckpt_explorer.validate import runner
+    from ckpt_explorer.validate import loadable_rules
 
     path = tmp_path / "m.pt"
     torch.save({"w": torch.ones(2)}, path)
@@ -398,7 +398,7 @@ def test_memory_error_is_the_tools_failure(
     def boom(*_: Any, **__: Any) -> Any:
         raise MemoryError
 
-    monkeypatch.setattr(runner, "check_loadable", boom)
+    monkeypatch.setattr(loadable_rules, "check_loadable", boom)  # the loadable area's step
     code = cli.main(["validate", str(path)])
     err = capsys.readouterr().err
     assert code == cli.EXIT_INTERNAL == 3

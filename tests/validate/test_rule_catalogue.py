@@ -1,7 +1,7 @@
-"""The rule catalogue (validate/catalogue.py) is the one list of rule ids: every id written in
-the package is catalogued, every catalogued id is written somewhere (a declaration aside), a
-literal severity is one the catalogue allows, README's rule table is the generated one, and an
-area declared in a module of its own is one registration."""
+"""The rule catalogue (validate/catalogue.py, from the areas' declarations in validate/areas/)
+is the one list of rule ids: every id written in the package is catalogued, every catalogued id
+is written somewhere (a declaration aside), a literal severity is one the catalogue allows,
+README's rule table is the generated one, and an area is one module + one line of AREAS."""
 
 from __future__ import annotations
 
@@ -10,18 +10,17 @@ import re
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ckpt_explorer.validate import catalogue
 from ckpt_explorer.validate.area import Area, Step, declare
-from ckpt_explorer.validate.catalogue import RULES, rule, rules
+from ckpt_explorer.validate.catalogue import RULES, arrange, rules
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "ckpt_explorer"
-CATALOGUE = PACKAGE / "validate" / "catalogue.py"
 PREFIXES = sorted({r.id.split(".", 1)[0] for r in RULES.values()})
 RULE_LIKE = re.compile(rf"^({'|'.join(PREFIXES)})\.[a-z][a-z0-9_]*$")
 # strings of a rule's shape that are file names or key paths, never emitted as a rule
@@ -33,11 +32,7 @@ NOT_RULES = {
 
 
 def _trees() -> dict[Path, ast.Module]:
-    return {
-        p: ast.parse(p.read_text(encoding="utf-8"))
-        for p in sorted(PACKAGE.rglob("*.py"))
-        if p != CATALOGUE
-    }
+    return {p: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def _strings(node: ast.AST | None) -> list[str]:
@@ -79,8 +74,7 @@ def _declared(tree: ast.Module) -> set[int]:
 
 
 def _written() -> dict[str, set[str]]:
-    """Rule-shaped string constants of the package (the catalogue and declarations aside) ->
-    where."""
+    """Rule-shaped string constants of the package (declarations aside) -> where."""
     out: dict[str, set[str]] = defaultdict(set)
     for path, tree in _trees().items():
         declared = _declared(tree)
@@ -97,7 +91,7 @@ def _written() -> dict[str, set[str]]:
 
 def test_every_rule_id_written_in_the_package_is_catalogued() -> None:
     stray = {k: sorted(v) for k, v in _written().items() if k not in RULES}
-    assert not stray, f"rule ids not in validate/catalogue.py: {stray}"
+    assert not stray, f"rule ids declared in no area of validate/areas/: {stray}"
 
 
 def test_every_literal_rule_of_a_finding_is_catalogued() -> None:
@@ -139,13 +133,17 @@ def test_literal_severities_are_allowed_by_the_catalogue() -> None:
     assert not bad, bad
 
 
-def test_an_id_is_registered_once() -> None:
-    try:
-        rule("numeric.nonfinite", "error", "again")
-    except ValueError as e:
-        assert "twice" in str(e)
-    else:
-        raise AssertionError("a second registration of an id was accepted")
+def _areas() -> list[Area]:
+    return list(catalogue.REGISTERED.values())
+
+
+def test_an_id_or_an_area_is_registered_once() -> None:
+    *head, last = _areas()
+    again = declare(last.rules[0].id, "error", "again")
+    with pytest.raises(ValueError, match=rf"twice: \['{last.rules[0].id}'\]"):
+        arrange([*head, replace(last, rules=(*last.rules, again))])
+    with pytest.raises(ValueError, match="twice"):
+        arrange([*head, last, head[0]])
     assert [r.id for r in rules("config")][-3:] == [
         "tied.lm_head_missing",
         "tied.lm_head_differs",
@@ -172,85 +170,107 @@ def test_validate_runs_the_catalogue_areas() -> None:
     assert {r.area for r in RULES.values()} <= set(AREAS)
 
 
-def test_a_new_rule_is_one_entry() -> None:
-    """The path of a new rule: one ``rule(...)`` line gives its area (from its prefix), its
-    place in ``rules(area)`` and its README row; the scans above then ask that some module
-    emits it."""
+def test_a_new_rule_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path of a new rule: one ``declare(...)`` in its area's ``AREA`` gives its area (from
+    its prefix), its place in ``rules(area)`` and its README row; the scans above then ask that
+    some module emits it."""
     import importlib.util
 
-    new = rule("integrity.example_only", "warning", "an example rule, registered by a test")
-    try:
-        assert new.area == "integrity" and rules("integrity")[-1] is new
-        spec = importlib.util.spec_from_file_location(
-            "rules_table", ROOT / "scripts/rules_table.py"
-        )
-        assert spec is not None and spec.loader is not None
-        script = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(script)
-        rows = script.table().splitlines()
-        assert len(rows) == 2 + len(RULES)  # the script reads the catalogue, areas and all
-        assert all(f"`{r.id}`" in script.table() for r in RULES.values())
-    finally:
-        del RULES[new.id]
+    new = declare("integrity.example_only", "warning", "an example rule, declared by a test")
+    areas = [replace(a, rules=(*a.rules, new)) if a.name == "integrity" else a for a in _areas()]
+    arranged = arrange(areas).rules
+    assert (
+        new.area == "integrity"
+        and [r for r in arranged.values() if r.area == "integrity"][-1] is new
+    )
+    monkeypatch.setattr(catalogue, "RULES", arranged)
+    spec = importlib.util.spec_from_file_location("rules_table", ROOT / "scripts/rules_table.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rows = script.table().splitlines()
+    assert len(rows) == 2 + len(arranged) == 3 + len(RULES)  # the script reads the catalogue
+    assert all(f"`{r.id}`" in script.table() for r in arranged.values())
 
 
 def test_an_area_module_is_registered_by_one_line() -> None:
-    """The tokenizer area is declared in validate/tokenizer.py and registered by its entry in
-    AREA_MODULES: its rules sit after config's, its name after config in AREAS, its step after
-    config's in the runner."""
-    from ckpt_explorer.validate import tokenizer
+    """The tokenizer area is declared in validate/areas/tokenizer.py and registered by its line
+    in AREAS, below config's: its rules sit after config's, its step after config's."""
+    from ckpt_explorer.validate.areas import tokenizer
     from ckpt_explorer.validate.runner import AFTER_VIEW
 
-    assert "tokenizer" in catalogue.AREA_MODULES and catalogue.REGISTERED["tokenizer"] is (
-        tokenizer.AREA
-    )
-    ids = list(RULES)
-    assert ids[ids.index("tied.untied_but_equal") + 1] == "tokenizer.ids_past_embedding"
+    assert catalogue.REGISTERED["tokenizer"] is tokenizer.AREA
     areas = list(catalogue.AREAS)
     assert areas[areas.index("config") + 1] == "tokenizer"
+    ids = list(RULES)
+    assert ids[ids.index("tied.untied_but_equal") + 1] == "tokenizer.ids_past_embedding"
     steps = [s.area for s in AFTER_VIEW]
     assert steps[steps.index("config") + 1] == "tokenizer"
     assert [s for s in AFTER_VIEW if s.area == "tokenizer"] == list(tokenizer.AREA.steps)
 
 
-@pytest.fixture
-def restored_catalogue() -> Iterator[None]:
-    rules, areas, registered = dict(RULES), catalogue.AREAS, dict(catalogue.REGISTERED)
-    yield
-    RULES.clear()
-    RULES.update(rules)
-    catalogue.AREAS = areas
-    catalogue.REGISTERED.clear()
-    catalogue.REGISTERED.update(registered)
+def _in_order(areas: list[str]) -> list[str]:
+    return list(dict.fromkeys(areas))
 
 
-def test_a_new_area_is_one_registration(restored_catalogue: None) -> None:
-    """An area placed after ``scheduler`` (which has two steps after the view and none
-    before): its rule, its name and its steps land right behind that area's, once each."""
-    mine = declare("example.found", "warning", "an example area's rule, registered by a test")
+def test_the_orders_that_differ_from_the_table() -> None:
+    """Rules, report names and steps follow AREAS but where an area anchors them ahead of
+    another's: quantized's rules before loadable's, numeric's step before optimizer's (whose
+    rules read its figures). What validate --json, `rules` and README's table show."""
+    from ckpt_explorer.validate.runner import AFTER_VIEW, BEFORE_VIEW
+
+    table = list(catalogue.AREAS)
+    assert catalogue.REGISTERED["quantized"].rules_before == "loadable"
+    assert _in_order([r.area for r in RULES.values()]) == [
+        *("security", "integrity", "quantized", "loadable", "config", "tokenizer"),
+        *table[table.index("optimizer") :],
+    ]
+    assert _in_order([s.area for s in AFTER_VIEW]) == [
+        *("security", "integrity", "quantized", "config", "tokenizer", "numeric", "optimizer"),
+        *("scheduler", "bundle", "hf_load"),
+    ]
+    assert [s.area for s in BEFORE_VIEW] == ["security", "integrity", "loadable"]
+
+
+def test_a_new_area_is_one_registration() -> None:
+    """An area listed after ``scheduler`` (which has two steps after the view and none before):
+    its rule, its name and its steps land right behind that area's, once each; one anchored
+    ``before`` another area lands right ahead of that area's rules and steps."""
+    mine = declare("example.found", "warning", "an example area's rule, declared by a test")
     after_view = Step("example", lambda run: [])
     before_view = Step("example", lambda run: [], before_view=True)
-    catalogue.register_area(Area("example", "scheduler", (mine,), (after_view, before_view)))
-    ids = list(RULES)
-    last_scheduler = max(i for i, r in enumerate(RULES.values()) if r.area == "scheduler")
-    assert ids[last_scheduler + 1] == "example.found" and rules("example") == [mine]
-    assert catalogue.AREAS[catalogue.AREAS.index("scheduler") + 1] == "example"
-    steps = tuple(Step(a, print) for a in ("config", "scheduler", "bundle"))
-    after = catalogue.with_steps(steps, before_view=False)
-    assert [s.area for s in after] == [
-        "config",
-        "tokenizer",
-        "scheduler",
-        "example",
-        "bundle",
-        "hf_load",
+    example = Area("example", (mine,), (after_view, before_view))
+    areas = _areas()
+    at = catalogue.AREAS.index("scheduler") + 1
+    arranged = arrange([*areas[:at], example, *areas[at:]])
+    ids = list(arranged.rules)
+    last_scheduler = max(i for i, r in enumerate(arranged.rules.values()) if r.area == "scheduler")
+    assert ids[last_scheduler + 1] == "example.found"
+    after = [s.area for s in arranged.after_view]
+    assert after[after.index("bundle") - 1] == "example" and after.count("example") == 1
+    assert after[after.index("example") - 1] == "scheduler"
+    assert arranged.after_view[after.index("example")] is after_view
+    assert [s.area for s in arranged.before_view] == [
+        *("security", "integrity", "loadable", "example")
     ]
-    assert after[3] is after_view
-    before = catalogue.with_steps((Step("security", print),), before_view=True)
-    assert [s.area for s in before] == ["security", "example"] and before[1] is before_view
-    with pytest.raises(ValueError, match="twice"):
-        catalogue.register_area(Area("example", "config", (), ()))
+    assert arranged.before_view[-1] is before_view
+
+    early_rule = declare("early.found", "info", "an example anchored ahead of other areas")
+    early_step = Step("early", lambda run: [], before="optimizer")
+    early = Area("early", (early_rule,), (early_step,), rules_before="loadable")
+    arranged = arrange([*areas, early])  # listed last, anchored ahead
+    ids = list(arranged.rules)
+    first_loadable = min(i for i, r in enumerate(arranged.rules.values()) if r.area == "loadable")
+    assert ids[first_loadable - 1] == "early.found"
+    after = [s.area for s in arranged.after_view]
+    assert after[after.index("optimizer") - 1] == "early"
+    assert after[after.index("early") - 1] == "numeric"  # anchored there too, listed earlier
+
     with pytest.raises(ValueError, match="no area"):
-        catalogue.register_area(Area("other", "nowhere", (), ()))
+        arrange([*areas, replace(early, rules_before="nowhere")])
+    with pytest.raises(ValueError, match="no area"):
+        arrange([*areas, Area("other", (), (Step("other", print, before="nowhere"),))])
     with pytest.raises(ValueError, match="another area"):
-        catalogue.register_area(Area("other", "config", (), (Step("example", print),)))
+        arrange([*areas, Area("other", (), (Step("example", print),))])
+    with pytest.raises(ValueError, match="another area"):
+        arrange([*areas, Area("other", (mine,), ())])
