@@ -17,6 +17,11 @@ so the round-to-nearest half step is not a budget for them. What stays provable:
   1.12 at 3/4/8-bit, 1.27 at 2-bit; AutoAWQ 4-bit, its column scaling undone: 1.24); they do
   not scale a whole group by 1.6 or decorrelate it.
 
+- **clipping, not a fault**: a round-to-nearest export whose values over the min-max budget
+  are all stored at their grid's ends with the source beyond them (a scale chosen below
+  min-max: llm-compressor's ``mse`` observer) is *cannot tell* (:func:`clipping`), unless a
+  gross fault is shown; a value over the budget that is not clipped keeps the budget's verdict.
+
 - **a fault in a round-to-nearest export**: at least ``RTN_SHARE`` of a tensor's groups are
   round to nearest of their stored grid, the others not (error feedback leaves few groups all
   nearest: 1 to 5 % in GPTQ-made compressed-tensors exports here);
@@ -115,6 +120,79 @@ def nearest_groups(
     per_row = n // x.shape[0] if x.shape[0] else 1
     where = "row {}, group {}".format(*divmod(int(bad[0]), per_row)) if bad.numel() else ""
     return share, where
+
+
+def clipped(x: torch.Tensor, y: torch.Tensor, w: QuantWeight, load: Load) -> torch.Tensor | None:
+    """Where a value is stored at its grid's end with the source beyond it (clipped), as a mask
+    ``[out, in]``. A symmetric grid's ends are the codes ``-2**(bits-1)`` and ``2**(bits-1)-1``
+    (``y / step``); an asymmetric one's are not known without decoding its zero point, so its
+    group's largest and smallest stored values stand for them. None where the grid is unknown."""
+    import torch
+
+    step = _steps(w, load)
+    ids = group_ids(w, load)
+    if step is None or ids is None or ids.shape != x.shape:
+        return None
+    if w.params.get("symmetric", True):
+        code = torch.round(y / torch.where(step > 0, step, torch.ones_like(step)))
+        top_code = 2 ** (int(w.bits) - 1) - 1
+        at_top, at_low = code == top_code, code == -top_code - 1
+    else:
+        flat, yf = ids.reshape(-1), y.reshape(-1)
+        n = int(flat.max()) + 1
+        top = torch.full((n,), -torch.inf, dtype=y.dtype).scatter_reduce(0, flat, yf, "amax")
+        low = torch.full((n,), torch.inf, dtype=y.dtype).scatter_reduce(0, flat, yf, "amin")
+        at_top, at_low = y == top[ids], y == low[ids]
+    return (at_top & (x > y)) | (at_low & (x < y))
+
+
+def step_shrink(x: torch.Tensor, w: QuantWeight, load: Load) -> tuple[float, float] | None:
+    """The smallest and largest stored step over the min-max step of its group (min and max
+    taken with 0, as compressed-tensors' min-max observer does); None where unknown."""
+    import torch
+
+    step = _steps(w, load)
+    ids = group_ids(w, load)
+    if step is None or ids is None or ids.shape != x.shape:
+        return None
+    flat, xf = ids.reshape(-1), x.reshape(-1)
+    n = int(flat.max()) + 1
+    hi = torch.zeros(n, dtype=x.dtype).scatter_reduce(0, flat, xf, "amax")
+    lo = torch.zeros(n, dtype=x.dtype).scatter_reduce(0, flat, xf, "amin")
+    levels = 2 ** int(w.bits) - 1
+    if w.params.get("symmetric", True):
+        minmax = torch.maximum(hi, -lo) / (levels / 2)
+    else:
+        minmax = (hi - lo) / levels
+    stored = torch.zeros(n, dtype=x.dtype).scatter_reduce(0, flat, step.reshape(-1), "amax")
+    ratio = (stored / minmax)[minmax > 0]
+    return (float(ratio.min()), float(ratio.max())) if ratio.numel() else None
+
+
+def clipping(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    w: QuantWeight,
+    load: Load,
+    over: torch.Tensor,
+    observer: str,
+) -> str:
+    """Why values over the min-max budget (``over``) of an export proven round to nearest of
+    its stored grid are no fault: every one is clipped at its grid's end -- a scale chosen
+    below min-max (llm-compressor's ``mse`` observer shrinks each range by up to 20 % and
+    clips what lies past it). "" where some value over the budget is not clipped (a scale too
+    large, values not the source's: the min-max budget stands)."""
+    clip = clipped(x, y, w, load)
+    if clip is None or not bool(over.any()) or bool((over & ~clip).any()):
+        return ""
+    shrink = step_shrink(x, w, load)
+    steps = f"; stored steps {shrink[0]:.2f}-{shrink[1]:.2f}x min-max" if shrink else ""
+    return (
+        f"every code is the nearest point of its stored grid and the {int(over.sum())} values "
+        "past the min-max budget are all clipped at the grid's ends (the source beyond them): "
+        f"scales chosen below min-max by a clipping observer ({observer}){steps}; no bound from "
+        "the source holds for a clipped value"
+    )
 
 
 def g_idx_fault(w: QuantWeight, load: Load) -> str:
