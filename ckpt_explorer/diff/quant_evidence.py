@@ -20,7 +20,8 @@ so the round-to-nearest half step is not a budget for them. What stays provable:
 - **clipping, not a fault**: a round-to-nearest export whose values over the min-max budget
   are all stored at their grid's ends with the source beyond them (a scale chosen below
   min-max: llm-compressor's ``mse`` observer) is *cannot tell* (:func:`clipping`), unless a
-  gross fault is shown; a value over the budget that is not clipped keeps the budget's verdict.
+  gross fault is shown; a value over the budget that is not clipped, or a step under
+  ``CLIP_FLOOR`` times min-max, keeps the budget's verdict.
 
 - **a fault in a round-to-nearest export**: at least ``RTN_SHARE`` of a tensor's groups are
   round to nearest of their stored grid, the others not (error feedback leaves few groups all
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 LOW, HIGH = 0.4, 1.6
 RTN_SHARE = 0.95  # GPTQ-made exports here: 1-5 % of groups all nearest; round to nearest: 100 %
 MIN_GROUP = 8  # groups smaller than this give no gain worth judging
+# a clipping observer's smallest step over min-max: llm-compressor's MSE search goes down to
+# 1 - maxshrink (0.80 by default); below half, clipping is a fault, not an observer's choice
+CLIP_FLOOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -176,22 +180,34 @@ def clipping(
     load: Load,
     over: torch.Tensor,
     observer: str,
-) -> str:
-    """Why values over the min-max budget (``over``) of an export proven round to nearest of
-    its stored grid are no fault: every one is clipped at its grid's end -- a scale chosen
-    below min-max (llm-compressor's ``mse`` observer shrinks each range by up to 20 % and
-    clips what lies past it). "" where some value over the budget is not clipped (a scale too
-    large, values not the source's: the min-max budget stands)."""
+) -> tuple[str, bool]:
+    """Whether values over the min-max budget (``over``) of an export proven round to nearest
+    of its stored grid are explained by a clipping observer, and what to say: every one clipped
+    at its grid's end and every stored step at least ``CLIP_FLOOR`` times its min-max step (a
+    scale chosen below min-max: llm-compressor's ``mse`` observer shrinks each range by up to
+    20 % and clips what lies past it). ``("", False)`` where some value over the budget is not
+    clipped (a scale too large, values not the source's): the min-max budget stands."""
     clip = clipped(x, y, w, load)
     if clip is None or not bool(over.any()) or bool((over & ~clip).any()):
-        return ""
+        return "", False
     shrink = step_shrink(x, w, load)
-    steps = f"; stored steps {shrink[0]:.2f}-{shrink[1]:.2f}x min-max" if shrink else ""
-    return (
+    if shrink is None:
+        return "", False
+    head = (
         f"every code is the nearest point of its stored grid and the {int(over.sum())} values "
-        "past the min-max budget are all clipped at the grid's ends (the source beyond them): "
-        f"scales chosen below min-max by a clipping observer ({observer}){steps}; no bound from "
-        "the source holds for a clipped value"
+        "past the min-max budget are all clipped at the grid's ends (the source beyond them)"
+    )
+    steps = f"stored steps {shrink[0]:.2f}-{shrink[1]:.2f}x min-max"
+    if shrink[0] < CLIP_FLOOR:
+        return (
+            f"{head}, but {steps}: below {CLIP_FLOOR}x, past what a clipping observer's search "
+            "reaches (MSE: 0.80x by default)",
+            False,
+        )
+    return (
+        f"{head}: scales chosen below min-max by a clipping observer ({observer}; {steps}); no "
+        "bound from the source holds for a clipped value",
+        True,
     )
 
 

@@ -114,14 +114,16 @@ def _judge_moved(
     if ev is not None and ev.rtn and (not moved or observer_only):
         over = (y - x).abs() > scheme_allowance(w.storage_type, x, params)
         named = moved or "not named: no recipe.yaml, no observer in config.json"
-        clip = clipping(x, y, w, load, over, named)
-        if clip and ev.ratio <= 1:
+        clip, explained = clipping(x, y, w, load, over, named)
+        if explained and ev.ratio <= 1:
             row.verdict = UNPROVEN
             row.note = head + clip
             return
         if not moved:
             row.note = head + (
-                "every code is the nearest point of its stored grid: plain rounding, budget applies"
+                clip
+                or "every code is the nearest point of its stored grid: plain rounding, budget "
+                "applies"
             )
             return
     if ev is not None and ev.ratio > 1:

@@ -19,7 +19,8 @@ main environment's).
   state_dict of ``ct_mse`` and ``ct_mse_asym``, saved as ``<case>.oracle.safetensors``.
 * faults on ``ct_mse_bare``: ``fault_mse_scale`` (``layers.1.self_attn.o_proj``: row 5, group 1:
   its scale times 2), ``fault_mse_layers`` (layers 0 and 1 ``mlp.up_proj`` parts
-  swapped).
+  swapped), ``fault_mse_shrunk`` (``ct_mse``'s scales, but ``layers.0.self_attn.v_proj``
+  quantized by compressed-tensors with 0.4 times its min-max scale, no observer recorded).
 """
 
 from __future__ import annotations
@@ -144,7 +145,9 @@ def faults(out: Path) -> dict[str, Any]:
 
     _rewrite(out / "ct_mse_bare", out / "fault_mse_scale", times2)
     _rewrite(out / "ct_mse_bare", out / "fault_mse_layers", swap)
+    _shrunk(out, SHRUNK, out / "fault_mse_shrunk")
     return {
+        "fault_mse_shrunk": _case("fault_mse_shrunk", fault=f"{SHRUNK}.weight"),
         "fault_mse_scale": _case("fault_mse_scale", fault=f"{o_proj}.weight"),
         "fault_mse_layers": _case(
             "fault_mse_layers",
@@ -152,6 +155,52 @@ def faults(out: Path) -> dict[str, Any]:
             also="model.layers.1.mlp.up_proj.weight",
         ),
     }
+
+
+SHRUNK = "model.layers.0.self_attn.v_proj"
+
+
+def _shrunk(out: Path, wrong: str, folder: Path) -> None:
+    """``ct_mse``'s scales written again by compressed-tensors (``apply_quantization_config``,
+    ``ModelCompressor.compress_model``, ``save_pretrained``, ``update_config``: no observer
+    recorded), but ``wrong`` quantized with 0.4 times its min-max scale (``calculate_qparams``):
+    clipped far past what the MSE search reaches (0.8 by default)."""
+    from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.quantization import (
+        QuantizationArgs,
+        QuantizationConfig,
+        QuantizationScheme,
+        apply_quantization_config,
+    )
+    from compressed_tensors.quantization.utils import calculate_qparams
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    stored = load_file(str(out / "ct_mse" / "model.safetensors"))
+    model = AutoModelForCausalLM.from_pretrained(out / "hf", dtype=torch.float32)
+    args = QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=32)
+    scheme = QuantizationScheme(targets=["Linear"], weights=args)
+    qc = QuantizationConfig(
+        config_groups={"group_0": scheme}, ignore=["lm_head"], format="pack-quantized"
+    )
+    apply_quantization_config(model, qc)
+    for name, m in model.named_modules():
+        if not hasattr(m, "weight_scale"):
+            continue
+        if name == wrong:
+            g = m.weight.data.reshape(m.weight.shape[0], -1, 32)
+            scale = calculate_qparams(g.amin(-1), g.amax(-1), args)[0] * 0.4
+        else:
+            scale = stored[f"{name}.weight_scale"]
+        m.weight_scale.data = scale.to(m.weight_scale.dtype).reshape(m.weight_scale.shape)
+        if hasattr(m, "weight_zero_point"):
+            m.weight_zero_point.data.zero_()
+    compressor = ModelCompressor.from_pretrained_model(model, "pack-quantized")
+    assert compressor is not None
+    compressor.compress_model(model)
+    model.save_pretrained(folder)
+    compressor.update_config(str(folder))
+    assert _observers(folder) == [None] and not (folder / "recipe.yaml").exists()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from ckpt_explorer.diff.quant_budget import BEYOND, UNPROVEN
 
 WRITTEN = ("ct_mse", "ct_mse_asym")  # as llm-compressor wrote them
 BARE = ("ct_mse_bare", "ct_mse_asym_bare")  # no recipe.yaml, no observer in config.json
-FAULTS = ("fault_mse_scale", "fault_mse_layers")
+FAULTS = ("fault_mse_scale", "fault_mse_layers", "fault_mse_shrunk")
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_named_observer_is_said(made: Any, case: str) -> None:
     result = diff_checkpoints(out / "hf", folder)
     rows = [r for r in result.export_rows() if r.quant and r.quant.startswith("int4")]
     assert rows and all(r.verdict == UNPROVEN for r in rows)
-    assert all(r.note and "clipping observer (observer mse)" in r.note for r in rows)
+    assert all(r.note and "clipping observer (observer mse;" in r.note for r in rows)
     assert result.export_verdict == UNPROVEN
 
 
@@ -76,3 +76,11 @@ def test_planted_fault_in_clipped_export_is_ranked_first(made: Any, case: str) -
     also = cases[case].get("also")
     faulty = {cases[case]["fault"], also} - {None}
     assert {r.name for r in ranked if r.verdict == BEYOND} == faulty
+
+
+def test_clipping_past_any_observer_is_said(made: Any) -> None:
+    """A scale far below min-max clips past what an observer's search reaches: a fault, said."""
+    out, cases = made
+    result = diff_checkpoints(out / "hf", out / cases["fault_mse_shrunk"]["path"])
+    row = result.export_rows()[0]
+    assert row.verdict == BEYOND and row.note and "0.40-0.40x min-max: below 0.5x" in row.note
