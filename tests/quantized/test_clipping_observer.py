@@ -6,6 +6,8 @@ fault in it is still beyond budget and ranked first."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,11 +54,16 @@ def test_clipped_export_without_its_observer_named_is_cannot_tell(made: Any, cas
     assert result.export_verdict == UNPROVEN and result.summary()["export"][BEYOND] == 0
 
 
-@pytest.mark.parametrize("case", ["ct_mse", "ct_mse_recipe"])
-def test_named_observer_is_said(made: Any, case: str) -> None:
-    """As written, config.json names the observer; without it, recipe.yaml does."""
+@pytest.mark.parametrize("case", ["ct_mse", "ct_mse_recipe", "ct_mse_no_recipe"])
+def test_named_observer_is_said(made: Any, case: str, tmp_path: Path) -> None:
+    """As written, config.json and recipe.yaml name the observer; either alone is enough."""
     out, cases = made
-    folder = out / cases[case]["path"]
+    if case == "ct_mse_no_recipe":  # config.json alone
+        folder = tmp_path / case
+        shutil.copytree(out / cases["ct_mse"]["path"], folder)
+        (folder / "recipe.yaml").unlink()
+    else:
+        folder = out / cases[case]["path"]
     weights = open_checkpoint(folder).values["__metadata__.quantization"]["weights"]
     assert {w["moved_by"] for w in weights.values()} == {"observer mse"}
     result = diff_checkpoints(out / "hf", folder)
