@@ -33,7 +33,7 @@ Anything else is ``cannot_tell``, with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -173,6 +173,17 @@ def step_shrink(x: torch.Tensor, w: QuantWeight, load: Load) -> tuple[float, flo
     return (float(ratio.min()), float(ratio.max())) if ratio.numel() else None
 
 
+def clip_floor(params: dict[str, Any]) -> float:
+    """``CLIP_FLOOR``, or lower where the export's weight args give the observer a larger
+    ``maxshrink`` (llm-compressor's ``observer_kwargs``: its search goes down to
+    ``1 - maxshrink``)."""
+    kwargs = params.get("observer_kwargs")
+    shrink = kwargs.get("maxshrink") if isinstance(kwargs, dict) else None
+    if isinstance(shrink, int | float) and not isinstance(shrink, bool) and 0 < shrink < 1:
+        return min(CLIP_FLOOR, 1 - float(shrink) - 0.01)
+    return CLIP_FLOOR
+
+
 def clipping(
     x: torch.Tensor,
     y: torch.Tensor,
@@ -198,9 +209,10 @@ def clipping(
         "past the min-max budget are all clipped at the grid's ends (the source beyond them)"
     )
     steps = f"stored steps {shrink[0]:.2f}-{shrink[1]:.2f}x min-max"
-    if shrink[0] < CLIP_FLOOR:
+    floor = clip_floor(w.params)
+    if shrink[0] < floor:
         return (
-            f"{head}, but {steps}: below {CLIP_FLOOR}x, past what a clipping observer's search "
+            f"{head}, but {steps}: below {floor:.2g}x, past what a clipping observer's search "
             "reaches (MSE: 0.80x by default)",
             False,
         )

@@ -119,8 +119,8 @@ def _judge_moved(
             row.verdict = UNPROVEN
             row.note = head + clip
             return
-        if not moved:
-            row.note = head + (
+        if not explained and (clip or not moved):  # clipped past any observer's search, or
+            row.note = head + (  # plain rounding: the budget stands
                 clip
                 or "every code is the nearest point of its stored grid: plain rounding, budget "
                 "applies"

@@ -6,6 +6,7 @@ fault in it is still beyond budget and ranked first."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -91,3 +92,24 @@ def test_clipping_past_any_observer_is_said(made: Any) -> None:
     result = diff_checkpoints(out / "hf", out / cases["fault_mse_shrunk"]["path"])
     row = result.export_rows()[0]
     assert row.verdict == BEYOND and row.note and "0.40-0.40x min-max: below 0.5x" in row.note
+
+
+@pytest.mark.parametrize(("kwargs", "verdict"), [({}, BEYOND), ({"maxshrink": 0.7}, UNPROVEN)])
+def test_named_observer_does_not_excuse_clipping_past_its_search(
+    made: Any, tmp_path: Path, kwargs: dict[str, Any], verdict: str
+) -> None:
+    """The shrunk fault with ``observer: mse`` written into its config: still beyond (MSE's
+    search stops at 0.8x), unless its ``observer_kwargs`` let the search go that far."""
+    out, cases = made
+    folder = tmp_path / "named"
+    shutil.copytree(out / cases["fault_mse_shrunk"]["path"], folder)
+    doc = json.loads((folder / "config.json").read_text())
+    for group in doc["quantization_config"]["config_groups"].values():
+        group["weights"].update({"observer": "mse", "observer_kwargs": kwargs} if kwargs else {})
+        group["weights"].setdefault("observer", "mse")
+    (folder / "config.json").write_text(json.dumps(doc))
+    result = diff_checkpoints(out / "hf", folder)
+    row = next(r for r in result.export_rows() if r.name == cases["fault_mse_shrunk"]["fault"])
+    assert row.verdict == verdict, row.note
+    if verdict == BEYOND:
+        assert result.export_rows()[0] is row and result.summary()["export"][BEYOND] == 1
