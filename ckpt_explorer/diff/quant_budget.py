@@ -222,8 +222,7 @@ def budget(
         if params is None:
             bound = _from_intermediate(fn, x)
         else:
-            kw = {k: v for k, v in params.items() if k != "approximate"}
-            bound = fn(x, kind=ggml_type, **kw)
+            bound = _scheme_bound(ggml_type, x, params)
             approximate = bool(params.get("approximate"))
     elif ggml_type in kquant_rule.LAYOUTS and params is not None and "raw" in params:
         bound = kquant_rule.kquant(x, ggml_type, params["raw"])
@@ -246,6 +245,19 @@ def budget(
     if verdict == WITHIN and _max(err) == 0.0:
         verdict = EXACT
     return Budget(ggml_type, verdict, _max(err), _max(bound), ratio, rule, approximate)
+
+
+def _scheme_bound(kind: str, x: torch.Tensor, params: Mapping[str, Any]) -> torch.Tensor:
+    kw = {k: v for k, v in params.items() if k != "approximate"}
+    return RULES[kind][0](x, kind=kind, **kw)
+
+
+def scheme_allowance(kind: str, x: torch.Tensor, params: Mapping[str, Any]) -> torch.Tensor:
+    """Per element what a quantized-safetensors scheme's rule allows ``x`` (2-D, its slack
+    included): the bound :func:`budget` judges ``x`` with, given the same ``params``."""
+    import torch
+
+    return _scheme_bound(kind, x.detach().to(torch.float64), params) * (1 + SLACK)
 
 
 def _max(t: torch.Tensor) -> float:

@@ -17,6 +17,12 @@ so the round-to-nearest half step is not a budget for them. What stays provable:
   1.12 at 3/4/8-bit, 1.27 at 2-bit; AutoAWQ 4-bit, its column scaling undone: 1.24); they do
   not scale a whole group by 1.6 or decorrelate it.
 
+- **clipping, not a fault**: a round-to-nearest export whose values over the min-max budget
+  are all stored at their grid's ends with the source beyond them (a scale chosen below
+  min-max: llm-compressor's ``mse`` observer) is *cannot tell* (:func:`clipping`), unless a
+  gross fault is shown; a value over the budget that is not clipped, or a step under
+  ``CLIP_FLOOR`` times min-max, keeps the budget's verdict.
+
 - **a fault in a round-to-nearest export**: at least ``RTN_SHARE`` of a tensor's groups are
   round to nearest of their stored grid, the others not (error feedback leaves few groups all
   nearest: 1 to 5 % in GPTQ-made compressed-tensors exports here);
@@ -27,7 +33,7 @@ Anything else is ``cannot_tell``, with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -37,6 +43,9 @@ if TYPE_CHECKING:
 LOW, HIGH = 0.4, 1.6
 RTN_SHARE = 0.95  # GPTQ-made exports here: 1-5 % of groups all nearest; round to nearest: 100 %
 MIN_GROUP = 8  # groups smaller than this give no gain worth judging
+# a clipping observer's smallest step over min-max: llm-compressor's MSE search goes down to
+# 1 - maxshrink (0.80 by default); below half, clipping is a fault, not an observer's choice
+CLIP_FLOOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,103 @@ def nearest_groups(
     per_row = n // x.shape[0] if x.shape[0] else 1
     where = "row {}, group {}".format(*divmod(int(bad[0]), per_row)) if bad.numel() else ""
     return share, where
+
+
+def clipped(x: torch.Tensor, y: torch.Tensor, w: QuantWeight, load: Load) -> torch.Tensor | None:
+    """Where a value is stored at its grid's end with the source beyond it (clipped), as a mask
+    ``[out, in]``. A symmetric grid's ends are the codes ``-2**(bits-1)`` and ``2**(bits-1)-1``
+    (``y / step``); an asymmetric one's are not known without decoding its zero point, so its
+    group's largest and smallest stored values stand for them. None where the grid is unknown."""
+    import torch
+
+    step = _steps(w, load)
+    ids = group_ids(w, load)
+    if step is None or ids is None or ids.shape != x.shape:
+        return None
+    if w.params.get("symmetric", True):
+        code = torch.round(y / torch.where(step > 0, step, torch.ones_like(step)))
+        top_code = 2 ** (int(w.bits) - 1) - 1
+        at_top, at_low = code == top_code, code == -top_code - 1
+    else:
+        flat, yf = ids.reshape(-1), y.reshape(-1)
+        n = int(flat.max()) + 1
+        top = torch.full((n,), -torch.inf, dtype=y.dtype).scatter_reduce(0, flat, yf, "amax")
+        low = torch.full((n,), torch.inf, dtype=y.dtype).scatter_reduce(0, flat, yf, "amin")
+        at_top, at_low = y == top[ids], y == low[ids]
+    return (at_top & (x > y)) | (at_low & (x < y))
+
+
+def step_shrink(x: torch.Tensor, w: QuantWeight, load: Load) -> tuple[float, float] | None:
+    """The smallest and largest stored step over the min-max step of its group (min and max
+    taken with 0, as compressed-tensors' min-max observer does); None where unknown."""
+    import torch
+
+    step = _steps(w, load)
+    ids = group_ids(w, load)
+    if step is None or ids is None or ids.shape != x.shape:
+        return None
+    flat, xf = ids.reshape(-1), x.reshape(-1)
+    n = int(flat.max()) + 1
+    hi = torch.zeros(n, dtype=x.dtype).scatter_reduce(0, flat, xf, "amax")
+    lo = torch.zeros(n, dtype=x.dtype).scatter_reduce(0, flat, xf, "amin")
+    levels = 2 ** int(w.bits) - 1
+    if w.params.get("symmetric", True):
+        minmax = torch.maximum(hi, -lo) / (levels / 2)
+    else:
+        minmax = (hi - lo) / levels
+    stored = torch.zeros(n, dtype=x.dtype).scatter_reduce(0, flat, step.reshape(-1), "amax")
+    ratio = (stored / minmax)[minmax > 0]
+    return (float(ratio.min()), float(ratio.max())) if ratio.numel() else None
+
+
+def clip_floor(params: dict[str, Any]) -> float:
+    """``CLIP_FLOOR``, or lower where the export's weight args give the observer a larger
+    ``maxshrink`` (llm-compressor's ``observer_kwargs``: its search goes down to
+    ``1 - maxshrink``)."""
+    kwargs = params.get("observer_kwargs")
+    shrink = kwargs.get("maxshrink") if isinstance(kwargs, dict) else None
+    if isinstance(shrink, int | float) and not isinstance(shrink, bool) and 0 < shrink < 1:
+        return min(CLIP_FLOOR, 1 - float(shrink) - 0.01)
+    return CLIP_FLOOR
+
+
+def clipping(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    w: QuantWeight,
+    load: Load,
+    over: torch.Tensor,
+    observer: str,
+) -> tuple[str, bool]:
+    """Whether values over the min-max budget (``over``) of an export proven round to nearest
+    of its stored grid are explained by a clipping observer, and what to say: every one clipped
+    at its grid's end and every stored step at least ``CLIP_FLOOR`` times its min-max step (a
+    scale chosen below min-max: llm-compressor's ``mse`` observer shrinks each range by up to
+    20 % and clips what lies past it). ``("", False)`` where some value over the budget is not
+    clipped (a scale too large, values not the source's): the min-max budget stands."""
+    clip = clipped(x, y, w, load)
+    if clip is None or not bool(over.any()) or bool((over & ~clip).any()):
+        return "", False
+    shrink = step_shrink(x, w, load)
+    if shrink is None:
+        return "", False
+    head = (
+        f"every code is the nearest point of its stored grid and the {int(over.sum())} values "
+        "past the min-max budget are all clipped at the grid's ends (the source beyond them)"
+    )
+    steps = f"stored steps {shrink[0]:.2f}-{shrink[1]:.2f}x min-max"
+    floor = clip_floor(w.params)
+    if shrink[0] < floor:
+        return (
+            f"{head}, but {steps}: below {floor:.2g}x, past what a clipping observer's search "
+            "reaches (MSE: 0.80x by default)",
+            False,
+        )
+    return (
+        f"{head}: scales chosen below min-max by a clipping observer ({observer}; {steps}); no "
+        "bound from the source holds for a clipped value",
+        True,
+    )
 
 
 def g_idx_fault(w: QuantWeight, load: Load) -> str:

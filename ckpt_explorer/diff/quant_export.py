@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..readers.quantized.folder import QUANT_KEY, part_loader, quant_weights
 from ..view import CheckpointView
-from .quant_budget import BEYOND, FLOATS, UNPROVEN, Budget, budget
-from .quant_evidence import describe, evidence
+from .quant_budget import BEYOND, FLOATS, UNPROVEN, Budget, budget, scheme_allowance
+from .quant_evidence import clipping, describe, evidence
 from .rows import ONLY_IN_A, ONLY_IN_B, TensorDiff, ValueDiff
 
 if TYPE_CHECKING:
@@ -84,36 +84,57 @@ def attach_quant_budgets(
             and figures.verdict == BEYOND
             and w.storage_type.startswith("int")
         ):
-            _judge_moved(row, figures, w, x, y, part_loader(export))
+            _judge_moved(row, figures, w, x, y, part_loader(export), params or {})
     return "a" if export_is_a else "b"
 
 
 def _judge_moved(
-    row: TensorDiff, figures: Budget, w: QuantWeight, x: torch.Tensor, y: torch.Tensor, load: Any
+    row: TensorDiff,
+    figures: Budget,
+    w: QuantWeight,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    load: Any,
+    params: dict[str, Any],
 ) -> None:
     """An integer weight over its round-to-nearest budget: a fault only where proven.
 
-    Round to nearest of the stored grid proven: the budget stands. Else the weights may have
-    been moved before rounding (GPTQ, AWQ, a GPTQ-made export without its recipe): beyond only
-    for a gross fault (:mod:`.quant_evidence`), else cannot tell."""
+    Round to nearest of the stored grid proven: the budget stands, unless every value over it
+    is clipped at its grid's end (a clipping observer's scale: cannot tell). Else the weights
+    may have been moved before rounding (GPTQ, AWQ, a GPTQ-made export without its recipe):
+    beyond only for a gross fault (:mod:`.quant_evidence`), else cannot tell."""
     moved = w.params.get("moved_by")
+    observer_only = bool(moved) and all(m.startswith("observer ") for m in str(moved).split(", "))
     head = f"{row.note}; " if row.note else ""
     if load is None or x.dim() != 2:
         ev = None
     else:
-        ev = evidence(x.detach().double(), y.detach().double().reshape(x.shape), w, load)
-    if ev is not None and ev.rtn and not moved:
-        row.note = head + (
-            "every code is the nearest point of its stored grid: plain rounding, budget applies"
-        )
-        return
+        x, y = x.detach().double(), y.detach().double().reshape(x.shape)
+        ev = evidence(x, y, w, load)
+    if ev is not None and ev.rtn and (not moved or observer_only):
+        over = (y - x).abs() > scheme_allowance(w.storage_type, x, params)
+        named = moved or "not named: no recipe.yaml, no observer in config.json"
+        clip, explained = clipping(x, y, w, load, over, named)
+        if explained and ev.ratio <= 1:
+            row.verdict = UNPROVEN
+            row.note = head + clip
+            return
+        if not explained and (clip or not moved):  # clipped past any observer's search, or
+            row.note = head + (  # plain rounding: the budget stands
+                clip
+                or "every code is the nearest point of its stored grid: plain rounding, budget "
+                "applies"
+            )
+            return
     if ev is not None and ev.ratio > 1:
         row.budget_ratio = max(ev.ratio, figures.ratio) if moved is None else ev.ratio
         row.note = head + describe(ev)
         return
     row.verdict = UNPROVEN
     why = (
-        f"weights changed before rounding ({moved})"
+        f"scales chosen by {moved}, not min-max"
+        if observer_only
+        else f"weights changed before rounding ({moved})"
         if moved
         else (
             "codes are not the nearest points of their stored grid to the source: the weights were "

@@ -1,8 +1,8 @@
 """Detect a path's family: the registry's probes in priority order, the first that fits wins.
 
 When none fits, the error says what was found: a damaged layout (through ``explain``, which the
-caller passes in: the loader checks live above formats/), a diffusers pipeline folder, or what
-the path holds.
+caller passes in: the loader checks live above formats/), a folder of several GGUF exports (each
+named, the user picks one), a diffusers pipeline folder, or what the path holds.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from ..errors import CkptExplorerError, FormatDetectionError
 from ..io.location import Location, PathLike, as_location
 from ..io.numpy_files import NPY_MAGIC, describe_npy
+from ..readers.gguf.exports import several_exports
 from ..readers.hf.diffusers_config import pipeline_summary
 from ..types import Detection
 from .registry import FormatSpec, specs
@@ -76,6 +77,9 @@ def detect(path: PathLike, explain: Explain | None = None) -> tuple[Detection, F
         damaged = explain(path)
         if damaged is not None:
             raise FormatDetectionError(path, expected, *damaged)
+    several = several_exports(path) if target == "dir" else None
+    if several is not None:
+        raise FormatDetectionError(path, "one GGUF export (a file or one split set)", *several)
     pipeline = pipeline_summary(path) if target == "dir" else None
     if pipeline is not None:
         found, first = pipeline

@@ -3,7 +3,7 @@
 Usage: ``python tests/fixture_makers/gptq_maker.py OUT_DIR`` (GPTQModel and AutoAWQ are
 imported from ``.venv/side/gptq``, see scripts/setup_env.sh).
 
-``hf`` is the source (a tiny ``LlamaForCausalLM``, a word-level tokenizer the tools need).
+``hf`` is the source (``_llama_models.tiny_llama`` with its word-level tokenizer: the tools need one).
 
 * GPTQModel (``GPTQModel.load(hf, QuantizeConfig(...))``, ``quantize`` on 16 random token
   sequences, ``save``; legacy ``gptq`` checkpoint format: zeros stored minus one):
@@ -38,9 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _llama_models import VOCAB, tiny_llama
 from _manifest import main_out_dir, run_maker, side_folder
-
-HIDDEN, INTER, VOCAB = 128, 256, 256
 
 
 def _calib() -> list[list[int]]:
@@ -49,30 +48,7 @@ def _calib() -> list[list[int]]:
 
 
 def source(out: Path) -> dict[str, Any]:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=INTER,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    model = LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.05 * torch.randn_like(p))
-    model.save_pretrained(out / "hf")
-    words = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t1"))
-    words.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(
-        tokenizer_object=words, bos_token="t0", eos_token="t0", pad_token="t0", unk_token="t1"
-    ).save_pretrained(out / "hf")
-    return {"hf": {"path": "hf", "family": "hf-single", "kind": "model"}}
+    return {"hf": tiny_llama(out / "hf", tokenizer=True)}
 
 
 GPTQ_CASES = {  # case -> (bits, group_size, desc_act, sym)

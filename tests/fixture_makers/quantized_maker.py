@@ -2,7 +2,7 @@
 
 Usage: ``python tests/fixture_makers/quantized_maker.py OUT_DIR``
 
-Cases (``hf`` is the source: a tiny ``LlamaForCausalLM``, norms away from 1):
+Cases (``hf`` is the source: ``_llama_models.tiny_llama``, norms away from 1):
 
 * compressed-tensors (its own ``apply_quantization_config``, ``calculate_qparams`` on each
   weight's min/max as its min-max observer does, ``ModelCompressor.compress_model``,
@@ -35,33 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _llama_models import tiny_llama
 from _manifest import main_out_dir, run_maker
-
-HIDDEN, INTER = 128, 256
 
 
 def _source(out: Path) -> dict[str, Any]:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=256,
-        hidden_size=HIDDEN,
-        intermediate_size=INTER,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    model = LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            else:
-                p.copy_(0.05 * torch.randn_like(p))
-    model.save_pretrained(out / "hf")
-    return {"hf": {"path": "hf", "family": "hf-single", "kind": "model"}}
+    return {"hf": tiny_llama(out / "hf")}
 
 
 def _ct(

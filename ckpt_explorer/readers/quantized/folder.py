@@ -17,6 +17,7 @@ once per family and shape of weights (:mod:`.checks`).
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -90,17 +91,24 @@ def probe(path: Location) -> Detection | None:
 
 MOVING = ("GPTQModifier", "AWQModifier", "SparseGPTModifier", "SmoothQuantModifier")
 MIN_MAX = (None, "minmax", "memoryless_minmax", "static_minmax", "memoryless")
+# ``observer: mse`` in a scheme's args, ``weight_observer: mse`` or ``observer: {weights: mse}``
+OBSERVER_IN_RECIPE = re.compile(
+    r"(?<![\w-])(?:weight_)?observer:\s*(?:\{[^}]*?\bweights:\s*)?['\"]?([A-Za-z_]\w*)"
+)
 
 
 def error_feedback(path: Location, q: dict[str, Any]) -> str:
     """What moved the weights before rounding (GPTQ's error feedback, AWQ / SmoothQuant
     scaling: llm-compressor's ``recipe.yaml`` names its modifiers) or chose a scale other than
-    min-max (an MSE observer); "" when the export is plain min-max rounding of the source."""
+    min-max (an MSE observer, named in config.json's weight args or in ``recipe.yaml``); ""
+    when the export is plain min-max rounding of the source."""
     found = []
     recipe = path / "recipe.yaml"
     if recipe.is_file() and recipe.stat().st_size < 1 << 20:
         text = recipe.read_bytes().decode("utf-8", "replace")
         found += [m for m in MOVING if m in text]
+        named = OBSERVER_IN_RECIPE.findall(text)  # (any quantized role's: the safe side)
+        found += [f"observer {o}" for o in named if o.lower() not in (*MIN_MAX, "null", "none")]
     for group in (q.get("config_groups") or {}).values():
         args = group.get("weights") if isinstance(group, dict) else None
         if isinstance(args, dict) and args.get("observer") not in MIN_MAX:
