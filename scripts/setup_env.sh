@@ -99,5 +99,11 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
       "gptqmodel==7.7.0" "autoawq==0.2.9" "datasets==5.2.0" "pyarrow==26.0.1" "dill==0.4.1" \
       "multiprocess==0.70.19" "xxhash==4.1.0" "pypcre==0.6.4" "logbar==0.4.15" \
       "device-smi==0.5.7" "tokenicer==0.0.14" "defuser==0.0.28" "threadpoolctl==3.8.0"
+  # llm-compressor (mse-observer exports) in a side folder put on sys.path by
+  # llmcompressor_maker.py only: it pins transformers<=5.17 and compressed-tensors 0.19.0 but
+  # runs on the main environment's, hence --no-deps and its runtime needs listed
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/llmcompressor" \
+      "llmcompressor==0.14.0.1" "datasets==5.2.0" "pyarrow==26.0.1" "dill==0.4.1" \
+      "multiprocess==0.70.19" "xxhash==4.1.0"
 fi
 echo "$stamp_key" > "$VENV/.ckpt_explorer_stamp"
