@@ -10,7 +10,12 @@ and an old ``tokenizer_config.json`` may hold that pair as ``auto_map`` itself
 ``model_index.json``: ``_class_name`` given as ``[module, Class]`` loads the folder's
 ``module.py`` as a custom pipeline, and a component ``[module, Class]`` whose
 ``<component>/<module>.py`` exists loads that file; its models' configs use ``auto_map`` too.
-Nothing is imported here: the JSON is read, the names are joined as the loaders join them.
+transformers' ``pipeline(model, trust_remote_code=True)`` imports the ``impl`` of each
+``custom_pipelines`` task of ``config.json`` the same way. A reference whose repository is a
+path (``"../other--module.Class"``) is read from that folder, relative to the working directory.
+Keys are matched after JSON decoding, as the loaders' ``json.loads`` sees them
+(``"auto\\u005fmap"`` is ``auto_map``). Nothing is imported here: the JSON is read, the names are
+joined as the loaders join them.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 from ..io.location import Location, as_location
 
 _MAX_CONFIG = 16 * 2**20  # configs are small; a bigger JSON is not a config
+_KEYS = (b"auto_map", b"_class_name", b"custom_pipelines")
 
 
 @dataclass(frozen=True)
@@ -35,10 +41,20 @@ class RemoteCode:
     present: bool
     hub_repo: str = ""  # the other Hub repository it is fetched from ("repo--module.Class")
 
+    @property
+    def loader(self) -> str:
+        if self.key.startswith("model_index"):
+            return "DiffusionPipeline.from_pretrained"
+        return "pipeline" if self.key.startswith("custom_pipelines") else "from_pretrained"
+
     def message(self, label: str) -> str:
-        diffusers = self.key.startswith("model_index")
-        flag = "DiffusionPipeline.from_pretrained" if diffusers else "from_pretrained"
-        if self.hub_repo:
+        flag = self.loader
+        if self.hub_repo and _is_path(self.hub_repo):
+            where = (
+                f"{self.module} of the folder {self.hub_repo} (a path, read relative to the "
+                "working directory; outside this folder, so not judged here)"
+            )
+        elif self.hub_repo:
             where = (
                 f"{self.module} of the Hub repository {self.hub_repo} (downloaded and imported; "
                 "not in this folder, so not judged here)"
@@ -62,14 +78,15 @@ def remote_code(config: Location) -> list[RemoteCode]:
         if config.stat().st_size > _MAX_CONFIG:
             return []
         raw = config.read_bytes()
-        if b"auto_map" not in raw and b"_class_name" not in raw:
-            return []
+        if not any(k in raw for k in _KEYS) and b"\\u" not in raw:
+            return []  # no key spelled out, and no escape that could spell one
         doc = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return []
     if not isinstance(doc, dict):
         return []
     out = _auto_map(config, doc.get("auto_map"))
+    out += _custom_pipelines(config, doc.get("custom_pipelines"))
     if config.name == "model_index.json":
         out += _diffusers(config, doc)
     return out
@@ -91,16 +108,38 @@ def _auto_map(config: Location, auto_map: Any) -> list[RemoteCode]:
     out = []
     for cls, value in auto_map.items():
         for ref in _refs(value):
-            repo, _, local = ref.rpartition("--") if "--" in ref else ("", "", ref)
-            module = local.split(".")[0]
-            if not module:
-                continue
-            key = f"auto_map[{str(cls)!r}] = {ref!r}"
-            file = f"{module}.py"
-            out.append(
-                RemoteCode(config, key, file, not repo and _exists(config, file), hub_repo=repo)
-            )
+            found = _reference(config, f"auto_map[{str(cls)!r}] = {ref!r}", ref)
+            out += [found] if found else []
     return out
+
+
+def _custom_pipelines(config: Location, tasks: Any) -> list[RemoteCode]:
+    """``{"task": {"impl": "module.Class", ...}}``: ``pipeline`` imports each ``impl``."""
+    if not isinstance(tasks, dict):
+        return []
+    out = []
+    for task, spec in tasks.items():
+        ref = spec.get("impl") if isinstance(spec, dict) else None
+        if isinstance(ref, str):
+            found = _reference(config, f"custom_pipelines[{str(task)!r}].impl = {ref!r}", ref)
+            out += [found] if found else []
+    return out
+
+
+def _reference(config: Location, key: str, ref: str) -> RemoteCode | None:
+    """``"module.Class"`` or ``"repo--module.Class"``, split as transformers splits it."""
+    repo, _, local = ref.rpartition("--") if "--" in ref else ("", "", ref)
+    module = local.split(".")[0]
+    if not module:
+        return None
+    file = f"{module}.py"
+    return RemoteCode(config, key, file, not repo and _exists(config, file), hub_repo=repo)
+
+
+def _is_path(repo: str) -> bool:
+    """A repository reference that is a folder path (transformers tries ``os.path.isdir``
+    first), not a Hub id ``owner/name``."""
+    return repo.startswith(("/", ".", "~")) or repo.count("/") > 1 or "\\" in repo
 
 
 def _diffusers(config: Location, doc: dict[str, Any]) -> list[RemoteCode]:

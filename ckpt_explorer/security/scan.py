@@ -305,8 +305,9 @@ def _shadowing(
 
 
 def _remote_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
-    """Configs whose ``auto_map`` (or diffusers' ``model_index.json``) names code that
-    ``from_pretrained(trust_remote_code=True)`` imports: the config and the module are code."""
+    """Configs whose ``auto_map``, ``custom_pipelines`` (or diffusers' ``model_index.json``)
+    name code that ``from_pretrained`` / ``pipeline(trust_remote_code=True)`` imports: the
+    config and the module are code."""
     for path in tree.files:
         if not path.name.endswith(".json") or path not in by_path:
             continue
@@ -320,7 +321,7 @@ def _remote_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
                     SHIPS_CODE,
                     [
                         f"{module.label}: {path.name}'s {ref.key} names it: "
-                        "from_pretrained(trust_remote_code=True) imports it and runs its code"
+                        f"{ref.loader}(trust_remote_code=True) imports it and runs its code"
                     ],
                 )
 
