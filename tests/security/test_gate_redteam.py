@@ -163,3 +163,37 @@ def test_custom_pipelines_impl_is_code(tmp_path: Path) -> None:
     (model / "config.json").write_text(json.dumps(hub))
     said = " ".join(_verdicts(model)[1]["config.json"].reasons)
     assert "Hub repository org/other" in said
+
+
+def _package(path: Path, source: str | None) -> None:
+    import torch
+    from torch.package import PackageExporter
+
+    with PackageExporter(str(path)) as pe:
+        if source is not None:
+            pe.save_source_string("helpers", source)
+        pe.save_pickle("model", "model.pkl", {"w": torch.ones(2)})
+
+
+def test_a_torch_package_shipping_modules_is_code_and_its_twin_is_safe(tmp_path: Path) -> None:
+    folder = tmp_path / "release"
+    folder.mkdir()
+    marker = tmp_path / "MARK"
+    _package(folder / "weights.pt", f"open({str(marker)!r}, 'w').close()\n")
+    _package(folder / "plain.pt", None)
+    load = (
+        "from torch.package import PackageImporter\n"
+        f"imp = PackageImporter({str(folder / 'weights.pt')!r})\n"
+        "imp.load_pickle('model', 'model.pkl')\n"
+        "import os, sys\n"
+        f"assert not os.path.exists({str(marker)!r})  # the pickle alone runs nothing\n"
+        "imp.import_module('helpers')\n"
+    )
+    done = _child(tmp_path, load)
+    assert done.returncode == 0 and marker.exists(), done.stderr
+
+    rc, found = _verdicts(folder)
+    v = found["weights.pt"]
+    assert v.verdict == "code" and rc == 1
+    assert "torch.package archive shipping Python modules (helpers.py)" in " ".join(v.reasons)
+    assert found["plain.pt"].verdict == "safe"
