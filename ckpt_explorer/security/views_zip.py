@@ -62,7 +62,27 @@ def judge_zip(
         out.add(_torch_members(buf, start, end, where, scope, depth, judge, layout, seen))
     if layout.python is not None and not layout.canonical:
         out.add(_python_members(buf, start, end, where, scope, depth, judge, layout, seen))
+    shipped = ("TorchScript archive", "torch.package archive")
+    modules = _zipimport_modules(layout) if depth == 0 else []
+    if modules and not any(f in shipped for f in out.formats):
+        shown = ", ".join(modules[:4]) + (
+            f" and {len(modules) - 4} more" if len(modules) > 4 else ""
+        )
+        out.code.append(
+            f"{where}: a zip holding Python modules ({shown}): once the archive is on sys.path "
+            "(a .pth path line naming it, PYTHONPATH), zipimport imports them for any import "
+            "of their names, such as the optional imports a library's start-up tries"
+        )
     return out
+
+
+def _zipimport_modules(layout: ZipLayout) -> list[str]:
+    """Members ``zipimport`` would import (``.py`` / ``.pyc``), as either reader lists them."""
+    names = (
+        {e.name.decode("utf-8", "replace") for e in layout.miniz.entries} if layout.miniz else set()
+    )
+    names |= {i.filename for i in layout.python or []}
+    return sorted(n for n in names if n.endswith((".py", ".pyc")))
 
 
 def _torch_members(

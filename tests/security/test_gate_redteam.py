@@ -197,3 +197,34 @@ def test_a_torch_package_shipping_modules_is_code_and_its_twin_is_safe(tmp_path:
     assert v.verdict == "code" and rc == 1
     assert "torch.package archive shipping Python modules (helpers.py)" in " ".join(v.reasons)
     assert found["plain.pt"].verdict == "safe"
+
+
+def test_a_zip_of_modules_on_a_pth_path_line_is_code(tmp_path: Path) -> None:
+    import zipfile
+
+    import numpy as np
+    import torch
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    marker = tmp_path / "MARK"
+    module = f"open({str(marker)!r}, 'w').close()\nraise ImportError('no pynvml')\n"
+    with zipfile.ZipFile(folder / "mods.zip", "w") as z:  # torch's start-up tries pynvml
+        z.writestr("pynvml.py", module)
+    (folder / "extra.pth").write_text("mods.zip\n")  # a path line: no import, nothing run
+    with zipfile.ZipFile(folder / "notes.zip", "w") as z:  # the twins: zips of data
+        z.writestr("README.md", "# notes\n")
+        z.writestr("config.json", json.dumps({"lr": 0.1}))
+    np.savez(folder / "arrays.npz", a=np.arange(3))
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(folder / "scripted.pt"))
+    load = f"import site; site.addsitedir({str(folder)!r}); import torch"
+    done = _child(tmp_path, load)
+    assert marker.exists(), done.stderr  # zipimport found pynvml in the archive
+
+    rc, found = _verdicts(folder)
+    v = found["mods.zip"]
+    assert v.verdict == "code" and rc == 1
+    assert "a zip holding Python modules (pynvml.py)" in " ".join(v.reasons)
+    assert found["notes.zip"].verdict == "data" and found["arrays.npz"].verdict == "data"
+    scripted = " ".join(found["scripted.pt"].reasons)
+    assert "TorchScript" in scripted and "zip holding Python modules" not in scripted
