@@ -21,13 +21,17 @@ joined as the loaders join them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..io.location import Location, as_location
 
-_MAX_CONFIG = 16 * 2**20  # configs are small; a bigger JSON is not a config
+_MAX_CONFIG = 64 * 2**20  # parsed whole up to this (the placer parses JSON as large)
+_CHUNK = 1 << 20
 _KEYS = (b"auto_map", b"_class_name", b"custom_pipelines")
+_NAMES = "auto_map, custom_pipelines or _class_name"
+_ESCAPED_ASCII = re.compile(rb"\\u00[4-7][0-9a-fA-F]")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class RemoteCode:
     module: str  # e.g. "modeling_tiny.py" or "unet/my_unet.py"
     present: bool
     hub_repo: str = ""  # the other Hub repository it is fetched from ("repo--module.Class")
+    unread: bool = False  # a config too large to read here that may name code
 
     @property
     def loader(self) -> str:
@@ -48,6 +53,11 @@ class RemoteCode:
         return "pipeline" if self.key.startswith("custom_pipelines") else "from_pretrained"
 
     def message(self, label: str) -> str:
+        if self.unread:
+            return (
+                f"{label}: {self.key}: from_pretrained / pipeline(trust_remote_code=True) read "
+                "it whole and may import the code it names"
+            )
         flag = self.loader
         if self.hub_repo and _is_path(self.hub_repo):
             where = (
@@ -72,14 +82,18 @@ class RemoteCode:
 
 
 def remote_code(config: Location) -> list[RemoteCode]:
-    """The code references of one JSON file (none when it is not a config that names code)."""
+    """The code references of one JSON file (none when it is not a config that names code).
+
+    The loaders read a config of any size; one too large to parse here that may spell a key is
+    returned as a single reference with ``unread`` set (the caller makes it unverified)."""
     config = as_location(config)
     try:
-        if config.stat().st_size > _MAX_CONFIG:
-            return []
+        size = config.stat().st_size
+        if size > _MAX_CONFIG:
+            return _large(config, size)
         raw = config.read_bytes()
-        if not any(k in raw for k in _KEYS) and b"\\u" not in raw:
-            return []  # no key spelled out, and no escape that could spell one
+        if not _may_name_code(raw):
+            return []
         doc = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return []
@@ -90,6 +104,25 @@ def remote_code(config: Location) -> list[RemoteCode]:
     if config.name == "model_index.json":
         out += _diffusers(config, doc)
     return out
+
+
+def _may_name_code(raw: bytes) -> bool:
+    """Whether ``json.loads`` could make one of the keys: spelled out, or with an escaped ASCII
+    letter (``json.dumps`` escapes only non-ASCII and control characters, so real configs and
+    tokenizers never have one)."""
+    return any(k in raw for k in _KEYS) or _ESCAPED_ASCII.search(raw) is not None
+
+
+def _large(config: Location, size: int) -> list[RemoteCode]:
+    """A JSON over the parse limit, searched in overlapping chunks for what could name code."""
+    with config.open("rb") as f:
+        tail = b""
+        while chunk := f.read(_CHUNK):
+            if _may_name_code(tail + chunk):
+                key = f"a JSON of {size} bytes (too large to read here) that may set {_NAMES}"
+                return [RemoteCode(config, key, "", False, unread=True)]
+            tail = chunk[-32:]
+    return []
 
 
 def _refs(value: Any) -> list[str]:

@@ -313,7 +313,7 @@ def _remote_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
             continue
         for ref in remote_code(as_location(path)):
             v = by_path[path]
-            _add(v, SHIPS_CODE, [ref.message(v.label)])
+            _add(v, UNVERIFIED if ref.unread else SHIPS_CODE, [ref.message(v.label)])
             module = by_path.get(path.parent / ref.module) if ref.present else None
             if module is not None:
                 _add(

@@ -24,6 +24,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ckpt_explorer.security import scan_paths
 
 
@@ -133,6 +135,45 @@ def test_an_escaped_auto_map_key_is_code_and_its_twin_is_data(tmp_path: Path) ->
     assert "\\u00e9" in (twin / "config.json").read_text()
     rc, found = _verdicts(twin)
     assert rc == 0 and {v.verdict for v in found.values()} == {"data"}
+
+
+def test_a_config_past_the_old_16_mib_limit_is_read(tmp_path: Path) -> None:
+    ext = tmp_path / "elsewhere"
+    ext.mkdir()
+    (ext / "evil_config.py").write_text(_CONFIG_MODULE)
+    model = _save(tmp_path, "model", auto_map={"AutoConfig": f"{ext}--evil_config.EvilConfig"})
+    doc = json.loads((model / "config.json").read_text())
+    doc["notes"] = "x" * (17 * 2**20)  # transformers reads a config of any size
+    (model / "config.json").write_text(json.dumps(doc, indent=2))
+    marker = tmp_path / "MARK"
+    load = (
+        "from transformers import AutoConfig\n"
+        f"AutoConfig.from_pretrained({str(model)!r}, trust_remote_code=True)\n"
+    )
+    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    assert marker.exists(), done.stderr
+    rc, found = _verdicts(model)
+    assert found["config.json"].verdict == "code" and rc == 1
+
+
+def test_a_config_too_large_to_parse_is_unverified_when_it_may_name_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckpt_explorer.security import remote_code as rc_module
+
+    monkeypatch.setattr(rc_module, "_MAX_CONFIG", 1024)
+    monkeypatch.setattr(rc_module, "_CHUNK", 256)  # searched in several chunks
+    pad = "x" * 4000
+    escaped = json.dumps({"notes": pad, "auto_map": {}}).replace('"auto_map"', '"auto\\u005fmap"')
+    (tmp_path / "config.json").write_text(escaped)
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"notes": pad, "vocab": {"\u0120a": 1}}))
+    text = (tmp_path / "config.json").read_text()
+    assert "auto_map" not in text and len(text) > 1024
+    rc, found = _verdicts(tmp_path)
+    v = found["config.json"]
+    assert v.verdict == "unverified" and rc == 1
+    assert "too large to read here" in " ".join(v.reasons)
+    assert found["tokenizer.json"].verdict == "data"
 
 
 def test_custom_pipelines_impl_is_code(tmp_path: Path) -> None:
