@@ -11,7 +11,8 @@ file is ``code``. git-lfs's own hooks and filter commands, byte for byte as git-
 them, are not. The config is read line by line as git's parser reads it (sections with
 subsections, a key on the header's line, case-insensitive names, quoted values and ``\\``
 continuations); a line that parser would not accept makes git refuse to run at all, and is
-reported as a doubt.
+reported as a doubt. The git folder may be any folder git accepts as one (``HEAD``,
+``objects/``, ``refs/``): a ``.git`` file's ``gitdir:`` line can name a folder of any name.
 """
 
 from __future__ import annotations
@@ -87,12 +88,25 @@ class GitFindings:
 
 
 def in_git_dir(path: Location) -> bool:
-    """Whether the file lies inside a ``.git`` folder."""
-    return any(p.name == ".git" for p in path.parents)
+    """Whether git could read the file as a repository's config or hook: it lies inside a
+    ``.git`` folder, or in a folder git accepts as a repository (``HEAD``, ``objects/``,
+    ``refs/``: a bare repository, or the target of a ``.git`` file's ``gitdir:`` line)."""
+    if any(p.name == ".git" for p in path.parents):
+        return True
+    if path.name in ("config", "config.worktree"):
+        return _is_git_dir(path.parent)
+    return path.parent.name == "hooks" and _is_git_dir(path.parent.parent)
+
+
+def _is_git_dir(d: Location) -> bool:
+    try:
+        return (d / "HEAD").is_file() and (d / "objects").is_dir() and (d / "refs").is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def judge_git_file(path: Location, label: str) -> GitFindings:
-    """The commands git runs from ``path``, a file inside a ``.git`` folder."""
+    """The commands git runs from ``path``, a file of a repository's git folder."""
     out = GitFindings()
     if path.parent.name == "hooks" and not path.name.endswith(".sample"):
         _hook(path, label, out)

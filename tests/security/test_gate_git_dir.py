@@ -145,3 +145,16 @@ def test_a_planted_command_beside_git_lfs_filters_is_code(tmp_path: Path) -> Non
     _git(repo, "config", "filter.lfs.smudge", "git-lfs smudge -- %f; touch x")
     rc, verdicts, _ = _verdicts(repo)
     assert verdicts[".git/config"] == "code" and rc == 1
+
+
+def test_a_git_folder_of_another_name_is_read_too(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "model")
+    (repo / ".git").rename(repo / "meta")
+    (repo / ".git").write_text("gitdir: meta\n")  # git follows the line to meta/
+    marker = tmp_path / "MARK"
+    assert _git(repo, "config", "core.fsmonitor", f"touch {marker}; false").returncode == 0
+    assert "fsmonitor" in (repo / "meta" / "config").read_text()
+    _git(repo, "status")
+    assert marker.exists()
+    rc, verdicts, _ = _verdicts(repo)
+    assert verdicts["meta/config"] == "code" and rc == 1
