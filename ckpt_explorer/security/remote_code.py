@@ -11,7 +11,9 @@ and an old ``tokenizer_config.json`` may hold that pair as ``auto_map`` itself
 ``module.py`` as a custom pipeline, and a component ``[module, Class]`` whose
 ``<component>/<module>.py`` exists loads that file; its models' configs use ``auto_map`` too.
 transformers' ``pipeline(model, trust_remote_code=True)`` imports the ``impl`` of each
-``custom_pipelines`` task of ``config.json`` the same way. A reference whose repository is a
+``custom_pipelines`` task of ``config.json`` the same way, and sentence-transformers each
+``type`` of ``modules.json`` outside its own namespace (before its 6.0, a local folder's without
+``trust_remote_code``). A reference whose repository is a
 path (``"../other--module.Class"``) is read from that folder, relative to the working directory.
 Keys are matched after JSON decoding, as the loaders' ``json.loads`` sees them
 (``"auto\\u005fmap"`` is ``auto_map``). Nothing is imported here: the JSON is read, the names are
@@ -50,6 +52,8 @@ class RemoteCode:
     def loader(self) -> str:
         if self.key.startswith("model_index"):
             return "DiffusionPipeline.from_pretrained"
+        if self.key.startswith("modules.json"):
+            return "SentenceTransformer"
         return "pipeline" if self.key.startswith("custom_pipelines") else "from_pretrained"
 
     def message(self, label: str) -> str:
@@ -76,8 +80,14 @@ class RemoteCode:
                 f"{self.module}, which is not in this folder: the loader fetches it from the Hub "
                 "repository this folder came from (not judged here)"
             )
+        older = (
+            " (sentence-transformers before 6.0: also without it, for a local folder)"
+            if flag == "SentenceTransformer"
+            else ""
+        )
         return (
-            f"{label}: {self.key} names code that {flag}(trust_remote_code=True) imports: {where}"
+            f"{label}: {self.key} names code that {flag}(trust_remote_code=True){older} "
+            f"imports: {where}"
         )
 
 
@@ -92,11 +102,14 @@ def remote_code(config: Location) -> list[RemoteCode]:
         if size > _MAX_CONFIG:
             return _large(config, size)
         raw = config.read_bytes()
-        if not _may_name_code(raw):
+        modules = config.name == "modules.json"
+        if not modules and not _may_name_code(raw):
             return []
         doc = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return []
+    if modules:
+        return _st_modules(config, doc)
     if not isinstance(doc, dict):
         return []
     out = _auto_map(config, doc.get("auto_map"))
@@ -155,6 +168,19 @@ def _custom_pipelines(config: Location, tasks: Any) -> list[RemoteCode]:
         ref = spec.get("impl") if isinstance(spec, dict) else None
         if isinstance(ref, str):
             found = _reference(config, f"custom_pipelines[{str(task)!r}].impl = {ref!r}", ref)
+            out += [found] if found else []
+    return out
+
+
+def _st_modules(config: Location, doc: Any) -> list[RemoteCode]:
+    """sentence-transformers' ``modules.json``: each module's ``type`` outside the
+    ``sentence_transformers.`` namespace is imported (``get_class_from_dynamic_module`` first,
+    then an import of the dotted path)."""
+    out = []
+    for item in doc if isinstance(doc, list) else []:
+        ref = item.get("type") if isinstance(item, dict) else None
+        if isinstance(ref, str) and not ref.startswith("sentence_transformers."):
+            found = _reference(config, f"modules.json type = {ref!r}", ref)
             out += [found] if found else []
     return out
 

@@ -269,3 +269,45 @@ def test_a_zip_of_modules_on_a_pth_path_line_is_code(tmp_path: Path) -> None:
     assert found["notes.zip"].verdict == "data" and found["arrays.npz"].verdict == "data"
     scripted = " ".join(found["scripted.pt"].reasons)
     assert "TorchScript" in scripted and "zip holding Python modules" not in scripted
+
+
+_ST_MODULE = textwrap.dedent(
+    """
+    import os
+
+    open(os.environ["CKPT_MARK"], "w").close()
+    """
+)
+
+
+def test_a_sentence_transformers_module_type_is_code(tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    ext = tmp_path / "elsewhere"
+    ext.mkdir()
+    (ext / "evil_layer.py").write_text(_ST_MODULE)
+    model = tmp_path / "model"
+    save = (
+        "from sentence_transformers import SentenceTransformer, models\n"
+        f"SentenceTransformer(modules=[models.Dense(4, 4)]).save({str(model)!r})\n"
+    )
+    done = _child(tmp_path, save)
+    assert done.returncode == 0, done.stderr
+    rc, found = _verdicts(model)  # the twin: what the real writer wrote
+    assert rc == 0 and {v.verdict for v in found.values()} == {"data"}
+
+    doc = json.loads((model / "modules.json").read_text())
+    assert doc[0]["type"].startswith("sentence_transformers.")
+    doc[0]["type"] = f"{ext}--evil_layer.EvilLayer"
+    (model / "modules.json").write_text(json.dumps(doc, indent=2))
+    marker = tmp_path / "MARK"
+    load = (
+        "from sentence_transformers import SentenceTransformer\n"
+        f"SentenceTransformer({str(model)!r}, trust_remote_code=True)\n"
+    )
+    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    assert marker.exists(), done.stderr  # the module was imported (the class is not there)
+    rc, found = _verdicts(model)
+    v = found["modules.json"]
+    assert v.verdict == "code" and rc == 1
+    said = " ".join(v.reasons)
+    assert "SentenceTransformer(trust_remote_code=True)" in said and "evil_layer.py" in said
