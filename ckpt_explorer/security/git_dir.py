@@ -139,7 +139,7 @@ def _config(path: Location, label: str, out: GitFindings) -> None:
         out.doubts.append(f"{label}: a git config that cannot be read ({e})")
         return
     section, sub = "", ""
-    lines = text.splitlines()
+    lines = text.removeprefix("\ufeff").splitlines()  # git skips a UTF-8 BOM
     i = 0
     while i < len(lines):
         line = lines[i]

@@ -67,6 +67,9 @@ _CONFIGS = {
     "fsmonitor_continued": ("[core]\n\tfsmonitor = touch \\\n{m}; false\n", ["status"]),
     "bang_alias": ("[alias]\n\tst = !touch {m}\n", ["st"]),
     "include": ("[include]\n\tpath = extra.cfg\n", ["status"]),
+    "bom": ('\ufeff[core]\n\tfsmonitor = "touch {m}; false"\n', ["status"]),
+    "clean_filter": ('[filter "x"]\n\tclean = "touch {m}; cat"\n', ["add", "-A"]),
+    "textconv": ('[diff "x"]\n\ttextconv = "touch {m}; cat"\n', ["diff", "HEAD"]),
 }
 
 
@@ -75,8 +78,17 @@ def test_a_git_config_command_is_code(tmp_path: Path, case: str) -> None:
     repo = _repo(tmp_path / "model")
     marker = tmp_path / "MARK"
     text, command = _CONFIGS[case]
-    with open(repo / ".git" / "config", "a") as f:
-        f.write(text.format(m=marker))
+    config = repo / ".git" / "config"
+    if case == "bom":  # the whole file begins with the mark
+        config.write_text(text.format(m=marker) + config.read_text())
+    else:
+        with open(config, "a") as f:
+            f.write(text.format(m=marker))
+    if case in ("clean_filter", "textconv"):  # the attribute that applies the driver
+        (repo / ".gitattributes").write_text(
+            f"*.json {'filter' if case == 'clean_filter' else 'diff'}=x\n"
+        )
+        (repo / "config.json").write_text('{"model_type": "llama"}\n')
     if case == "include":  # the included file sets the command
         (repo / ".git" / "extra.cfg").write_text(f"[core]\n\tfsmonitor = touch {marker}; false\n")
     _git(repo, *command)
