@@ -170,3 +170,24 @@ def test_a_git_folder_of_another_name_is_read_too(tmp_path: Path) -> None:
     assert marker.exists()
     rc, verdicts, _ = _verdicts(repo)
     assert verdicts["meta/config"] == "code" and rc == 1
+
+
+def test_a_git_file_pointing_out_of_the_folder_is_unverified(tmp_path: Path) -> None:
+    outside = _repo(tmp_path / "outside")
+    marker = tmp_path / "MARK"
+    _git(outside, "config", "core.fsmonitor", f"touch {marker}; false")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "gpt2"}\n')
+    (model / ".git").write_text(f"gitdir: {outside / '.git'}\n")
+    _git(model, "status")
+    assert marker.exists()  # git followed the line and ran the other repository's command
+    rc, verdicts, reasons = _verdicts(model)
+    assert verdicts[".git"] == "unverified" and rc == 1
+    assert "gitdir:" in reasons[".git"] and "outside the scanned folder" in reasons[".git"]
+    # inside the folder: judged there, the pointer itself is data
+    (model / ".git").unlink()
+    (outside / ".git").rename(model / "meta")
+    (model / ".git").write_text("gitdir: meta\n")
+    rc, verdicts, _ = _verdicts(model)
+    assert verdicts[".git"] == "data" and verdicts["meta/config"] == "code"
