@@ -6,6 +6,8 @@
 * mmengine's ``last_checkpoint``: ``find_latest_checkpoint`` returns its stripped text and
   the runner resumes from that path as it is (mmengine writes an absolute path into the work
   dir; a relative one is taken relative to the pointer's folder here);
+* a ``.git`` *file* (a submodule's or worktree's): git reads ``gitdir: <path>`` (relative to
+  the file's folder) and runs the commands that folder's ``config`` and ``hooks/`` name;
 * sharded index files (``*.index.json``): accelerate's ``load_checkpoint_in_model`` loads
   ``os.path.join(<index folder>, shard)`` for every ``weight_map`` value (or every value, when
   the index is the map itself) without checking them; transformers refuses absolute and
@@ -58,6 +60,9 @@ def pointers_out(path: Path, roots: list[str]) -> list[Pointer]:
                  for t in tags]  # fmt: skip
     elif name == "last_checkpoint":
         found = [_mmengine(path, t, roots) for t in _text(path)]
+    elif name == ".git":
+        loader = "git (a .git file's gitdir: line: it reads that folder's config and hooks)"
+        found = [_out(path, loader, t[8:], roots) for t in _text(path) if t.startswith("gitdir: ")]
     elif name.endswith(".index.json"):
         found = [
             _out(path, "accelerate's load_checkpoint_in_model (a shard of this index)", s, roots)

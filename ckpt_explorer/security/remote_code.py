@@ -10,18 +10,30 @@ and an old ``tokenizer_config.json`` may hold that pair as ``auto_map`` itself
 ``model_index.json``: ``_class_name`` given as ``[module, Class]`` loads the folder's
 ``module.py`` as a custom pipeline, and a component ``[module, Class]`` whose
 ``<component>/<module>.py`` exists loads that file; its models' configs use ``auto_map`` too.
-Nothing is imported here: the JSON is read, the names are joined as the loaders join them.
+transformers' ``pipeline(model, trust_remote_code=True)`` imports the ``impl`` of each
+``custom_pipelines`` task of ``config.json`` the same way, and sentence-transformers each
+``type`` of ``modules.json`` outside its own namespace (before its 6.0, a local folder's without
+``trust_remote_code``). A reference whose repository is a
+path (``"../other--module.Class"``) is read from that folder, relative to the working directory.
+Keys are matched after JSON decoding, as the loaders' ``json.loads`` sees them
+(``"auto\\u005fmap"`` is ``auto_map``). Nothing is imported here: the JSON is read, the names are
+joined as the loaders join them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..io.location import Location, as_location
 
-_MAX_CONFIG = 16 * 2**20  # configs are small; a bigger JSON is not a config
+_MAX_CONFIG = 64 * 2**20  # parsed whole up to this (the placer parses JSON as large)
+_CHUNK = 1 << 20
+_KEYS = (b"auto_map", b"_class_name", b"custom_pipelines")
+_NAMES = "auto_map, custom_pipelines or _class_name"
+_ESCAPED_ASCII = re.compile(rb"\\u00[4-7][0-9a-fA-F]")
 
 
 @dataclass(frozen=True)
@@ -34,11 +46,29 @@ class RemoteCode:
     module: str  # e.g. "modeling_tiny.py" or "unet/my_unet.py"
     present: bool
     hub_repo: str = ""  # the other Hub repository it is fetched from ("repo--module.Class")
+    unread: bool = False  # a config too large to read here that may name code
+
+    @property
+    def loader(self) -> str:
+        if self.key.startswith("model_index"):
+            return "DiffusionPipeline.from_pretrained"
+        if self.key.startswith("modules.json"):
+            return "SentenceTransformer"
+        return "pipeline" if self.key.startswith("custom_pipelines") else "from_pretrained"
 
     def message(self, label: str) -> str:
-        diffusers = self.key.startswith("model_index")
-        flag = "DiffusionPipeline.from_pretrained" if diffusers else "from_pretrained"
-        if self.hub_repo:
+        if self.unread:
+            return (
+                f"{label}: {self.key}: from_pretrained / pipeline(trust_remote_code=True) read "
+                "it whole and may import the code it names"
+            )
+        flag = self.loader
+        if self.hub_repo and _is_path(self.hub_repo):
+            where = (
+                f"{self.module} of the folder {self.hub_repo} (a path, read relative to the "
+                "working directory; outside this folder, so not judged here)"
+            )
+        elif self.hub_repo:
             where = (
                 f"{self.module} of the Hub repository {self.hub_repo} (downloaded and imported; "
                 "not in this folder, so not judged here)"
@@ -50,29 +80,62 @@ class RemoteCode:
                 f"{self.module}, which is not in this folder: the loader fetches it from the Hub "
                 "repository this folder came from (not judged here)"
             )
+        older = (
+            " (sentence-transformers before 6.0: also without it, for a local folder)"
+            if flag == "SentenceTransformer"
+            else ""
+        )
         return (
-            f"{label}: {self.key} names code that {flag}(trust_remote_code=True) imports: {where}"
+            f"{label}: {self.key} names code that {flag}(trust_remote_code=True){older} "
+            f"imports: {where}"
         )
 
 
 def remote_code(config: Location) -> list[RemoteCode]:
-    """The code references of one JSON file (none when it is not a config that names code)."""
+    """The code references of one JSON file (none when it is not a config that names code).
+
+    The loaders read a config of any size; one too large to parse here that may spell a key is
+    returned as a single reference with ``unread`` set (the caller makes it unverified)."""
     config = as_location(config)
     try:
-        if config.stat().st_size > _MAX_CONFIG:
-            return []
+        size = config.stat().st_size
+        if size > _MAX_CONFIG:
+            return _large(config, size)
         raw = config.read_bytes()
-        if b"auto_map" not in raw and b"_class_name" not in raw:
+        modules = config.name == "modules.json"
+        if not modules and not _may_name_code(raw):
             return []
         doc = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return []
+    if modules:
+        return _st_modules(config, doc)
     if not isinstance(doc, dict):
         return []
     out = _auto_map(config, doc.get("auto_map"))
+    out += _custom_pipelines(config, doc.get("custom_pipelines"))
     if config.name == "model_index.json":
         out += _diffusers(config, doc)
     return out
+
+
+def _may_name_code(raw: bytes) -> bool:
+    """Whether ``json.loads`` could make one of the keys: spelled out, or with an escaped ASCII
+    letter (``json.dumps`` escapes only non-ASCII and control characters, so real configs and
+    tokenizers never have one)."""
+    return any(k in raw for k in _KEYS) or _ESCAPED_ASCII.search(raw) is not None
+
+
+def _large(config: Location, size: int) -> list[RemoteCode]:
+    """A JSON over the parse limit, searched in overlapping chunks for what could name code."""
+    with config.open("rb") as f:
+        tail = b""
+        while chunk := f.read(_CHUNK):
+            if _may_name_code(tail + chunk):
+                key = f"a JSON of {size} bytes (too large to read here) that may set {_NAMES}"
+                return [RemoteCode(config, key, "", False, unread=True)]
+            tail = chunk[-32:]
+    return []
 
 
 def _refs(value: Any) -> list[str]:
@@ -91,16 +154,51 @@ def _auto_map(config: Location, auto_map: Any) -> list[RemoteCode]:
     out = []
     for cls, value in auto_map.items():
         for ref in _refs(value):
-            repo, _, local = ref.rpartition("--") if "--" in ref else ("", "", ref)
-            module = local.split(".")[0]
-            if not module:
-                continue
-            key = f"auto_map[{str(cls)!r}] = {ref!r}"
-            file = f"{module}.py"
-            out.append(
-                RemoteCode(config, key, file, not repo and _exists(config, file), hub_repo=repo)
-            )
+            found = _reference(config, f"auto_map[{str(cls)!r}] = {ref!r}", ref)
+            out += [found] if found else []
     return out
+
+
+def _custom_pipelines(config: Location, tasks: Any) -> list[RemoteCode]:
+    """``{"task": {"impl": "module.Class", ...}}``: ``pipeline`` imports each ``impl``."""
+    if not isinstance(tasks, dict):
+        return []
+    out = []
+    for task, spec in tasks.items():
+        ref = spec.get("impl") if isinstance(spec, dict) else None
+        if isinstance(ref, str):
+            found = _reference(config, f"custom_pipelines[{str(task)!r}].impl = {ref!r}", ref)
+            out += [found] if found else []
+    return out
+
+
+def _st_modules(config: Location, doc: Any) -> list[RemoteCode]:
+    """sentence-transformers' ``modules.json``: each module's ``type`` outside the
+    ``sentence_transformers.`` namespace is imported (``get_class_from_dynamic_module`` first,
+    then an import of the dotted path)."""
+    out = []
+    for item in doc if isinstance(doc, list) else []:
+        ref = item.get("type") if isinstance(item, dict) else None
+        if isinstance(ref, str) and not ref.startswith("sentence_transformers."):
+            found = _reference(config, f"modules.json type = {ref!r}", ref)
+            out += [found] if found else []
+    return out
+
+
+def _reference(config: Location, key: str, ref: str) -> RemoteCode | None:
+    """``"module.Class"`` or ``"repo--module.Class"``, split as transformers splits it."""
+    repo, _, local = ref.rpartition("--") if "--" in ref else ("", "", ref)
+    module = local.split(".")[0]
+    if not module:
+        return None
+    file = f"{module}.py"
+    return RemoteCode(config, key, file, not repo and _exists(config, file), hub_repo=repo)
+
+
+def _is_path(repo: str) -> bool:
+    """A repository reference that is a folder path (transformers tries ``os.path.isdir``
+    first), not a Hub id ``owner/name``."""
+    return repo.startswith(("/", ".", "~")) or repo.count("/") > 1 or "\\" in repo
 
 
 def _diffusers(config: Location, doc: dict[str, Any]) -> list[RemoteCode]:

@@ -4,7 +4,8 @@ Files are judged by content (:func:`.judge.judge_file`); folders add what only t
 items of a DCP folder's ``.distcp`` files (located by its ``.metadata``, :mod:`.dcp_items`),
 Python modules and site ``.pth`` files (:mod:`.shadowing`: ``unsafe`` when they shadow what the
 loads import, else ``code``), configs naming ``trust_remote_code`` modules
-(:mod:`.remote_code`: ``code``), pointer files and links that loaders follow out of the scanned
+(:mod:`.remote_code`: ``code``), a ``.git`` folder's commands and hooks (:mod:`.git_dir`:
+``code``), pointer files and links that loaders follow out of the scanned
 root (:mod:`.pointers`, :mod:`.tree`: ``unverified``). The gate fails closed: exit 0 only when every file is ``safe`` or
 ``data`` (``code`` passes with ``allow_code``, ``unverified`` with ``allow_unverified``).
 """
@@ -22,6 +23,7 @@ from ..finding import Finding
 from ..io.location import Location, as_location
 from ..view import CheckpointView
 from .dcp_items import read_plan
+from .git_dir import in_git_dir, judge_git_file
 from .judge import (
     CODE,
     CONTAINER,
@@ -180,6 +182,7 @@ def scan_paths(
             by_path[link.path] = v
     _folder_code(tree, by_path, root, [p for p in given if isinstance(p, Path) and p.is_dir()])
     _remote_code(tree, by_path)
+    _git_code(tree, by_path)
     _pointers(tree, by_path, _roots(given))
     report.verdicts = sorted(by_path.values(), key=lambda v: str(v.path))
     report.seconds = time.perf_counter() - start
@@ -305,14 +308,15 @@ def _shadowing(
 
 
 def _remote_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
-    """Configs whose ``auto_map`` (or diffusers' ``model_index.json``) names code that
-    ``from_pretrained(trust_remote_code=True)`` imports: the config and the module are code."""
+    """Configs whose ``auto_map``, ``custom_pipelines`` (or diffusers' ``model_index.json``)
+    name code that ``from_pretrained`` / ``pipeline(trust_remote_code=True)`` imports: the
+    config and the module are code."""
     for path in tree.files:
         if not path.name.endswith(".json") or path not in by_path:
             continue
         for ref in remote_code(as_location(path)):
             v = by_path[path]
-            _add(v, SHIPS_CODE, [ref.message(v.label)])
+            _add(v, UNVERIFIED if ref.unread else SHIPS_CODE, [ref.message(v.label)])
             module = by_path.get(path.parent / ref.module) if ref.present else None
             if module is not None:
                 _add(
@@ -320,9 +324,22 @@ def _remote_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
                     SHIPS_CODE,
                     [
                         f"{module.label}: {path.name}'s {ref.key} names it: "
-                        "from_pretrained(trust_remote_code=True) imports it and runs its code"
+                        f"{ref.loader}(trust_remote_code=True) imports it and runs its code"
                     ],
                 )
+
+
+def _git_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
+    """A ``.git`` folder's config keys and hooks that git runs as commands: code."""
+    for path in tree.files:
+        v = by_path.get(path)
+        if v is None or not in_git_dir(as_location(path)):
+            continue
+        found = judge_git_file(as_location(path), v.label)
+        if found.code:
+            _add(v, SHIPS_CODE, found.code)
+        if found.doubts:
+            _add(v, UNVERIFIED, found.doubts)
 
 
 def _pointers(tree: Tree, by_path: dict[AnyPath, FileVerdict], roots: list[str]) -> None:

@@ -4,7 +4,8 @@ A canonical archive (:mod:`.zip_check`: torch's reader and Python's ``zipfile`` 
 members) has each member judged once; any other is never safe, and every member that either
 reader exposes is judged anyway, so that a payload is still named. torch's own use of the
 archive adds what it alone does: ``<archive>/data.pkl`` through its unpickler (name map,
-``weights_only``), ``constants.pkl`` handing the file to ``torch.jit.load`` (its code: verdict ``code``); ``torch.export``
+``weights_only``), ``constants.pkl`` handing the file to ``torch.jit.load`` (its code: verdict ``code``), the
+Python modules of a ``torch.package`` archive (``PackageImporter`` imports them: ``code``); ``torch.export``
 archives load ``custom_obj_*`` constants with TorchScript's unpickler. Storage records
 (``<archive>/data/<key>`` beside a ``data.pkl``) are raw tensor bytes that no loader unpickles:
 only their first bytes are looked at, for numpy's ``.npz`` reading of any member that starts
@@ -61,7 +62,27 @@ def judge_zip(
         out.add(_torch_members(buf, start, end, where, scope, depth, judge, layout, seen))
     if layout.python is not None and not layout.canonical:
         out.add(_python_members(buf, start, end, where, scope, depth, judge, layout, seen))
+    shipped = ("TorchScript archive", "torch.package archive")
+    modules = _zipimport_modules(layout) if depth == 0 else []
+    if modules and not any(f in shipped for f in out.formats):
+        shown = ", ".join(modules[:4]) + (
+            f" and {len(modules) - 4} more" if len(modules) > 4 else ""
+        )
+        out.code.append(
+            f"{where}: a zip holding Python modules ({shown}): once the archive is on sys.path "
+            "(a .pth path line naming it, PYTHONPATH), zipimport imports them for any import "
+            "of their names, such as the optional imports a library's start-up tries"
+        )
     return out
+
+
+def _zipimport_modules(layout: ZipLayout) -> list[str]:
+    """Members ``zipimport`` would import (``.py`` / ``.pyc``), as either reader lists them."""
+    names = (
+        {e.name.decode("utf-8", "replace") for e in layout.miniz.entries} if layout.miniz else set()
+    )
+    names |= {i.filename for i in layout.python or []}
+    return sorted(n for n in names if n.endswith((".py", ".pyc")))
 
 
 def _torch_members(
@@ -93,6 +114,16 @@ def _torch_members(
             f"{where}: a TorchScript archive: torch.jit.load (and torch.load(weights_only=False), "
             "which hands it to torch.jit.load) runs the TorchScript code it holds (code/)"
         )
+    modules = _package_modules(arch, names)
+    if modules:
+        shown = ", ".join(m.decode("utf-8", "replace") for m in modules[:4])
+        more = f" and {len(modules) - 4} more" if len(modules) > 4 else ""
+        out.code.append(
+            f"{where}: a torch.package archive shipping Python modules ({shown}{more}): "
+            "PackageImporter.import_module runs them, and load_pickle imports those its "
+            "pickles name"
+        )
+        out.formats.append("torch.package archive")
     if arch and arch + b"/archive_format" in names:
         out.notes.append(f"{where}: a torch.export archive (.pt2)")
         out.formats.append("torch.export archive")
@@ -148,6 +179,21 @@ def _torch_members(
                 top=is_pkl and depth == 0,
             )
         )
+    return out
+
+
+def _package_modules(arch: bytes, names: set[bytes]) -> list[bytes]:
+    """The Python modules of a ``torch.package`` archive (one holding
+    ``.data/extern_modules``, which ``PackageImporter`` requires): every record ending in
+    ``.py``, except under a folder inside ``.data/`` (as ``PackageImporter._add_file`` skips)."""
+    if not arch or arch + b"/.data/extern_modules" not in names:
+        return []
+    out = []
+    for name in sorted(names):
+        rest = name[len(arch) + 1 :] if name.startswith(arch + b"/") else name
+        parts = rest.split(b"/")
+        if parts[-1].endswith(b".py") and not (len(parts) > 2 and parts[0] == b".data"):
+            out.append(rest)
     return out
 
 
