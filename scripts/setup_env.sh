@@ -105,5 +105,9 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/llmcompressor" \
       "llmcompressor==0.14.0.1" "datasets==5.2.0" "pyarrow==26.0.1" "dill==0.4.1" \
       "multiprocess==0.70.19" "xxhash==4.1.0"
+  # sentence-transformers (the gate's modules.json consumer) in a side folder put on the
+  # PYTHONPATH of one test's children only: transformers probes for scikit-learn
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/sbert" \
+      "sentence-transformers==6.2.0" "scipy==1.16.3" "scikit-learn==1.7.2" "threadpoolctl==3.6.0"
 fi
 echo "$stamp_key" > "$VENV/.ckpt_explorer_stamp"

@@ -122,7 +122,7 @@ def test_an_escaped_auto_map_key_is_code_and_its_twin_is_data(tmp_path: Path) ->
     assert '"auto_map"' not in (model / "config.json").read_text()
     marker = tmp_path / "MARK"
     load = f"from transformers import AutoConfig; AutoConfig.from_pretrained({str(model)!r}, trust_remote_code=True)"
-    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    done = _child(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
     assert marker.exists(), done.stderr  # transformers decoded the key and imported the module
 
     rc, found = _verdicts(model)
@@ -150,7 +150,7 @@ def test_a_config_past_the_old_16_mib_limit_is_read(tmp_path: Path) -> None:
         "from transformers import AutoConfig\n"
         f"AutoConfig.from_pretrained({str(model)!r}, trust_remote_code=True)\n"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    done = _child(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
     assert marker.exists(), done.stderr
     rc, found = _verdicts(model)
     assert found["config.json"].verdict == "code" and rc == 1
@@ -188,7 +188,7 @@ def test_custom_pipelines_impl_is_code(tmp_path: Path) -> None:
         "from transformers import pipeline\n"
         f"pipeline(model={str(model)!r}, trust_remote_code=True)\n"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    done = _child(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
     assert marker.exists(), done.stderr  # pipeline imported the impl's module
 
     rc, found = _verdicts(model)
@@ -280,8 +280,23 @@ _ST_MODULE = textwrap.dedent(
 )
 
 
+def _sbert_side() -> str:
+    """The side folder scripts/setup_env.sh installs sentence-transformers into."""
+    for c in (
+        os.environ.get("CKPT_SBERT_SIDE", ""),
+        os.path.join(sys.prefix, "side", "sbert"),
+        str(Path(__file__).resolve().parents[2] / ".venv" / "side" / "sbert"),
+    ):
+        if c and os.path.isdir(os.path.join(c, "sentence_transformers")):
+            return c
+    raise RuntimeError("no sentence-transformers side folder: run scripts/setup_env.sh")
+
+
 def test_a_sentence_transformers_module_type_is_code(tmp_path: Path) -> None:
-    pytest.importorskip("sentence_transformers")
+    # sentence-transformers (and the scipy / scikit-learn it imports) live in a side folder:
+    # transformers probes for scikit-learn when it is importable
+    side = _sbert_side()
+    sbert_path = os.pathsep.join(x for x in (side, os.environ.get("PYTHONPATH", "")) if x)
     ext = tmp_path / "elsewhere"
     ext.mkdir()
     (ext / "evil_layer.py").write_text(_ST_MODULE)
@@ -290,7 +305,7 @@ def test_a_sentence_transformers_module_type_is_code(tmp_path: Path) -> None:
         "from sentence_transformers import SentenceTransformer, models\n"
         f"SentenceTransformer(modules=[models.Dense(4, 4)]).save({str(model)!r})\n"
     )
-    done = _child(tmp_path, save)
+    done = _child(tmp_path, save, PYTHONPATH=sbert_path)
     assert done.returncode == 0, done.stderr
     rc, found = _verdicts(model)  # the twin: what the real writer wrote
     assert rc == 0 and {v.verdict for v in found.values()} == {"data"}
@@ -304,7 +319,7 @@ def test_a_sentence_transformers_module_type_is_code(tmp_path: Path) -> None:
         "from sentence_transformers import SentenceTransformer\n"
         f"SentenceTransformer({str(model)!r}, trust_remote_code=True)\n"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    done = _child(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
     assert marker.exists(), done.stderr  # the module was imported (the class is not there)
     rc, found = _verdicts(model)
     v = found["modules.json"]
