@@ -105,11 +105,46 @@ CONSUMERS: tuple[Consumer, ...] = (
     ),
     Consumer(
         "from_pretrained",
-        "config.json, weights (safetensors, or pytorch_model.bin by torch.load); with "
-        "trust_remote_code, the modules auto_map (or diffusers' model_index.json) names are "
-        "imported from the folder; a sharded index names the weight files",
+        "config.json (keys read after JSON decoding, a config of any size), weights "
+        "(safetensors, or pytorch_model.bin by torch.load); with trust_remote_code, the "
+        "modules auto_map (or diffusers' model_index.json) names are imported from the folder; "
+        "a sharded index names the weight files",
         ("views.judge_region", "views_misc.judge_safetensors_values"),
         ("scan", "known_formats", "remote_code", "pointers"),
+    ),
+    Consumer(
+        "transformers pipeline",
+        "config.json custom_pipelines[task].impl (module.Class, or repo--module.Class / "
+        "path--module.Class) imported with trust_remote_code",
+        (),
+        ("remote_code", "scan"),
+    ),
+    Consumer(
+        "SentenceTransformer",
+        "modules.json types outside sentence_transformers.* imported (from the folder, another "
+        "folder or Hub repo, else a dotted import); with trust_remote_code since 6.0, implicit "
+        "for a local folder before",
+        (),
+        ("remote_code", "scan"),
+    ),
+    Consumer(
+        "torch.package PackageImporter",
+        "a zip with .data/extern_modules: its .py records are modules import_module runs; "
+        "load_pickle imports the classes its pickles name",
+        ("views_zip.judge_zip",),
+        ("zip_miniz", "pickle_machine"),
+    ),
+    Consumer(
+        "zipimport",
+        "a zip on sys.path (a .pth path line, PYTHONPATH): its .py / .pyc members import",
+        ("views_zip.judge_zip",),
+    ),
+    Consumer(
+        "git",
+        "a .git folder, the folder a .git file's gitdir: line names, or a bare repository: "
+        "config keys that are commands and hooks/ run on git commands in the folder",
+        (),
+        ("git_dir", "pointers", "scan"),
     ),
     Consumer(
         "ColossalAI optimizer load",
