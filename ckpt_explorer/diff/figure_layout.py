@@ -1,7 +1,7 @@
 """The diff figures' one declaration: the partial sums each chunk pair yields and the figures
-derived from them, read by the compiled kernels (generated from here into ``_numba_pair.py``
-by ``scripts/diff_kernels.py``), the torch path (:class:`.stats.ChunkStats`), the merge across
-chunks (:class:`.stats.Sums`) and the report's rows.
+derived from them, read by the compiled kernels (their source is written from here at run time
+by :mod:`.pair_source`), the torch path (:class:`.stats.ChunkStats`), the merge across chunks
+(:class:`.stats.Sums`), the report's rows (:class:`.rows.TensorDiff`) and its tables.
 
 A partial is a float64 sum (``sum``), an integer count (``count``) or a maximum (``max``) over
 the positions finite on both sides. ``term`` is its contribution of one such position, a
@@ -13,8 +13,11 @@ Python expression of ``x`` and ``y`` (the two values, float64), ``d = y - x``, `
 and Inf counts, finite positions). ``identical`` says which value partial of
 :func:`.kernel.value_partials` a chunk whose two sides hold the same bytes takes (None: 0).
 
-To add a figure: one :class:`Partial` if it needs a new sum, one :class:`Figure`, a typed field
-of the same name in ``rows.TensorDiff``, then ``python scripts/diff_kernels.py``.
+To add a figure: one :class:`Figure` in ``FIGURES``, holding its own :class:`Partial` when it
+needs a new sum (``partial``; sums several figures read stand in ``SHARED_PARTIALS``). Nothing
+else: the kernels follow the layout, the row keeps a figure without a typed field in
+``TensorDiff.more_figures`` and emits it among the others (``--json``, frames, CSV), and a
+figure with a ``column`` shows in the CLI's table and the dashboard's Compare table.
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ def _nonzero(c: Chunk) -> torch.Tensor:
     return torch.count_nonzero(c.D).to(torch.float64)
 
 
-PARTIALS: tuple[Partial, ...] = (
+# the partial sums several figures read; a sum of one figure's own stands in its entry
+SHARED_PARTIALS: tuple[Partial, ...] = (
     Partial("max_abs", "max", "ad", lambda c: c.D.max()),
     Partial("sum_abs", "sum", "ad", lambda c: c.D.sum()),
     Partial("aa", "sum", "x * x", lambda c: c.aa, identical="sq"),
@@ -90,23 +94,53 @@ PARTIALS: tuple[Partial, ...] = (
     Partial("inf_b", "count", identical="inf"),
     Partial("count", "count", identical="finite"),
     Partial("ds", "sum", "d * (x + y)", lambda c: _dot(c.D, c.S), signed=True),
-    Partial("differ", "count", "d != 0.0", _nonzero, mismatch=True),
 )
-SLOT = {p.name: i for i, p in enumerate(PARTIALS)}
 # the kernels' bookkeeping: a partial without a term is one of these
 BOOKKEEPING = ("nan_a", "nan_b", "inf_a", "inf_b", "count")
-assert {p.name for p in PARTIALS if p.term is None} == set(BOOKKEEPING)
+
+
+def general(x: Any) -> str:
+    """A figure in the CLI's table: 3 significant digits, ``-`` when undefined."""
+    return "-" if x is None else f"{x:.3g}"
+
+
+def whole(x: Any) -> str:
+    """A count in the CLI's table."""
+    return "-" if x is None else str(x)
+
+
+def fmt_one_minus_cos(x: float | None) -> str:
+    """1 - cos in scientific notation (``1.2e-08``; ``0`` when parallel): one step apart cos
+    is 1 - 1e-8, which a fixed number of digits would print as 1.0000."""
+    if x is None:
+        return "-"
+    return "0" if x == 0 else f"{x:.2g}" if x >= 1e-3 else f"{x:.1e}"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A figure shown as a column of the tables of differing tensors (the CLI's and the
+    dashboard's Compare table), the columns in ``rank`` order: ``header`` heads it in the CLI,
+    which writes each value with ``text`` (the dashboard shows the value, headed by the
+    figure's name)."""
+
+    rank: int
+    header: str
+    text: Callable[[Any], str] = general
 
 
 @dataclass(frozen=True)
 class Figure:
-    """One figure of a tensor pair: ``derive`` from the merged partials (by name), and its
-    value for a pair whose bytes are identical (no float work is done for one)."""
+    """One figure of a tensor pair: ``derive`` from the merged partials (by name), its value
+    for a pair whose bytes are identical (no float work is done for one), its table column if
+    any, and the partial sum it alone reads if any."""
 
     name: str
     derive: Callable[[dict[str, Any]], Any]
     identical: Any = None
     doc: str = ""
+    column: Column | None = None
+    partial: Partial | None = None  # a sum only this figure reads
 
 
 def _norms(s: dict[str, Any]) -> tuple[float, float, float]:
@@ -138,21 +172,50 @@ def _one_minus_cos(s: dict[str, Any]) -> float | None:
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("max_abs", lambda s: s["max_abs"], 0.0, "max |b - a|"),
+    Figure("max_abs", lambda s: s["max_abs"], 0.0, "max |b - a|", Column(1, "max|a-b|")),
     Figure(
         "mean_abs", lambda s: s["sum_abs"] / s["count"] if s["count"] else 0.0, 0.0, "mean |b - a|"
     ),
-    Figure("rel_l2", _rel_l2, 0.0, "||b - a|| / ||a||"),
+    Figure("rel_l2", _rel_l2, 0.0, "||b - a|| / ||a||", Column(0, "rel_l2")),
     Figure("cosine", _cosine, None, "cos(a, b)"),
-    Figure("one_minus_cos", _one_minus_cos, None, "1 - cos(a, b), without cancellation"),
+    Figure(
+        "one_minus_cos",
+        _one_minus_cos,
+        None,
+        "1 - cos(a, b), without cancellation",
+        Column(2, "1−cos", fmt_one_minus_cos),
+    ),
     Figure("diff_l2", lambda s: _norms(s)[2], 0.0, "||b - a||"),
-    Figure("n_outside", lambda s: s["outside"], 0, "elements beyond atol + rtol * |a|"),
+    Figure(
+        "n_outside",
+        lambda s: s["outside"],
+        0,
+        "elements beyond atol + rtol * |a|",
+        Column(3, "outside", whole),
+    ),
     Figure("nan_a", lambda s: s["nan_a"], None, "NaN elements of a"),
     Figure("nan_b", lambda s: s["nan_b"], None, "NaN elements of b"),
     Figure("inf_a", lambda s: s["inf_a"], None, "±Inf elements of a"),
     Figure("inf_b", lambda s: s["inf_b"], None, "±Inf elements of b"),
     Figure("norm_a", lambda s: _norms(s)[0], None, "||a|| (finite elements)"),
     Figure("norm_b", lambda s: _norms(s)[1], None, "||b|| (finite elements)"),
-    Figure("n_differ", lambda s: s["differ"], 0, "elements whose values differ at all"),
+    Figure(
+        "n_differ",
+        lambda s: s["differ"],
+        0,
+        "elements whose values differ at all",
+        partial=Partial("differ", "count", "d != 0.0", _nonzero, mismatch=True),
+    ),
 )
 FIGURE_NAMES = tuple(f.name for f in FIGURES)
+# every partial, in slot order: the shared ones, then the figures' own in figure order
+PARTIALS: tuple[Partial, ...] = SHARED_PARTIALS + tuple(
+    f.partial for f in FIGURES if f.partial is not None
+)
+SLOT = {p.name: i for i, p in enumerate(PARTIALS)}
+# the figures shown as table columns, in column order
+COLUMNS: tuple[Figure, ...] = tuple(
+    sorted((f for f in FIGURES if f.column), key=lambda f: f.column.rank if f.column else 0)
+)
+assert {p.name for p in PARTIALS if p.term is None} == set(BOOKKEEPING)
+assert len(SLOT) == len(PARTIALS) and len(set(FIGURE_NAMES)) == len(FIGURES)

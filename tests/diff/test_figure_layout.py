@@ -18,9 +18,9 @@ from safetensors.torch import save_file
 
 from ckpt_explorer import open_checkpoint
 from ckpt_explorer.cli import main
-from ckpt_explorer.diff import kernel
+from ckpt_explorer.diff import kernel, pair_source
 from ckpt_explorer.diff.engine import Engine, plan_pairs
-from ckpt_explorer.diff.figure_layout import FIGURE_NAMES, FIGURES, PARTIALS
+from ckpt_explorer.diff.figure_layout import FIGURE_NAMES, FIGURES, PARTIALS, Partial
 from ckpt_explorer.diff.rows import TensorDiff
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,35 +110,78 @@ def test_n_differ_in_the_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_the_row_carries_the_layout_figures_in_order() -> None:
+    """The typed figure fields stand together in the layout's order, and a row's dict holds
+    every figure of the layout (typed or not) in the layout's order where they stand."""
     names = [f.name for f in fields(TensorDiff)]
-    start = names.index(FIGURE_NAMES[0])
-    assert tuple(names[start : start + len(FIGURE_NAMES)]) == FIGURE_NAMES
+    typed = [n for n in names if n in FIGURE_NAMES]
+    start = names.index(typed[0])
+    assert names[start : start + len(typed)] == typed
+    assert typed == [n for n in FIGURE_NAMES if n in typed]
+    keys = list(TensorDiff("w", "changed").to_dict())
+    start = keys.index(FIGURE_NAMES[0])
+    assert tuple(keys[start : start + len(FIGURE_NAMES)]) == FIGURE_NAMES
+    assert keys[:start] == names[: names.index(typed[0])]
     assert len({p.name for p in PARTIALS}) == len(PARTIALS)
     assert len(set(FIGURE_NAMES)) == len(FIGURES)
 
 
-def test_the_compiled_kernels_are_generated_from_the_layout() -> None:
+def test_the_compiled_kernels_are_generated_from_the_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loaded kernels are the layout's text, from a file holding that text; another
+    layout is another text (and another cache folder)."""
+    pytest.importorskip("numba")
+    monkeypatch.delenv("CKPT_EXPLORER_KERNEL", raising=False)
+    monkeypatch.setattr(kernel, "_loaded", False)
+    assert kernel.have_numba()
+    pk = kernel._pk
+    text = pair_source.source()
+    assert Path(pk.__file__).read_text(encoding="utf-8") == text
+    for p in PARTIALS:
+        if p.term is not None:
+            assert p.term in text
+    extra = Partial("above", "count", "y > x + atol")
+    other = pair_source.source((*PARTIALS, extra))
+    assert other != text and "v_above += 1 if y > x + atol else 0" in other
+    assert f"SLOTS = {len(PARTIALS) + 1}" in other
+
+
+def _probe(env: dict[str, str]) -> list[str]:
+    """Cache hits and misses of pair_fast in a fresh process (its kernels' file, last)."""
+    probe = (
+        "from ckpt_explorer.diff import kernel; assert kernel.have_numba(); "
+        "f = kernel._pk.pair_fast; "
+        "print(sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()), "
+        "kernel._pk.__file__)"
+    )
+    env = {**env}
+    env.pop("CKPT_EXPLORER_KERNEL", None)
+    env.pop("NUMBA_CACHE_DIR", None)
     out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "diff_kernels.py"), "--check"],
-        capture_output=True, text=True, cwd=ROOT,
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT
     )  # fmt: skip
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
 
 
 def test_a_second_process_loads_the_kernels_from_the_cache(tmp_path: Path) -> None:
     """``cache=True`` works for the generated kernels: a second process compiles nothing."""
     pytest.importorskip("numba")
-    probe = (
-        "from ckpt_explorer.diff import kernel, _numba_pair as pk; assert kernel.have_numba(); "
-        "f = pk.pair_fast; print(sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))"
-    )
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    env.pop("CKPT_EXPLORER_KERNEL", None)
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
-        ).stdout.split()
-        for _ in range(2)
-    ]
-    assert runs[0] == ["0", "1"]  # the first process compiles (and writes the cache)
-    assert runs[1] == ["1", "0"]  # the second loads it
+    env = {**os.environ, "CKPT_EXPLORER_CACHE": str(tmp_path / "cache")}
+    first, second = _probe(env), _probe(env)
+    assert first[:2] == ["0", "1"]  # the first process compiles (and writes the cache)
+    assert second[:2] == ["1", "0"]  # the second loads it
+    assert first[2] == second[2] and first[2].startswith(str(tmp_path / "cache" / "kernels"))
+
+
+def test_a_changed_kernel_file_is_never_run(tmp_path: Path) -> None:
+    """What runs is the generated text: a kernels' file changed on disk is written back, not
+    executed (its code would create a marker)."""
+    pytest.importorskip("numba")
+    env = {**os.environ, "CKPT_EXPLORER_CACHE": str(tmp_path / "cache")}
+    path = Path(_probe(env)[2])
+    marker = tmp_path / "PWNED"
+    path.write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    assert _probe(env)[2] == str(path)
+    assert not marker.exists()
+    assert path.read_text(encoding="utf-8") == pair_source.source()
