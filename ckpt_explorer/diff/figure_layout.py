@@ -206,6 +206,19 @@ FIGURES: tuple[Figure, ...] = (
         "elements whose values differ at all",
         partial=Partial("differ", "count", "d != 0.0", _nonzero, mismatch=True),
     ),
+    Figure(
+        "n_sign_flips",
+        lambda s: s["sign_flips"],
+        0,
+        "elements whose sign flipped: finite on both sides, one above zero, the other below",
+        Column(4, "flips", whole),
+        Partial(
+            "sign_flips",
+            "count",
+            "(x > 0.0) & (y < 0.0) | (x < 0.0) & (y > 0.0)",
+            lambda c: ((c.A > 0) & (c.B < 0) | (c.A < 0) & (c.B > 0)).sum(),
+        ),
+    ),
 )
 FIGURE_NAMES = tuple(f.name for f in FIGURES)
 # every partial, in slot order: the shared ones, then the figures' own in figure order
