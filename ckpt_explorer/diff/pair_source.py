@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .figure_layout import BOOKKEEPING, PARTIALS, Partial
+from .figure_layout import BOOKKEEPING, FUSED_PARTIALS, OWN_PARTIALS, Partial
 
 # the module's name: in this package, so the kernels import the element helpers relatively
 MODULE = f"{__package__}._numba_pair"
@@ -22,11 +22,36 @@ def _add(p: Partial, acc: str) -> str:
     return f"{acc} += {p.term}"
 
 
-def source(parts: Sequence[Partial] = PARTIALS) -> str:
-    """The kernels' module: ``pair_fast`` and ``pair_careful`` over ``parts`` (slot order)."""
+def _loop(maxes: list[Partial], sums: list[Partial], v: dict[str, str]) -> str:
+    """One vectorised loop of the fast block over ``maxes`` and ``sums``."""
+    body = [f"        {v[p.name]} = _fmax({v[p.name]}, {p.term})" for p in maxes]
+    body += [f"        {_add(p, v[p.name])}" for p in sums]
+    head = [
+        "    for i in range(a.size):",
+        "        x = _f64(a[i])",
+        "        y = _f64(b[i])",
+        "        d = y - x",
+        "        ad = abs(d)",
+    ]
+    return "\n".join(head + body)
+
+
+def source(fused: Sequence[Partial] = FUSED_PARTIALS, own: Sequence[Partial] = OWN_PARTIALS) -> str:
+    """The kernels' module: ``pair_fast`` and ``pair_careful`` over the partials ``fused``
+    then ``own`` (slot order); the fast block sums ``fused`` in one loop and each of ``own``
+    in a loop of its own, so that the fused loop's code (and its rounding) is the same
+    whatever ``own`` holds."""
+    parts = [*fused, *own]
     slot = {p.name: i for i, p in enumerate(parts)}
-    maxes = [p for p in parts if p.term is not None and p.merge == "max"]
-    sums = [p for p in parts if p.term is not None and p.merge != "max"]
+
+    def kernel_max(p: Partial) -> bool:
+        return p.term is not None and p.merge == "max"
+
+    def kernel_sum(p: Partial) -> bool:
+        return p.term is not None and p.merge != "max"
+
+    maxes = [p for p in parts if kernel_max(p)]
+    sums = [p for p in parts if kernel_sum(p)]
     v = {p.name: f"v_{p.name}" for p in parts}
     m = ", ".join(v[p.name] for p in maxes)
 
@@ -34,10 +59,9 @@ def source(parts: Sequence[Partial] = PARTIALS) -> str:
         return "0" if p.merge == "count" else "0.0"
 
     init = "\n".join(f"    {v[p.name]} = {zero(p)}" for p in sums)
-    body_fast = "\n".join(
-        [f"        {v[p.name]} = _fmax({v[p.name]}, {p.term})" for p in maxes]
-        + [f"        {_add(p, v[p.name])}" for p in sums]
-    )
+    loops = [_loop([p for p in fused if kernel_max(p)], [p for p in fused if kernel_sum(p)], v)]
+    loops += [_loop([p] if kernel_max(p) else [], [p] if kernel_sum(p) else [], v) for p in own]
+    body_fast = "\n".join(loops)
     body_careful = "\n".join(
         [f"            {v[p.name]} = max({v[p.name]}, {p.term})" for p in maxes]
         + [f"            {_add(p, v[p.name])}" for p in sums]
@@ -67,8 +91,8 @@ layout (diff/figure_layout.py): a cache entry, never edited.
 ``pair_fast`` assumes finite values (a NaN/Inf shows up as a non-finite sum, and the caller
 reruns ``pair_careful``, which counts them and sums the finite pairs). Sums run in vector lanes
 within blocks of ``BLOCK`` elements and blocks add up in order. Each partial's lines stand
-twice on purpose (in the fast and the careful block): each block stays one flat loop for numba
-to compile.
+twice on purpose (in the fast and the careful block): flat loops for numba to compile; the fast
+block has one fused loop and one loop per figure's own partial.
 """
 
 from __future__ import annotations
@@ -86,11 +110,6 @@ SLOTS = {len(parts)}
 @njit(nogil=True, cache=True, fastmath=_FAST, inline="never")
 def _pair_block(a: Any, b: Any, atol: float, rtol: float, {m}: float) -> Any:
 {init}
-    for i in range(a.size):
-        x = _f64(a[i])
-        y = _f64(b[i])
-        d = y - x
-        ad = abs(d)
 {body_fast}
     return {outs}
 

@@ -25,7 +25,14 @@ from ckpt_explorer import open_checkpoint
 from ckpt_explorer.cli import main
 from ckpt_explorer.diff import DiffResult, diff_checkpoints, kernel, pair_source
 from ckpt_explorer.diff.engine import Engine, plan_pairs
-from ckpt_explorer.diff.figure_layout import FIGURE_NAMES, FIGURES, PARTIALS, Partial
+from ckpt_explorer.diff.figure_layout import (
+    FIGURE_NAMES,
+    FIGURES,
+    FUSED_PARTIALS,
+    OWN_PARTIALS,
+    PARTIALS,
+    Partial,
+)
 from ckpt_explorer.diff.rows import TensorDiff
 from ckpt_explorer.diff.stats import ChunkStats
 
@@ -162,9 +169,24 @@ def test_the_compiled_kernels_are_generated_from_the_layout(
         if p.term is not None:
             assert p.term in text
     extra = Partial("above", "count", "y > x + atol")
-    other = pair_source.source((*PARTIALS, extra))
+    other = pair_source.source(own=(*OWN_PARTIALS, extra))
     assert other != text and "v_above += 1 if y > x + atol else 0" in other
     assert f"SLOTS = {len(PARTIALS) + 1}" in other
+
+
+def test_a_figure_s_own_sum_leaves_the_fused_loop_as_it_was() -> None:
+    """The fast block's fused loop (vectorised with reassociation: its rounding depends on
+    all it accumulates) is the same text whatever the figures' own partials are; each of
+    those has a loop of its own."""
+    alone = pair_source.source(FUSED_PARTIALS, ())
+    start = alone.index("    for i in range(a.size):")
+    fused = alone[start : alone.index("    return", start)]
+    assert fused.count("for i in range") == 1
+    for own in (OWN_PARTIALS, (*OWN_PARTIALS, Partial("above", "count", "y > x + atol"))):
+        text = pair_source.source(FUSED_PARTIALS, own)
+        block = text[text.index("def _pair_block") : text.index("def pair_fast")]
+        assert fused in block
+        assert block.count("for i in range(a.size):") == 1 + len(own)
 
 
 def _probe(env: dict[str, str]) -> list[str]:
