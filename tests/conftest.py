@@ -26,6 +26,13 @@ CACHE = Path(os.environ.get("CKPT_FIXTURE_CACHE", Path(__file__).parent.parent /
 _TOOL_CACHE = tempfile.mkdtemp(prefix="ckpt-cache-")
 os.environ["CKPT_EXPLORER_CACHE"] = _TOOL_CACHE
 atexit.register(shutil.rmtree, _TOOL_CACHE, True)
+# ... but the generated diff kernels (a pure function of the figure layout, in a folder named
+# by its hash) are kept beside the fixtures, so only a machine's first session compiles them
+try:
+    (CACHE / "kernels").mkdir(parents=True, exist_ok=True)
+    (Path(_TOOL_CACHE) / "kernels").symlink_to(CACHE / "kernels", target_is_directory=True)
+except OSError:
+    pass
 MAKER_TIMEOUT_S = 900
 
 

@@ -1,6 +1,6 @@
 """The compiled loops behind :mod:`ckpt_explorer.diff.kernel` (imports numba; optional): the
 value kernels and the element helpers; the pair kernels are generated from the figure layout
-into ``_numba_pair.py``.
+(:mod:`.pair_source`) and import these helpers.
 
 Arrays come as uint16 (bfloat16 bit patterns), int16 (float16 bit patterns), float32 or
 float64; ``_f64`` widens one element to float64 exactly. ``*_fast`` assume finite values

@@ -452,8 +452,8 @@ class Engine:
             row.status = DTYPE_MISMATCH
             return row
         if same_dtype and self._bytes_identical(ta, tb):
-            for fig in FIGURES:  # no float work: the figures a same-bytes pair has by definition
-                setattr(row, fig.name, fig.identical)
+            # no float work: the figures a same-bytes pair has by definition
+            row.set_figures({fig.name: fig.identical for fig in FIGURES})
             return row
         # float path: rewind the progress of the byte pass, walk again in float64
         self.done = start
@@ -462,8 +462,7 @@ class Engine:
         if self.cancelled:
             return self._row(p, NOT_COMPARED)
         f = sums.figures()
-        for k, v in vars(f).items():
-            setattr(row, k, v)
+        row.set_figures(vars(f))
         if not same_dtype:
             row.status = DTYPE_MISMATCH
         else:

@@ -4,7 +4,8 @@ Compiled with numba, a core dependency where numba has wheels (elsewhere
 ``pip install ckpt-explorer[fast]`` asks for it); :func:`have_numba` says whether it loaded
 (importing numba on first call, never at import) and callers fall back to torch ops otherwise.
 The compiled kernels are cached on disk (``cache=True``), so only a machine's first diff
-compiles them.
+compiles them; the pair kernels' source is generated from the figure layout and written once
+to a cache folder (:mod:`.generated_module`).
 
 The kernels read a chunk where it lies (mmapped bytes, no copy): bfloat16 and float16 as
 their 16-bit patterns, widened per element to float64 (exact), float32/float64 as they are;
@@ -62,8 +63,10 @@ def _load() -> tuple[Any, Any]:
 
     try:
         from . import _numba_kernels as nk
-        from . import _numba_pair as pk
+        from .generated_module import load
+        from .pair_source import MODULE, source
 
+        pk = load(MODULE, source())  # generated from the figure layout, cached on disk
         x = np.zeros(8, dtype=np.uint16)
         pk.pair_fast(x, x, 0.0, 0.0, np.zeros(PAIR_SLOTS))
         nk.value_fast(x, np.zeros(VALUE_SLOTS))

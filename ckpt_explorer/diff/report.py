@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..natural import natural_text_key
+from .figure_layout import COLUMNS
 from .quant_budget import BEYOND, EXACT, UNPROVEN, VERDICTS, WITHIN
 
 # The row kinds this module names; engine.py imports the same names (a list, not logic).
@@ -265,14 +266,6 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def fmt_one_minus_cos(x: float | None) -> str:
-    """1 - cos in scientific notation (``1.2e-08``; ``0`` when parallel): one step apart cos
-    is 1 - 1e-8, which a fixed number of digits would print as 1.0000."""
-    if x is None:
-        return "-"
-    return "0" if x == 0 else f"{x:.2g}" if x >= 1e-3 else f"{x:.1e}"
-
-
 def format_result(result: DiffResult, limit: int = 40) -> str:
     s = result.summary()
     lines = [
@@ -295,18 +288,14 @@ def format_result(result: DiffResult, limit: int = 40) -> str:
     changed = result.changed()
     if changed:
         lines += ["", f"differing tensors ({len(changed)}), largest relative L2 first:"]
-        lines.append(
-            f"  {'status':15} {'rel_l2':>9} {'max|a-b|':>9} {'1−cos':>9} {'outside':>9}  name"
-        )
+        heads = "".join(f" {f.column.header:>9}" for f in COLUMNS if f.column)
+        lines.append(f"  {'status':15}{heads}  name")
         for r in changed[:limit]:
             name = r.name + (f" -> {r.name_b}" if r.name_b else "")
             if r.param and (r.param not in r.name or r.param_b):  # not said twice
                 name += f"  [{r.param}" + (f" | B: {r.param_b}" if r.param_b else "") + "]"
-            outside = "-" if r.n_outside is None else str(r.n_outside)
-            lines.append(
-                f"  {r.status:15} {_fmt(r.rel_l2):>9} {_fmt(r.max_abs):>9} "
-                f"{fmt_one_minus_cos(r.one_minus_cos):>9} {outside:>9}  {name}"
-            )
+            cells = "".join(f" {f.column.text(r.figure(f.name)):>9}" for f in COLUMNS if f.column)
+            lines.append(f"  {r.status:15}{cells}  {name}")
             if r.status == SHAPE_MISMATCH:
                 lines.append(f"  {'':15} shapes {r.shape_a} vs {r.shape_b}")
             elif r.status == DTYPE_MISMATCH:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..types import Slot
+from .figure_layout import FIGURE_NAMES
 
 # status of a tensor row
 IDENTICAL = "identical"  # the same bytes
@@ -35,8 +37,11 @@ LAYER_RE = re.compile(r"(?:^|\.)(\d+)\.")
 @dataclass
 class TensorDiff:
     """One aligned tensor name and its figures (None where not computed or undefined): the
-    figure fields, from ``max_abs`` to ``n_differ``, are the figure layout's ``FIGURES``
-    (diff/figure_layout.py; a test keeps them equal), typed here for the report and the UI.
+    figure layout's ``FIGURES`` (diff/figure_layout.py). The figures the report and the UI
+    read by name are typed fields here, from ``max_abs`` to ``n_differ``, in the layout's
+    order; a figure declared only in the layout is kept in ``more_figures`` and emitted flat
+    among them by :meth:`to_dict` (so in ``--json``, the frames, CSV and the tables' columns).
+    :meth:`figure` reads either kind, :meth:`set_figures` writes them.
 
     ``name`` is A's name (B's for a name only in B); ``name_b`` is B's name when alignment
     paired different names. Identical pairs are recognised by their bytes, without float
@@ -85,16 +90,54 @@ class TensorDiff:
     export_tensor: str | None = None
     note: str | None = None
     order: int = field(default=0, repr=False)
+    # the layout's figures without a typed field above, by name
+    more_figures: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def figure(self, name: str) -> Any:
+        """A figure of the layout by name (None where not computed or undefined)."""
+        if name in _TYPED_FIGURES:
+            return getattr(self, name)
+        return self.more_figures.get(name)
+
+    def set_figures(self, values: Mapping[str, Any]) -> None:
+        """Set figures of the layout by name (typed fields, else ``more_figures``)."""
+        for name, value in values.items():
+            if name in _TYPED_FIGURES:
+                setattr(self, name, value)
+            else:
+                self.more_figures[name] = value
 
     def to_dict(self) -> dict[str, Any]:
+        """The row as plain values: the fields in order, the layout's figures (typed or not)
+        in the layout's order where the typed ones stand."""
         out = asdict(self)
         out.pop("order")
-        return out
+        more = out.pop("more_figures")
+        if not _UNTYPED_FIGURES:
+            return out
+        return {k: out[k] if k in out else more.get(k) for k in _KEYS}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TensorDiff:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        more = {k: d[k] for k in _UNTYPED_FIGURES if k in d}
+        return cls(**{k: v for k, v in d.items() if k in _FIELDS}, more_figures=more)
+
+
+_FIELDS = frozenset(f.name for f in fields(TensorDiff)) - {"more_figures"}
+_TYPED_FIGURES = frozenset(FIGURE_NAMES) & _FIELDS
+_UNTYPED_FIGURES = tuple(n for n in FIGURE_NAMES if n not in _TYPED_FIGURES)
+
+
+def _keys() -> tuple[str, ...]:
+    """:meth:`TensorDiff.to_dict`'s keys: the fields before the typed figures, every figure of
+    the layout, the fields after."""
+    names = [f.name for f in fields(TensorDiff) if f.name not in ("order", "more_figures")]
+    first = next(i for i, n in enumerate(names) if n in _TYPED_FIGURES)
+    rest = [n for n in names[first:] if n not in _TYPED_FIGURES]
+    return (*names[:first], *FIGURE_NAMES, *rest)
+
+
+_KEYS = _keys()
 
 
 @dataclass

@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 
 from ckpt_explorer.cli import main
 from ckpt_explorer.diff import diff_checkpoints
-from ckpt_explorer.diff.report import fmt_one_minus_cos
+from ckpt_explorer.diff.figure_layout import fmt_one_minus_cos
 
 
 def test_fmt_one_minus_cos() -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import panel as pn
 
+from ...diff.figure_layout import COLUMNS as FIGURE_COLUMNS
 from ...natural import natural_key
 from ..numbers import fmt_value, plural
 from ..state import AppState
@@ -41,10 +42,7 @@ if TYPE_CHECKING:
 COLUMNS = [
     "name",
     "status",
-    "rel_l2",
-    "max_abs",
-    "one_minus_cos",
-    "n_outside",
+    *(f.name for f in FIGURE_COLUMNS),  # the figure layout's table columns
     "dtype_a",
     "dtype_b",
     "shape_a",

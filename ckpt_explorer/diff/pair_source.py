@@ -1,60 +1,73 @@
-"""Write ckpt_explorer/diff/_numba_pair.py, the compiled pair kernels, from the figure layout
-(ckpt_explorer/diff/figure_layout.py ``PARTIALS``).
+"""The source text of the compiled pair kernels, written from the figure layout's ``PARTIALS``.
 
-    python scripts/diff_kernels.py          # rewrite the kernels
-    python scripts/diff_kernels.py --check  # exit 1 when the file is not the generated one
-
-The kernels are a checked-in module (numba caches compiled code by source file, and nothing is
-generated or imported at run time).
+:mod:`.generated_module` writes it once to a cache folder and loads it (numba's ``cache=True``
+needs a real source file); nothing else is ever executed from there. The text is a pure
+function of the layout, so a layout change is a new text and a new cache entry: no kernel
+file can disagree with the layout.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
-TARGET = ROOT / "ckpt_explorer" / "diff" / "_numba_pair.py"
+from .figure_layout import BOOKKEEPING, FUSED_PARTIALS, OWN_PARTIALS, Partial
 
-
-def _layout() -> object:
-    """The layout module, loaded by path (it imports nothing of the package)."""
-    path = ROOT / "ckpt_explorer" / "diff" / "figure_layout.py"
-    spec = importlib.util.spec_from_file_location("_figure_layout", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+# the module's name: in this package, so the kernels import the element helpers relatively
+MODULE = f"{__package__}._numba_pair"
 
 
-def _add(p: object, acc: str) -> str:
-    term = p.term  # type: ignore[attr-defined]
-    if p.merge == "count":  # type: ignore[attr-defined]
-        return f"{acc} += 1 if {term} else 0"
-    return f"{acc} += {term}"
+def _add(p: Partial, acc: str) -> str:
+    if p.merge == "count":
+        return f"{acc} += 1 if {p.term} else 0"
+    return f"{acc} += {p.term}"
 
 
-def source() -> str:
-    layout = _layout()
-    parts = layout.PARTIALS  # type: ignore[attr-defined]
+def _loop(maxes: list[Partial], sums: list[Partial], v: dict[str, str]) -> str:
+    """One vectorised loop of the fast block over ``maxes`` and ``sums``."""
+    body = [f"        {v[p.name]} = _fmax({v[p.name]}, {p.term})" for p in maxes]
+    body += [f"        {_add(p, v[p.name])}" for p in sums]
+    head = [
+        "    for i in range(a.size):",
+        "        x = _f64(a[i])",
+        "        y = _f64(b[i])",
+        "        d = y - x",
+        "        ad = abs(d)",
+    ]
+    return "\n".join(head + body)
+
+
+def source(fused: Sequence[Partial] = FUSED_PARTIALS, own: Sequence[Partial] = OWN_PARTIALS) -> str:
+    """The kernels' module: ``pair_fast`` and ``pair_careful`` over the partials ``fused``
+    then ``own`` (slot order); the fast block sums ``fused`` in one loop and each of ``own``
+    in a loop of its own, so that the fused loop's code (and its rounding) is the same
+    whatever ``own`` holds."""
+    parts = [*fused, *own]
     slot = {p.name: i for i, p in enumerate(parts)}
-    maxes = [p for p in parts if p.term is not None and p.merge == "max"]
-    sums = [p for p in parts if p.term is not None and p.merge != "max"]
+
+    def kernel_max(p: Partial) -> bool:
+        return p.term is not None and p.merge == "max"
+
+    def kernel_sum(p: Partial) -> bool:
+        return p.term is not None and p.merge != "max"
+
+    maxes = [p for p in parts if kernel_max(p)]
+    sums = [p for p in parts if kernel_sum(p)]
     v = {p.name: f"v_{p.name}" for p in parts}
     m = ", ".join(v[p.name] for p in maxes)
-    zero = lambda p: "0" if p.merge == "count" else "0.0"  # noqa: E731
+
+    def zero(p: Partial) -> str:
+        return "0" if p.merge == "count" else "0.0"
+
     init = "\n".join(f"    {v[p.name]} = {zero(p)}" for p in sums)
-    body_fast = "\n".join(
-        [f"        {v[p.name]} = _fmax({v[p.name]}, {p.term})" for p in maxes]
-        + [f"        {_add(p, v[p.name])}" for p in sums]
-    )
+    loops = [_loop([p for p in fused if kernel_max(p)], [p for p in fused if kernel_sum(p)], v)]
+    loops += [_loop([p] if kernel_max(p) else [], [p] if kernel_sum(p) else [], v) for p in own]
+    body_fast = "\n".join(loops)
     body_careful = "\n".join(
         [f"            {v[p.name]} = max({v[p.name]}, {p.term})" for p in maxes]
         + [f"            {_add(p, v[p.name])}" for p in sums]
     )
     mismatches = "\n".join(f"            {v[p.name]} += 1" for p in sums if p.mismatch)
+    mismatches = mismatches or "            pass"
     outs = ", ".join(v[p.name] for p in maxes + sums)
     fast_total = "\n".join(f"    t_{p.name} = {zero(p)}" for p in sums)
     fast_add = "\n".join(
@@ -70,16 +83,16 @@ def source() -> str:
         [f"    out[{slot[p.name]}] = {v[p.name]}" for p in maxes]
         + [f"    out[{slot[p.name]}] += {v[p.name]}" for p in sums]
     )
-    b = {k: slot[k] for k in layout.BOOKKEEPING}  # type: ignore[attr-defined]
+    b = {k: slot[k] for k in BOOKKEEPING}
     fast_slots = ", ".join(str(slot[p.name]) for p in maxes + sums)
-    return f'''"""The compiled pair kernels, GENERATED by scripts/diff_kernels.py from
-diff/figure_layout.py: do not edit (change the layout and run the script).
+    return f'''"""The compiled pair kernels, written by ckpt_explorer/diff/pair_source.py from the figure
+layout (diff/figure_layout.py): a cache entry, never edited.
 
 ``pair_fast`` assumes finite values (a NaN/Inf shows up as a non-finite sum, and the caller
 reruns ``pair_careful``, which counts them and sums the finite pairs). Sums run in vector lanes
 within blocks of ``BLOCK`` elements and blocks add up in order. Each partial's lines stand
-twice on purpose (in the fast and the careful block): each block stays one flat loop for numba
-to compile, and both are written from the one layout, the logic's single home.
+twice on purpose (in the fast and the careful block): flat loops for numba to compile; the fast
+block has one fused loop and one loop per figure's own partial.
 """
 
 from __future__ import annotations
@@ -97,11 +110,6 @@ SLOTS = {len(parts)}
 @njit(nogil=True, cache=True, fastmath=_FAST, inline="never")
 def _pair_block(a: Any, b: Any, atol: float, rtol: float, {m}: float) -> Any:
 {init}
-    for i in range(a.size):
-        x = _f64(a[i])
-        y = _f64(b[i])
-        d = y - x
-        ad = abs(d)
 {body_fast}
     return {outs}
 
@@ -159,18 +167,3 @@ def pair_careful(a: Any, b: Any, atol: float, rtol: float, out: Any) -> None:
         stop = min(n, start + BLOCK)
         _pair_careful_block(a[start:stop], b[start:stop], atol, rtol, out)
 '''
-
-
-def main(argv: list[str]) -> int:
-    wanted = source()
-    if "--check" in argv:
-        if not TARGET.exists() or TARGET.read_text(encoding="utf-8") != wanted:
-            print(f"{TARGET.name} is not generated from the layout: run scripts/diff_kernels.py")
-            return 1
-        return 0
-    TARGET.write_text(wanted, encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
