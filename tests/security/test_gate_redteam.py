@@ -122,7 +122,7 @@ def test_an_escaped_auto_map_key_is_code_and_its_twin_is_data(tmp_path: Path) ->
     assert '"auto_map"' not in (model / "config.json").read_text()
     marker = tmp_path / "MARK"
     load = f"from transformers import AutoConfig; AutoConfig.from_pretrained({str(model)!r}, trust_remote_code=True)"
-    done = _child(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
+    done = _child(tmp_path, load, CKPT_MARK=str(marker))
     assert marker.exists(), done.stderr  # transformers decoded the key and imported the module
 
     rc, found = _verdicts(model)
@@ -150,7 +150,7 @@ def test_a_config_past_the_old_16_mib_limit_is_read(tmp_path: Path) -> None:
         "from transformers import AutoConfig\n"
         f"AutoConfig.from_pretrained({str(model)!r}, trust_remote_code=True)\n"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
+    done = _child(tmp_path, load, CKPT_MARK=str(marker))
     assert marker.exists(), done.stderr
     rc, found = _verdicts(model)
     assert found["config.json"].verdict == "code" and rc == 1
@@ -188,7 +188,7 @@ def test_custom_pipelines_impl_is_code(tmp_path: Path) -> None:
         "from transformers import pipeline\n"
         f"pipeline(model={str(model)!r}, trust_remote_code=True)\n"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
+    done = _child(tmp_path, load, CKPT_MARK=str(marker))
     assert marker.exists(), done.stderr  # pipeline imported the impl's module
 
     rc, found = _verdicts(model)
