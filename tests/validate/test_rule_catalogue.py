@@ -28,6 +28,7 @@ NOT_RULES = {
     *("config.json", "optimizer.bin", "optimizer.pt", "scheduler.bin", "scheduler.pt"),
     *("optimizer.param_groups", "scheduler.last_epoch"),
     *("tokenizer.json", "tokenizer.model", "tokenizer.chat_template"),
+    "config.worktree",  # git's per-worktree config file (security/git_dir.py)
 }
 
 
