@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_many.py [--rounds 5] [--groups convert,diff,list]
         [--size-mb 1024] [--tensors 1057] [--shards 12] [--shard-tensors 4661] [--keep]
-        [--tmp DIR] [--before TREE] [--only SUBSTR,...]
+        [--tmp DIR] [--before TREE] [--only SUBSTR,...] [--pause S]
 
 Data (written under ``--tmp``, default a fresh folder in /tmp, deleted at the end unless
 ``--keep``), random bf16 with Qwen2-MoE-like names (attention, router, experts' gate/up/down):
@@ -35,6 +35,14 @@ measure the neighbours. Ratios are the only figures to compare between runs.
 each ckpt-explorer case run from another tree (``git archive`` of an earlier commit) with
 ``PYTHONPATH=TREE``, alternating with the rest; ``--only`` keeps the cases whose label holds
 one of the given texts (the first case of each group, its base, is always kept).
+
+Every case starts in the same state: a scratch copy of the ``.bin`` made through the page
+cache and removed, as a previous job's output would be (``sync`` after), then ``--pause S``
+seconds idle. On a VM whose guest reports free memory to the host (virtio-balloon free page
+reporting), memory freed a few seconds earlier has been handed back, and the first touch of
+each of its pages costs a fault in the host: a buffered write of 1 GiB into fresh page cache
+then pays 1-2.5 s of system CPU that it does not pay right after the removal. ``--pause 0``
+(the default) measures the state right after other disk work, ``--pause 6`` after idle.
 """
 
 from __future__ import annotations
@@ -308,6 +316,10 @@ def keep_only(todo: dict[str, Case], only: str | None) -> dict[str, Case]:
     return {k: v for k, v in todo.items() if k in kept}
 
 
+def _first(tmp: Path) -> str:
+    return sorted(p.name for p in (tmp / "A").glob("*.safetensors"))[0]
+
+
 def _remove(path: Path | None) -> None:
     if path is None:
         return
@@ -331,6 +343,7 @@ def main() -> None:
     ap.add_argument("--json-out")
     ap.add_argument("--before", type=Path, help="another tree to run ckpt-explorer from too")
     ap.add_argument("--only", help="comma-separated texts: keep the cases whose label has one")
+    ap.add_argument("--pause", type=float, default=0.0, help="seconds of idle before each case")
     args = ap.parse_args()
     groups = set(args.groups.split(","))
     tmp = args.tmp or Path(tempfile.mkdtemp(prefix="ckpt-bench-many-"))
@@ -358,7 +371,12 @@ def main() -> None:
         for _ in range(args.rounds):
             for label, (argv, shell, dst, tree) in todo.items():
                 _remove(dst)
+                scratch = tmp / "out" / "scratch"
+                shutil.copyfile(tmp / "model.bin" if need_bin else tmp / "A" / _first(tmp), scratch)
+                scratch.unlink()
                 subprocess.run(["sync"])
+                if args.pause:
+                    time.sleep(args.pause)
                 got[label].append(run(argv, child_env(tmp, tree), shell))
                 _remove(dst)
         report(got, args)
@@ -369,7 +387,8 @@ def main() -> None:
 
 def report(got: dict[str, list[dict[str, float]]], args: Any) -> None:
     print(
-        f"{args.rounds} alternating rounds, load (1 min) at the end {os.getloadavg()[0]:.1f}; "
+        f"{args.rounds} alternating rounds, pause {args.pause:g} s before each case, "
+        f"load (1 min) at the end {os.getloadavg()[0]:.1f}; "
         f"bin: {args.size_mb} MiB "
         f"in {args.tensors} tensors; folder: {args.size_mb} MiB in {args.shard_tensors} tensors, "
         f"{args.shards} shards"
