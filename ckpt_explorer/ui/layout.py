@@ -10,9 +10,11 @@ from typing import Any
 import panel as pn
 
 from ..remote.urls import is_url
+from . import lean_page
 from .components.common import ACCENT, error_pane, skip_notebook_renderers
 from .components.module_tree import ModuleTree  # noqa: F401  (see below)
 from .components.picker import PathPicker
+from .components.plotly_loader import PlotlyLoader
 from .components.tabulator_guard import TabulatorGuard
 from .notebook import EXTENSIONS, prepare
 from .remote_paths import RemoteAccess
@@ -197,10 +199,14 @@ def create_app(
     """The served dashboard: ``create_app(paths=["run/step-6000"], root="run").servable()``."""
     load_extensions(notebook)
     state = make_state(paths, root, remote)
+    served = pn.state.curdoc is not None and pn.state.curdoc.session_context is not None
+    # a served page's head without plotly.js and MathJax: the loader fetches plotly.js
+    plotly_src = lean_page.mark(pn.state.curdoc) if served and not notebook else None
+    loader = [PlotlyLoader(src=plotly_src)] if plotly_src else []
     # Bootstrap: every resource is served by Panel itself (the Fast design asks Google Fonts).
     template = pn.template.BootstrapTemplate(
         title="ckpt_explorer",
-        sidebar=sidebar(state),
+        sidebar=loader + sidebar(state),
         main=[body(state)],
         header_background=ACCENT,
         sidebar_width=290,
@@ -209,7 +215,7 @@ def create_app(
     template.state = state  # type: ignore[attr-defined]  # for tests and notebooks
     if not notebook:
         bind_url(state)  # the address holds the view: a link reopens it
-        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        if served:
             from .server_log import quiet_closed_sockets
 
             quiet_closed_sockets()  # a closed tab: no traceback in the server's log
