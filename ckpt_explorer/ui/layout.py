@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,32 +162,49 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
     )
 
 
-def warm_detail() -> None:
-    """What a first tensor detail or Compare would load: torch (a tensor's values are torch
-    tensors), numba's kernels (each import and first call takes a second or two), plotly's
-    figure classes and the views' modules; run in the background."""
+def warm_steps() -> list[Callable[[], Any]]:
+    """What a first click would otherwise wait for, most needed first: numba's kernels (a
+    Compare's figures and a tensor's statistics; import and first call take a second or
+    two), plotly's figure classes (every chart), Compare's result views, torch (a tensor's
+    values, a diff of files the kernels cannot read in place), then every other view's
+    module."""
     import importlib
-
-    import torch  # noqa: F401  (imported here so the first click does not wait for it)
 
     from ..diff import kernel
     from .components.common import warm_figures
 
-    kernel.warm_up()
-    warm_figures()
-    for _, spec in TAB_CLASSES:  # each view's module, and what Compare's result draws with
-        importlib.import_module(f"{__package__}.components.{spec.partition(':')[0]}")
-    importlib.import_module(f"{__package__}.components.ab_view")
+    def module(name: str) -> Callable[[], Any]:
+        return lambda: importlib.import_module(name)
+
+    views = [f"{__package__}.components.{spec.partition(':')[0]}" for _, spec in TAB_CLASSES]
+    return [
+        kernel.warm_up,
+        warm_figures,
+        module(f"{__package__}.components.compare"),
+        module(f"{__package__}.components.ab_view"),
+        module("torch"),
+        *(module(name) for name in views),
+    ]
+
+
+_warm_once = threading.Lock()  # held from the first warm-up's start: one per process
+
+
+def warm_detail() -> None:
+    """Run :func:`warm_steps`, each giving way to the pages' work (once per process: a
+    second call returns at once)."""
+    from .give_way import in_turn
+
+    if _warm_once.acquire(blocking=False):
+        in_turn(warm_steps())
 
 
 def page_up() -> None:
-    """A page is up: ``serve``'s background work goes on, or (``panel serve app.py``) what a
-    first tensor detail needs loads now rather than at the click."""
-    import threading
-
+    """A page is being drawn: ``serve``'s background work goes on, or (``panel serve
+    app.py``) what a first click needs loads from now on, giving way to the pages' work."""
     from .view_cache import page_loaded
 
-    if not page_loaded():
+    if not page_loaded() and not _warm_once.locked():
         threading.Thread(target=warm_detail, name="ckpt-explorer-warm", daemon=True).start()
 
 
@@ -220,5 +238,5 @@ def create_app(
 
             quiet_closed_sockets()  # a closed tab: no traceback in the server's log
             skip_notebook_renderers()  # the first chart does not import nbformat
-            pn.state.onload(page_up)
+            page_up()
     return template
