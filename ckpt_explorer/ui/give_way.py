@@ -41,8 +41,21 @@ def wait_quiet(
     return True
 
 
+def after_lull(step: Callable[[], Any], lull_s: float) -> Callable[[], Any]:
+    """``step``, marked to start only after the other threads were quiet for ``lull_s``
+    seconds in a row (a long step a person's next click should not land in)."""
+
+    def run() -> Any:
+        return step()
+
+    run.lull_s = lull_s  # type: ignore[attr-defined]
+    return run
+
+
 def in_turn(steps: Iterable[Callable[[], Any]], patience_s: float = PATIENCE_S) -> None:
-    """Run ``steps`` in order, each once the other threads are quiet (or ``patience_s`` on)."""
+    """Run ``steps`` in order, each once the other threads are quiet for a window (its
+    :func:`after_lull` time, if marked), or ``patience_s`` on."""
     for step in steps:
-        wait_quiet(patience_s=patience_s)
+        window = getattr(step, "lull_s", WINDOW_S)
+        wait_quiet(window_s=window, patience_s=max(patience_s, window))
         step()

@@ -162,16 +162,21 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
     )
 
 
+TORCH_LULL_S = 1.0  # torch (2 s of a core) waits for the server to be this long quiet
+
+
 def warm_steps() -> list[Callable[[], Any]]:
     """What a first click would otherwise wait for, most needed first: numba's kernels (a
     Compare's figures and a tensor's statistics; import and first call take a second or
-    two), plotly's figure classes (every chart), Compare's result views, torch (a tensor's
-    values, a diff of files the kernels cannot read in place), then every other view's
-    module."""
+    two), Compare's result views, plotly's figure classes (every chart), every other view's
+    module, and torch (a tensor's values, a diff of files the kernels cannot read in place)
+    last, after a lull: a first Compare of such files never needs it, and running beside
+    one it would halve its speed."""
     import importlib
 
     from ..diff import kernel
     from .components.common import warm_figures
+    from .give_way import after_lull
 
     def module(name: str) -> Callable[[], Any]:
         return lambda: importlib.import_module(name)
@@ -179,11 +184,11 @@ def warm_steps() -> list[Callable[[], Any]]:
     views = [f"{__package__}.components.{spec.partition(':')[0]}" for _, spec in TAB_CLASSES]
     return [
         kernel.warm_up,
-        warm_figures,
         module(f"{__package__}.components.compare"),
         module(f"{__package__}.components.ab_view"),
-        module("torch"),
+        warm_figures,
         *(module(name) for name in views),
+        after_lull(module("torch"), TORCH_LULL_S),
     ]
 
 

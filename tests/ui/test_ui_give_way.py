@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -47,3 +48,17 @@ def test_a_step_waits_for_quiet_then_runs_in_order(busy: threading.Event) -> Non
 
 def test_patience_runs_a_step_on_a_server_that_stays_busy(busy: threading.Event) -> None:
     assert give_way.wait_quiet(patience_s=0.3) is False
+
+
+def test_a_step_after_a_lull_waits_for_a_long_quiet(busy: threading.Event) -> None:
+    ran: list[str] = []
+    steps = [lambda: ran.append("short"), give_way.after_lull(lambda: ran.append("long"), 1.0)]
+    worker = threading.Thread(target=give_way.in_turn, args=(steps, 60.0))
+    busy.set()  # quiet from now on
+    worker.start()
+    deadline = time.monotonic() + 60.0
+    while not ran and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ran == ["short"]  # a tenth of a second of quiet ran it: the long step still waits
+    worker.join(60.0)
+    assert ran == ["short", "long"]
