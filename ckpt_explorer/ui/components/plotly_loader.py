@@ -4,8 +4,8 @@ Panel's Plotly view draws with ``window.Plotly`` and draws nothing when it is ab
 loader teaches that view to wait: its first draw fetches plotly.js from the page's own server
 (once per page) and then draws the figure as the model holds it then; any draw asked for in
 the meantime is folded into that one. Charts built before the loader ran are drawn once
-plotly.js is there. The page also fetches it when it has been idle a few seconds, so a first
-chart rarely waits. One invisible element per lean page, before any tab is built.
+plotly.js is there. The page also fetches it once idle, ten seconds after it is drawn, so a
+later first chart does not wait. One invisible element per lean page, before any tab is built.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from panel.custom import JSComponent
 
 from ..lean_page import PLOTLY_MODEL
 
-IDLE_FETCH_MS = 3000  # after the loader is drawn: plotly.js fetched when the page is idle
+IDLE_FETCH_MS = 10_000  # after the loader is drawn, plotly.js is fetched when the page is idle
+# (later than a first screen and its first clicks: parsing 4.8 MB would hold them up)
 
 LOADER_ESM = f"""
 const model = window.Bokeh && Bokeh.Models.get({json.dumps(PLOTLY_MODEL)});
