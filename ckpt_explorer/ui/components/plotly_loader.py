@@ -63,8 +63,14 @@ if (View && !View.prototype.__ckpt_waits_for_plotly) {{
   }};
   const remove = View.prototype.remove;
   View.prototype.remove = function () {{
-    if (!window.Plotly) this.container = null;  // never drawn: nothing for plotly to purge
-    return remove.call(this);
+    if (window.Plotly) return remove.call(this);
+    const container = this.container;
+    this.container = null;  // never drawn: nothing for plotly to purge
+    try {{
+      return remove.call(this);
+    }} finally {{
+      this.container = container;  // a first draw still pending finds its element
+    }}
   }};
   View.prototype.__ckpt_waits_for_plotly = true;
 }}
