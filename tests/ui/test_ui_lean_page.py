@@ -17,6 +17,7 @@ import urllib.request
 from typing import Any
 
 import pytest
+from conftest import ConsoleLog
 from ui_pages import shot, tab, wait_text
 
 pytestmark = pytest.mark.timeout(900)
@@ -96,8 +97,7 @@ def test_charts_draw_after_a_click_with_plotly_fetched_from_the_page_server(
     context = browser.new_context(viewport={"width": 1500, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(120_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    log = ConsoleLog(page)  # console errors, page errors (but Panel's known plotly race)
     urls = _record(page)
     try:
         page.goto(served_app)
@@ -113,7 +113,7 @@ def test_charts_draw_after_a_click_with_plotly_fetched_from_the_page_server(
         shot(page, "lean-page-charts")
     finally:
         context.close()
-    assert errors == []
+    assert log.errors == []
     fetched = [u for u in urls if "/plotlyplot/plotly-" in u]
     assert len(fetched) == 1 and urllib.parse.urlsplit(fetched[0]).hostname == "127.0.0.1"
     assert not any("mathjax" in u for u in urls)
@@ -128,8 +128,7 @@ def test_a_chart_on_the_first_screen_is_drawn(browser: Any, served_app: str) -> 
     context = browser.new_context(viewport={"width": 1500, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(120_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    log = ConsoleLog(page)  # console errors, page errors (but Panel's known plotly race)
     urls = _record(page)
     try:
         page.goto(f"{served_app}?{query}")
@@ -137,5 +136,5 @@ def test_a_chart_on_the_first_screen_is_drawn(browser: Any, served_app: str) -> 
         wait_drawn(page, 2)
     finally:
         context.close()
-    assert errors == []
+    assert log.errors == []
     assert _outside(urls) == []
