@@ -33,6 +33,7 @@ pytestmark = pytest.mark.timeout(900)
 
 KERNEL = "ckpt-explorer-test"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+WALKTHROUGHS = ("01_loss_mismatch_after_resume.ipynb",)
 FIRST_CELL = """\
 from ckpt_explorer import Explorer
 
@@ -56,6 +57,11 @@ TAB_MARKS = {
 KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
   return !!k && k.status === 'idle'; }"""
+# every cell of the page's notebook has run (none queued, none running)
+RAN_ALL = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const cells = w && w.content && w.content.widgets;
+  return !!cells && cells.every((c) => c.model.type !== 'code' ||
+    (c.model.executionCount !== null && !c.node.classList.contains('jp-mod-running'))); }"""
 OUTPUT_TEXT = """(() => { const out = []; const walk = (n) => {
   if (n.shadowRoot) walk(n.shadowRoot);
   for (const c of n.childNodes) {
@@ -189,35 +195,65 @@ def output_text(page: Any) -> str:
     return str(page.evaluate(OUTPUT_TEXT))
 
 
-def test_jupyterlab_shows_every_view_offline(
-    tmp_path: Path, real_checkpoints: Any, browser: Any
-) -> None:
-    """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
-    Weight map's module tree included) with nothing fetched from outside 127.0.0.1. (The
-    session's chromium: a second Playwright in the same thread is refused.)"""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, real_checkpoints: Any) -> Iterator[LabSite]:
+    """One JupyterLab for the module, serving a folder with a run copied from the timeline
+    fixture, the dashboard notebook and the walkthrough notebooks."""
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-
+    base = tmp_path_factory.mktemp("lab")
     out, manifest = real_checkpoints("timeline")
-    work = tmp_path / "work"
+    work = base / "work"
     work.mkdir()
     shutil.copytree(out / manifest["cases"]["hf_clean"]["path"], work / "run")
     (work / "dashboard.ipynb").write_text(json.dumps(notebook([FIRST_CELL])))
-    home = tmp_path / "jupyter"
+    for nb in WALKTHROUGHS:  # bound to the test's kernel, run as a newcomer runs them
+        cells = json.loads((REPO / "notebooks" / nb).read_text())["cells"]
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        (work / nb).write_text(json.dumps(notebook(code)))
+    home = base / "jupyter"
     home.mkdir()
-
-    offline, console, drawn, rows = Offline(), [], [], 0
     with lab_server(work, home) as url:
-        context = browser.new_context(viewport={"width": 1500, "height": 1100})
-        try:
-            context.route("**/*", offline)
-            page = context.new_page()
-            page.set_default_timeout(120_000)
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-            page.on("pageerror", lambda e: console.append(f"page error: {e}"))
-            page.goto(url)
-            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+        yield LabSite(url, work, base)
+
+
+class LabSite:
+    """The module's JupyterLab: the dashboard notebook's URL, the served folder, a folder for
+    screenshots and logs."""
+
+    def __init__(self, url: str, work: Path, shots: Path) -> None:
+        self.url, self.work, self.shots = url, work, shots
+
+    def notebook_url(self, name: str) -> str:
+        return self.url.replace("dashboard.ipynb", name)
+
+
+@contextlib.contextmanager
+def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> Iterator[Any]:
+    """A page on ``url`` (offline, console recorded) once the notebook's kernel is idle."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    try:
+        context.route("**/*", offline)
+        page = context.new_page()
+        page.set_default_timeout(120_000)
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        page.on("pageerror", lambda e: console.append(f"page error: {e}"))
+        page.goto(url)
+        page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+        yield page
+    finally:
+        context.close()
+
+
+def test_jupyterlab_shows_every_view_offline(lab: LabSite, browser: Any) -> None:
+    """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
+    Weight map's module tree included) with nothing fetched from outside 127.0.0.1. (The
+    session's chromium: a second Playwright in the same thread is refused.)"""
+    tmp_path = lab.shots
+    offline, console, drawn, rows = Offline(), [], [], 0
+    try:
+        with lab_page(browser, lab.url, offline, console) as page:
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             try:
                 page.locator(".bk-tab", has_text="Overview").first.wait_for(timeout=300_000)
@@ -238,12 +274,57 @@ def test_jupyterlab_shows_every_view_offline(
                     continue
                 time.sleep(0.8)  # let the charts finish drawing
                 page.screenshot(path=str(shot))
-        finally:
-            (tmp_path / "console.log").write_text("\n".join(console))
-            context.close()
+    finally:
+        (tmp_path / "console.log").write_text("\n".join(console))
     problems = [m for m in console if "could not resolve type" in m]
     problems += [f"tab {d}" for d in drawn]
     if rows < 2:
         problems.append(f"the module tree drew {rows} rows")
     problems += [f"request left 127.0.0.1 (aborted): {u}" for u in offline.left]
     assert problems == [], f"(screenshots in {tmp_path})\n" + "\n".join(p[:300] for p in problems)
+
+
+def run_walkthrough(lab: LabSite, browser: Any, name: str) -> tuple[str, list[str], list[str]]:
+    """Runs the walkthrough notebook ``name`` top to bottom in JupyterLab; its outputs' text,
+    the console's errors and the requests that tried to leave 127.0.0.1. A screenshot of
+    each dashboard it shows is kept (``walk-<notebook>-<n>.png``)."""
+    offline, console = Offline(), []
+    with lab_page(browser, lab.notebook_url(name), offline, console) as page:
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        time.sleep(2)
+        page.wait_for_function(RAN_ALL, timeout=600_000)
+        page.wait_for_function(KERNEL_IDLE, timeout=600_000)
+        time.sleep(1.5)  # let the last output draw
+        shown = page.locator(".jp-OutputArea-output:has(.bk-tab)")
+        for i in range(shown.count()):
+            with contextlib.suppress(Exception):
+                shown.nth(i).scroll_into_view_if_needed(timeout=10_000)
+                page.screenshot(path=str(lab.shots / f"walk-{Path(name).stem}-{i}.png"))
+        text = output_text(page)
+    errors = [m for m in console if m.startswith(("error", "page error"))]
+    return text, errors, offline.left
+
+
+def cli_json(*args: str) -> Any:
+    """``ckpt-explorer ARGS --json`` in a child process: its parsed output."""
+    out = subprocess.run(
+        [sys.executable, "-m", "ckpt_explorer", *args, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    return json.loads(out.stdout)
+
+
+def test_walkthrough_resume_runs_in_jupyterlab(lab: LabSite, browser: Any) -> None:
+    """Workflow 1 as a newcomer runs it: every dashboard opens what the notebook names (paths
+    relative to the working directory, as Python means them, with a ``root`` below it), and
+    the doctor's ranked causes are the CLI's (``doctor --json``) for the same folders."""
+    text, errors, left = run_walkthrough(lab, browser, WALKTHROUGHS[0])
+    demo = lab.work / "walkthrough-resume"
+    assert "found nothing there" not in text, text[:2000]
+    report = cli_json("doctor", str(demo / "resumed_from"), str(demo / "after_resume"))
+    for cause in report["causes"]:
+        assert f"{cause['title']} {cause['score']:.2f}" in text, (cause, text[-3000:])
+    assert errors == [] and left == [], (errors, left)
