@@ -33,7 +33,7 @@ pytestmark = pytest.mark.timeout(900)
 
 KERNEL = "ckpt-explorer-test"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-WALKTHROUGHS = ("01_loss_mismatch_after_resume.ipynb",)
+WALKTHROUGHS = ("01_loss_mismatch_after_resume.ipynb", "02_pre_release_validation.ipynb")
 FIRST_CELL = """\
 from ckpt_explorer import Explorer
 
@@ -105,10 +105,11 @@ def notebook(cells: list[str]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def lab_server(work: Path, home: Path) -> Iterator[str]:
-    """``jupyter lab`` serving ``work`` on 127.0.0.1 with every Jupyter folder under ``home``
-    and a kernel named :data:`KERNEL` for this Python; yields the base URL with its token.
-    Only the process started here is stopped."""
+def lab_server(work: Path, home: Path, app: str = "jupyterlab") -> Iterator[str]:
+    """``jupyter lab`` (or Notebook 7 when ``app`` is ``"notebook"``) serving ``work`` on
+    127.0.0.1 with every Jupyter folder under ``home`` and a kernel named :data:`KERNEL` for
+    this Python; yields the URL of ``dashboard.ipynb`` with its token. Only the process
+    started here is stopped."""
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(home / "config"),
@@ -135,35 +136,38 @@ def lab_server(work: Path, home: Path) -> Iterator[str]:
     cmd = [
         sys.executable,
         "-m",
-        "jupyterlab",
+        app,
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         "--ServerApp.open_browser=False",
         f"--ServerApp.root_dir={work}",
-        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run the cells by command
-        "--LabApp.extension_manager=readonly",
     ]
+    if app == "notebook":  # window.jupyterapp: run the cells by command
+        cmd.append("--JupyterNotebookApp.expose_app_in_browser=True")
+    else:
+        cmd += ["--LabApp.expose_app_in_browser=True", "--LabApp.extension_manager=readonly"]
     if os.geteuid() == 0:  # a container's root user (jupyter refuses root without it)
         cmd.append("--allow-root")
-    log = open(home / "lab.log", "w")  # noqa: SIM115 - closed at teardown
+    log = open(home / f"{app}.log", "w")  # noqa: SIM115 - closed at teardown
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"jupyter lab exited with {proc.returncode}; see {log.name}")
+                pytest.fail(f"{app} exited with {proc.returncode}; see {log.name}")
             try:
                 with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=10) as r:
                     if r.status == 200:
                         break
             except OSError:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"jupyter lab did not answer within 120 s; see {log.name}")
+                    pytest.fail(f"{app} did not answer within 120 s; see {log.name}")
                 time.sleep(0.5)
-        yield f"{base}/lab/tree/dashboard.ipynb?token={token}"
+        page = "notebooks" if app == "notebook" else "lab/tree"
+        yield f"{base}/{page}/dashboard.ipynb?token={token}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -246,23 +250,23 @@ def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> It
         context.close()
 
 
-def test_jupyterlab_shows_every_view_offline(lab: LabSite, browser: Any) -> None:
-    """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
-    Weight map's module tree included) with nothing fetched from outside 127.0.0.1. (The
-    session's chromium: a second Playwright in the same thread is refused.)"""
-    tmp_path = lab.shots
+def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[str]:
+    """Runs the dashboard notebook at ``url``, clicks each tab and checks that it drew its
+    view (the module tree's rows included); the problems met (a custom model's type not
+    resolved, a tab not drawn, a request that tried to leave 127.0.0.1). Screenshots and the
+    console go to ``shots`` (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
     offline, console, drawn, rows = Offline(), [], [], 0
     try:
-        with lab_page(browser, lab.url, offline, console) as page:
+        with lab_page(browser, url, offline, console) as page:
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             try:
                 page.locator(".bk-tab", has_text="Overview").first.wait_for(timeout=300_000)
             except Exception:
-                page.screenshot(path=str(tmp_path / "lab-no-dashboard.png"))
+                page.screenshot(path=str(shots / f"{prefix}-no-dashboard.png"))
                 pytest.fail("no dashboard in the cell's output:\n" + output_text(page)[-3000:])
             for i, (name, mark) in enumerate(TAB_MARKS.items()):
                 page.locator(".bk-tab", has_text=name).first.click()
-                shot = tmp_path / f"lab-{i}-{name.replace(' ', '_')}.png"
+                shot = shots / f"{prefix}-{i}-{name.replace(' ', '_')}.png"
                 try:
                     page.locator(f"text={mark}").first.wait_for(timeout=120_000)
                     if name == "Weight map":  # the module tree (a custom model) draws its rows
@@ -275,13 +279,21 @@ def test_jupyterlab_shows_every_view_offline(lab: LabSite, browser: Any) -> None
                 time.sleep(0.8)  # let the charts finish drawing
                 page.screenshot(path=str(shot))
     finally:
-        (tmp_path / "console.log").write_text("\n".join(console))
+        (shots / f"{prefix}-console.log").write_text("\n".join(console))
     problems = [m for m in console if "could not resolve type" in m]
     problems += [f"tab {d}" for d in drawn]
     if rows < 2:
         problems.append(f"the module tree drew {rows} rows")
     problems += [f"request left 127.0.0.1 (aborted): {u}" for u in offline.left]
-    assert problems == [], f"(screenshots in {tmp_path})\n" + "\n".join(p[:300] for p in problems)
+    return problems
+
+
+def test_jupyterlab_shows_every_view_offline(lab: LabSite, browser: Any) -> None:
+    """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
+    Weight map's module tree included) with nothing fetched from outside 127.0.0.1. (The
+    session's chromium: a second Playwright in the same thread is refused.)"""
+    problems = check_every_tab(browser, lab.url, lab.shots, "lab")
+    assert problems == [], f"(screenshots in {lab.shots})\n" + "\n".join(p[:300] for p in problems)
 
 
 def run_walkthrough(lab: LabSite, browser: Any, name: str) -> tuple[str, list[str], list[str]]:
@@ -327,4 +339,22 @@ def test_walkthrough_resume_runs_in_jupyterlab(lab: LabSite, browser: Any) -> No
     report = cli_json("doctor", str(demo / "resumed_from"), str(demo / "after_resume"))
     for cause in report["causes"]:
         assert f"{cause['title']} {cause['score']:.2f}" in text, (cause, text[-3000:])
+    assert errors == [] and left == [], (errors, left)
+
+
+def test_walkthrough_release_validates_in_jupyterlab(lab: LabSite, browser: Any) -> None:
+    """Workflow 2: the Validate view lists the CLI's findings (``validate --json``) for the
+    GPT-2 release the notebook writes (transformers ``save_pretrained``), each with its hint,
+    and no hint sends the user after a shard when every shard is there (the tied
+    ``lm_head.weight`` that ``save_pretrained`` leaves out is not a missing shard)."""
+    text, errors, left = run_walkthrough(lab, browser, WALKTHROUGHS[1])
+    release = lab.work / "walkthrough-release" / "gpt2-tiny"
+    assert "found nothing there" not in text, text[:2000]
+    report = cli_json("validate", str(release))
+    assert report["findings"], report
+    flat = "".join(text.split())  # names break after "." by a <wbr>: compare without spaces
+    for f in report["findings"]:
+        for field in ("rule", "message", "hint"):
+            assert "".join(f[field].split()) in flat, (field, f, text[-3000:])
+    assert "Copy the missing shard again" not in text, text[-3000:]
     assert errors == [] and left == [], (errors, left)
