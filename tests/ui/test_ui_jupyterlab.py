@@ -57,11 +57,34 @@ TAB_MARKS = {
 KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
   return !!k && k.status === 'idle'; }"""
-# every cell of the page's notebook has run (none queued, none running)
+# buttons shown in an output that reach past its right edge (cut off by the output area)
+CLIPPED_BUTTONS = """() => { const out = [];
+  document.querySelectorAll('.jp-OutputArea-output').forEach((area) => {
+    const edge = area.getBoundingClientRect().right + 1;
+    const walk = (n) => {
+      if (n.shadowRoot) walk(n.shadowRoot);
+      for (const c of n.children || []) {
+        if (c.nodeName === 'BUTTON') {
+          const r = c.getBoundingClientRect();
+          if (r.width > 0 && r.height > 0 && r.right > edge) out.push(c.textContent.trim());
+        }
+        walk(c);
+      }
+    };
+    walk(area);
+  });
+  return out; }"""
+# a code cell of the page's notebook has run or is queued ("[*]")
+STARTED = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const cells = (w && w.content && w.content.widgets) || [];
+  return cells.some((c) => c.model.type === 'code' && (c.model.executionCount !== null ||
+    (c.promptNode && c.promptNode.textContent.includes('*')))); }"""
+# every code cell of the page's notebook has run, none is queued or running
 RAN_ALL = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const cells = w && w.content && w.content.widgets;
   return !!cells && cells.every((c) => c.model.type !== 'code' ||
-    (c.model.executionCount !== null && !c.node.classList.contains('jp-mod-running'))); }"""
+    (c.model.executionCount !== null && !(c.promptNode && c.promptNode.textContent.includes('*'))));
+}"""
 OUTPUT_TEXT = """(() => { const out = []; const walk = (n) => {
   if (n.shadowRoot) walk(n.shadowRoot);
   for (const c of n.childNodes) {
@@ -194,6 +217,19 @@ class Offline:
             route.abort()
 
 
+def run_all_cells(page: Any) -> None:
+    """Runs every cell of the page's notebook. A run asked for while the notebook is still
+    settling after its kernel became idle can be dropped: asked again until a cell starts."""
+    for _ in range(5):
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        try:
+            page.wait_for_function(STARTED, timeout=20_000)
+            return
+        except Exception:
+            continue
+    pytest.fail("no cell of the notebook started running")
+
+
 def output_text(page: Any) -> str:
     """The text of the notebook's outputs (through Panel's shadow roots)."""
     return str(page.evaluate(OUTPUT_TEXT))
@@ -253,12 +289,13 @@ def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> It
 def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[str]:
     """Runs the dashboard notebook at ``url``, clicks each tab and checks that it drew its
     view (the module tree's rows included); the problems met (a custom model's type not
-    resolved, a tab not drawn, a request that tried to leave 127.0.0.1). Screenshots and the
-    console go to ``shots`` (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
-    offline, console, drawn, rows = Offline(), [], [], 0
+    resolved, a tab not drawn, a button cut off at the output's right edge, a request that
+    tried to leave 127.0.0.1). Screenshots and the console go to ``shots``
+    (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
+    offline, console, drawn, rows, clipped = Offline(), [], [], 0, []
     try:
         with lab_page(browser, url, offline, console) as page:
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            run_all_cells(page)
             try:
                 page.locator(".bk-tab", has_text="Overview").first.wait_for(timeout=300_000)
             except Exception:
@@ -278,12 +315,14 @@ def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[st
                     continue
                 time.sleep(0.8)  # let the charts finish drawing
                 page.screenshot(path=str(shot))
+                clipped += [f"{name}: {b!r}" for b in page.evaluate(CLIPPED_BUTTONS)]
     finally:
         (shots / f"{prefix}-console.log").write_text("\n".join(console))
     problems = [m for m in console if "could not resolve type" in m]
     problems += [f"tab {d}" for d in drawn]
     if rows < 2:
         problems.append(f"the module tree drew {rows} rows")
+    problems += [f"button cut off at the output's right edge: {c}" for c in clipped]
     problems += [f"request left 127.0.0.1 (aborted): {u}" for u in offline.left]
     return problems
 
@@ -302,8 +341,7 @@ def run_walkthrough(lab: LabSite, browser: Any, name: str) -> tuple[str, list[st
     each dashboard it shows is kept (``walk-<notebook>-<n>.png``)."""
     offline, console = Offline(), []
     with lab_page(browser, lab.notebook_url(name), offline, console) as page:
-        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        time.sleep(2)
+        run_all_cells(page)
         page.wait_for_function(RAN_ALL, timeout=600_000)
         page.wait_for_function(KERNEL_IDLE, timeout=600_000)
         time.sleep(1.5)  # let the last output draw
