@@ -33,7 +33,11 @@ pytestmark = pytest.mark.timeout(900)
 
 KERNEL = "ckpt-explorer-test"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-WALKTHROUGHS = ("01_loss_mismatch_after_resume.ipynb", "02_pre_release_validation.ipynb")
+WALKTHROUGHS = (
+    "01_loss_mismatch_after_resume.ipynb",
+    "02_pre_release_validation.ipynb",
+    "03_conversion.ipynb",
+)
 FIRST_CELL = """\
 from ckpt_explorer import Explorer
 
@@ -395,4 +399,24 @@ def test_walkthrough_release_validates_in_jupyterlab(lab: LabSite, browser: Any)
         for field in ("rule", "message", "hint"):
             assert "".join(f[field].split()) in flat, (field, f, text[-3000:])
     assert "Copy the missing shard again" not in text, text[-3000:]
+    assert errors == [] and left == [], (errors, left)
+
+
+def test_walkthrough_conversion_in_jupyterlab(lab: LabSite, browser: Any, tmp_path: Path) -> None:
+    """Workflow 3: the Convert view converts the checkpoint the notebook opened (said on
+    screen), writes what ``convert --dry-run --json`` plans for the same file (its tensor
+    count and size) and verifies it; the output reads back equal with safetensors itself."""
+    text, errors, left = run_walkthrough(lab, browser, WALKTHROUGHS[2])
+    flat = "".join(text.split())
+    assert "found nothing there" not in text, text[:2000]
+    assert "Convertspytorch_model.bin—thecheckpointopeninthesidebar" in flat, text[-3000:]
+    source = lab.work / "walkthrough-convert" / "pytorch_model.bin"
+    plan = cli_json(
+        "convert", str(source), str(tmp_path / "x.safetensors"), "--to", "safetensors", "--dry-run"
+    )["plan"]
+    size = f"{plan['total_bytes'] / 1024:.1f}KiB"
+    assert f"written:{size}in1file" in flat, (size, text[-3000:])
+    assert f"tensors{plan['tensors']}," in flat, text[-3000:]
+    assert "verified:everyoutputtensorequalsitssource" in flat, text[-3000:]
+    assert "['0.bias', '0.weight', '2.bias', '2.weight'] True" in text, text[-3000:]
     assert errors == [] and left == [], (errors, left)
