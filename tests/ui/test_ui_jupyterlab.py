@@ -5,7 +5,10 @@ folders in the test's tmp dir, a kernel registered there for this Python); Debia
 opens a notebook whose one cell calls the public API, runs it, clicks each tab and checks that
 the tab drew its view. Every request that would leave 127.0.0.1 is aborted and recorded (so
 the test is offline by construction) and must not happen; no console error may say a model's
-type could not be resolved. Screenshots stay in the test's tmp dir (``lab-*.png``).
+type could not be resolved, no button may reach past the output's right edge. The walkthrough
+notebooks (notebooks/01..03) run there as a newcomer runs them, and what their dashboards show
+is checked against the CLI's ``--json`` for the same files. One server for the module;
+screenshots stay in its tmp dir (``lab-*.png``, ``walk-*.png``).
 """
 
 from __future__ import annotations
