@@ -129,8 +129,15 @@ def _sharded(folder: Path, index: str, verdict, written_here: bool = False) -> V
     if tied is not None and written_here:  # HybridParallel's own load restores the tied head
         notes.append("lm_head.weight is left out (tied): TorchDDPPlugin's strict load fails")
     elif tied is not None:
-        fail = tied
+        return verdict([index, *files], tied, TIED_HEAD_FIX, notes)
     return verdict([index, *files], fail, "Copy the missing shard again." if fail else "", notes)
+
+
+TIED_HEAD_FIX = (
+    "lm_head.weight is tied to the input embeddings and the writer left it out (nothing is "
+    "missing from the shards): load with `booster.load_model(model, path, strict=False)` "
+    "(the tie fills it) or with HybridParallelPlugin."
+)
 
 
 def _tied_head(folder: Path, names: dict[str, str]) -> tuple[str, str] | None:

@@ -72,9 +72,14 @@ def make_state(
 
 
 def _relative(state: AppState, p: str | Path) -> str:
+    """``p`` as the pickers show it (relative to the root). A relative path means what it
+    means to Python (from the working directory) when it exists there, as ``serve`` reads
+    it; otherwise it is taken as relative to the root."""
     if is_url(str(p)):
         return str(p).strip()
     path = Path(p)
+    if not path.is_absolute() and path.exists():
+        path = path.resolve()
     if path.is_absolute():
         try:
             return state.guard.relative(path)

@@ -5,7 +5,10 @@ folders in the test's tmp dir, a kernel registered there for this Python); Debia
 opens a notebook whose one cell calls the public API, runs it, clicks each tab and checks that
 the tab drew its view. Every request that would leave 127.0.0.1 is aborted and recorded (so
 the test is offline by construction) and must not happen; no console error may say a model's
-type could not be resolved. Screenshots stay in the test's tmp dir (``lab-*.png``).
+type could not be resolved, no button may reach past the output's right edge. The walkthrough
+notebooks (notebooks/01..03) run there as a newcomer runs them, and what their dashboards show
+is checked against the CLI's ``--json`` for the same files. One server for the module;
+screenshots stay in its tmp dir (``lab-*.png``, ``walk-*.png``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ pytestmark = pytest.mark.timeout(900)
 
 KERNEL = "ckpt-explorer-test"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+WALKTHROUGHS = (
+    "01_loss_mismatch_after_resume.ipynb",
+    "02_pre_release_validation.ipynb",
+    "03_conversion.ipynb",
+)
 FIRST_CELL = """\
 from ckpt_explorer import Explorer
 
@@ -56,6 +64,34 @@ TAB_MARKS = {
 KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
   return !!k && k.status === 'idle'; }"""
+# buttons shown in an output that reach past its right edge (cut off by the output area)
+CLIPPED_BUTTONS = """() => { const out = [];
+  document.querySelectorAll('.jp-OutputArea-output').forEach((area) => {
+    const edge = area.getBoundingClientRect().right + 1;
+    const walk = (n) => {
+      if (n.shadowRoot) walk(n.shadowRoot);
+      for (const c of n.children || []) {
+        if (c.nodeName === 'BUTTON') {
+          const r = c.getBoundingClientRect();
+          if (r.width > 0 && r.height > 0 && r.right > edge) out.push(c.textContent.trim());
+        }
+        walk(c);
+      }
+    };
+    walk(area);
+  });
+  return out; }"""
+# a code cell of the page's notebook has run or is queued ("[*]")
+STARTED = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const cells = (w && w.content && w.content.widgets) || [];
+  return cells.some((c) => c.model.type === 'code' && (c.model.executionCount !== null ||
+    (c.promptNode && c.promptNode.textContent.includes('*')))); }"""
+# every code cell of the page's notebook has run, none is queued or running
+RAN_ALL = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const cells = w && w.content && w.content.widgets;
+  return !!cells && cells.every((c) => c.model.type !== 'code' ||
+    (c.model.executionCount !== null && !(c.promptNode && c.promptNode.textContent.includes('*'))));
+}"""
 OUTPUT_TEXT = """(() => { const out = []; const walk = (n) => {
   if (n.shadowRoot) walk(n.shadowRoot);
   for (const c of n.childNodes) {
@@ -99,10 +135,11 @@ def notebook(cells: list[str]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def lab_server(work: Path, home: Path) -> Iterator[str]:
-    """``jupyter lab`` serving ``work`` on 127.0.0.1 with every Jupyter folder under ``home``
-    and a kernel named :data:`KERNEL` for this Python; yields the base URL with its token.
-    Only the process started here is stopped."""
+def lab_server(work: Path, home: Path, app: str = "jupyterlab") -> Iterator[str]:
+    """``jupyter lab`` (or Notebook 7 when ``app`` is ``"notebook"``) serving ``work`` on
+    127.0.0.1 with every Jupyter folder under ``home`` and a kernel named :data:`KERNEL` for
+    this Python; yields the URL of ``dashboard.ipynb`` with its token. Only the process
+    started here is stopped."""
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(home / "config"),
@@ -129,35 +166,38 @@ def lab_server(work: Path, home: Path) -> Iterator[str]:
     cmd = [
         sys.executable,
         "-m",
-        "jupyterlab",
+        app,
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         "--ServerApp.open_browser=False",
         f"--ServerApp.root_dir={work}",
-        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run the cells by command
-        "--LabApp.extension_manager=readonly",
     ]
+    if app == "notebook":  # window.jupyterapp: run the cells by command
+        cmd.append("--JupyterNotebookApp.expose_app_in_browser=True")
+    else:
+        cmd += ["--LabApp.expose_app_in_browser=True", "--LabApp.extension_manager=readonly"]
     if os.geteuid() == 0:  # a container's root user (jupyter refuses root without it)
         cmd.append("--allow-root")
-    log = open(home / "lab.log", "w")  # noqa: SIM115 - closed at teardown
+    log = open(home / f"{app}.log", "w")  # noqa: SIM115 - closed at teardown
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"jupyter lab exited with {proc.returncode}; see {log.name}")
+                pytest.fail(f"{app} exited with {proc.returncode}; see {log.name}")
             try:
                 with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=10) as r:
                     if r.status == 200:
                         break
             except OSError:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"jupyter lab did not answer within 120 s; see {log.name}")
+                    pytest.fail(f"{app} did not answer within 120 s; see {log.name}")
                 time.sleep(0.5)
-        yield f"{base}/lab/tree/dashboard.ipynb?token={token}"
+        page = "notebooks" if app == "notebook" else "lab/tree"
+        yield f"{base}/{page}/dashboard.ipynb?token={token}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -184,49 +224,93 @@ class Offline:
             route.abort()
 
 
+def run_all_cells(page: Any) -> None:
+    """Runs every cell of the page's notebook. A run asked for while the notebook is still
+    settling after its kernel became idle can be dropped: asked again until a cell starts."""
+    for _ in range(5):
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        try:
+            page.wait_for_function(STARTED, timeout=20_000)
+            return
+        except Exception:
+            continue
+    pytest.fail("no cell of the notebook started running")
+
+
 def output_text(page: Any) -> str:
     """The text of the notebook's outputs (through Panel's shadow roots)."""
     return str(page.evaluate(OUTPUT_TEXT))
 
 
-def test_jupyterlab_shows_every_view_offline(
-    tmp_path: Path, real_checkpoints: Any, browser: Any
-) -> None:
-    """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
-    Weight map's module tree included) with nothing fetched from outside 127.0.0.1. (The
-    session's chromium: a second Playwright in the same thread is refused.)"""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, real_checkpoints: Any) -> Iterator[LabSite]:
+    """One JupyterLab for the module, serving a folder with a run copied from the timeline
+    fixture, the dashboard notebook and the walkthrough notebooks."""
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-
+    base = tmp_path_factory.mktemp("lab")
     out, manifest = real_checkpoints("timeline")
-    work = tmp_path / "work"
+    work = base / "work"
     work.mkdir()
     shutil.copytree(out / manifest["cases"]["hf_clean"]["path"], work / "run")
     (work / "dashboard.ipynb").write_text(json.dumps(notebook([FIRST_CELL])))
-    home = tmp_path / "jupyter"
+    for nb in WALKTHROUGHS:  # bound to the test's kernel, run as a newcomer runs them
+        cells = json.loads((REPO / "notebooks" / nb).read_text())["cells"]
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        (work / nb).write_text(json.dumps(notebook(code)))
+    home = base / "jupyter"
     home.mkdir()
-
-    offline, console, drawn, rows = Offline(), [], [], 0
     with lab_server(work, home) as url:
-        context = browser.new_context(viewport={"width": 1500, "height": 1100})
-        try:
-            context.route("**/*", offline)
-            page = context.new_page()
-            page.set_default_timeout(120_000)
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-            page.on("pageerror", lambda e: console.append(f"page error: {e}"))
-            page.goto(url)
-            page.wait_for_function(KERNEL_IDLE, timeout=180_000)
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        yield LabSite(url, work, base)
+
+
+class LabSite:
+    """The module's JupyterLab: the dashboard notebook's URL, the served folder, a folder for
+    screenshots and logs."""
+
+    def __init__(self, url: str, work: Path, shots: Path) -> None:
+        self.url, self.work, self.shots = url, work, shots
+
+    def notebook_url(self, name: str) -> str:
+        return self.url.replace("dashboard.ipynb", name)
+
+
+@contextlib.contextmanager
+def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> Iterator[Any]:
+    """A page on ``url`` (offline, console recorded) once the notebook's kernel is idle."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    try:
+        context.route("**/*", offline)
+        page = context.new_page()
+        page.set_default_timeout(120_000)
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        page.on("pageerror", lambda e: console.append(f"page error: {e}"))
+        page.goto(url)
+        page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+        yield page
+    finally:
+        context.close()
+
+
+def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[str]:
+    """Runs the dashboard notebook at ``url``, clicks each tab and checks that it drew its
+    view (the module tree's rows included); the problems met (a custom model's type not
+    resolved, a tab not drawn, a button cut off at the output's right edge, a request that
+    tried to leave 127.0.0.1). Screenshots and the console go to ``shots``
+    (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
+    offline, console, drawn, rows, clipped = Offline(), [], [], 0, []
+    try:
+        with lab_page(browser, url, offline, console) as page:
+            run_all_cells(page)
             try:
                 page.locator(".bk-tab", has_text="Overview").first.wait_for(timeout=300_000)
             except Exception:
-                page.screenshot(path=str(tmp_path / "lab-no-dashboard.png"))
+                page.screenshot(path=str(shots / f"{prefix}-no-dashboard.png"))
                 pytest.fail("no dashboard in the cell's output:\n" + output_text(page)[-3000:])
             for i, (name, mark) in enumerate(TAB_MARKS.items()):
                 page.locator(".bk-tab", has_text=name).first.click()
-                shot = tmp_path / f"lab-{i}-{name.replace(' ', '_')}.png"
+                shot = shots / f"{prefix}-{i}-{name.replace(' ', '_')}.png"
                 try:
                     page.locator(f"text={mark}").first.wait_for(timeout=120_000)
                     if name == "Weight map":  # the module tree (a custom model) draws its rows
@@ -238,12 +322,104 @@ def test_jupyterlab_shows_every_view_offline(
                     continue
                 time.sleep(0.8)  # let the charts finish drawing
                 page.screenshot(path=str(shot))
-        finally:
-            (tmp_path / "console.log").write_text("\n".join(console))
-            context.close()
+                clipped += [f"{name}: {b!r}" for b in page.evaluate(CLIPPED_BUTTONS)]
+    finally:
+        (shots / f"{prefix}-console.log").write_text("\n".join(console))
     problems = [m for m in console if "could not resolve type" in m]
     problems += [f"tab {d}" for d in drawn]
     if rows < 2:
         problems.append(f"the module tree drew {rows} rows")
+    problems += [f"button cut off at the output's right edge: {c}" for c in clipped]
     problems += [f"request left 127.0.0.1 (aborted): {u}" for u in offline.left]
-    assert problems == [], f"(screenshots in {tmp_path})\n" + "\n".join(p[:300] for p in problems)
+    return problems
+
+
+def test_jupyterlab_shows_every_view_offline(lab: LabSite, browser: Any) -> None:
+    """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
+    Weight map's module tree included) with nothing fetched from outside 127.0.0.1. (The
+    session's chromium: a second Playwright in the same thread is refused.)"""
+    problems = check_every_tab(browser, lab.url, lab.shots, "lab")
+    assert problems == [], f"(screenshots in {lab.shots})\n" + "\n".join(p[:300] for p in problems)
+
+
+def run_walkthrough(lab: LabSite, browser: Any, name: str) -> tuple[str, list[str], list[str]]:
+    """Runs the walkthrough notebook ``name`` top to bottom in JupyterLab; its outputs' text,
+    the console's errors and the requests that tried to leave 127.0.0.1. A screenshot of
+    each dashboard it shows is kept (``walk-<notebook>-<n>.png``)."""
+    offline, console = Offline(), []
+    with lab_page(browser, lab.notebook_url(name), offline, console) as page:
+        run_all_cells(page)
+        page.wait_for_function(RAN_ALL, timeout=600_000)
+        page.wait_for_function(KERNEL_IDLE, timeout=600_000)
+        time.sleep(1.5)  # let the last output draw
+        shown = page.locator(".jp-OutputArea-output:has(.bk-tab)")
+        for i in range(shown.count()):
+            with contextlib.suppress(Exception):
+                shown.nth(i).scroll_into_view_if_needed(timeout=10_000)
+                page.screenshot(path=str(lab.shots / f"walk-{Path(name).stem}-{i}.png"))
+        text = output_text(page)
+    errors = [m for m in console if m.startswith(("error", "page error"))]
+    return text, errors, offline.left
+
+
+def cli_json(*args: str) -> Any:
+    """``ckpt-explorer ARGS --json`` in a child process: its parsed output."""
+    out = subprocess.run(
+        [sys.executable, "-m", "ckpt_explorer", *args, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    return json.loads(out.stdout)
+
+
+def test_walkthrough_resume_runs_in_jupyterlab(lab: LabSite, browser: Any) -> None:
+    """Workflow 1 as a newcomer runs it: every dashboard opens what the notebook names (paths
+    relative to the working directory, as Python means them, with a ``root`` below it), and
+    the doctor's ranked causes are the CLI's (``doctor --json``) for the same folders."""
+    text, errors, left = run_walkthrough(lab, browser, WALKTHROUGHS[0])
+    demo = lab.work / "walkthrough-resume"
+    assert "found nothing there" not in text, text[:2000]
+    report = cli_json("doctor", str(demo / "resumed_from"), str(demo / "after_resume"))
+    for cause in report["causes"]:
+        assert f"{cause['title']} {cause['score']:.2f}" in text, (cause, text[-3000:])
+    assert errors == [] and left == [], (errors, left)
+
+
+def test_walkthrough_release_validates_in_jupyterlab(lab: LabSite, browser: Any) -> None:
+    """Workflow 2: the Validate view lists the CLI's findings (``validate --json``) for the
+    GPT-2 release the notebook writes (transformers ``save_pretrained``), each with its hint,
+    and no hint sends the user after a shard when every shard is there (the tied
+    ``lm_head.weight`` that ``save_pretrained`` leaves out is not a missing shard)."""
+    text, errors, left = run_walkthrough(lab, browser, WALKTHROUGHS[1])
+    release = lab.work / "walkthrough-release" / "gpt2-tiny"
+    assert "found nothing there" not in text, text[:2000]
+    report = cli_json("validate", str(release))
+    assert report["findings"], report
+    flat = "".join(text.split())  # names break after "." by a <wbr>: compare without spaces
+    for f in report["findings"]:
+        for field in ("rule", "message", "hint"):
+            assert "".join(f[field].split()) in flat, (field, f, text[-3000:])
+    assert "Copy the missing shard again" not in text, text[-3000:]
+    assert errors == [] and left == [], (errors, left)
+
+
+def test_walkthrough_conversion_in_jupyterlab(lab: LabSite, browser: Any, tmp_path: Path) -> None:
+    """Workflow 3: the Convert view converts the checkpoint the notebook opened (said on
+    screen), writes what ``convert --dry-run --json`` plans for the same file (its tensor
+    count and size) and verifies it; the output reads back equal with safetensors itself."""
+    text, errors, left = run_walkthrough(lab, browser, WALKTHROUGHS[2])
+    flat = "".join(text.split())
+    assert "found nothing there" not in text, text[:2000]
+    assert "Convertspytorch_model.bin—thecheckpointopeninthesidebar" in flat, text[-3000:]
+    source = lab.work / "walkthrough-convert" / "pytorch_model.bin"
+    plan = cli_json(
+        "convert", str(source), str(tmp_path / "x.safetensors"), "--to", "safetensors", "--dry-run"
+    )["plan"]
+    size = f"{plan['total_bytes'] / 1024:.1f}KiB"
+    assert f"written:{size}in1file" in flat, (size, text[-3000:])
+    assert f"tensors{plan['tensors']}," in flat, text[-3000:]
+    assert "verified:everyoutputtensorequalsitssource" in flat, text[-3000:]
+    assert "['0.bias', '0.weight', '2.bias', '2.weight'] True" in text, text[-3000:]
+    assert errors == [] and left == [], (errors, left)

@@ -127,12 +127,16 @@ class WeightMap(pn.viewable.Viewer):
         )
         self._empty = placeholder("Open a checkpoint to see its tensors.")
         self._main = pn.Column(
-            pn.Row(
+            # wraps where the page is narrow (a notebook's output) instead of cutting off
+            # what reaches past its right edge (the JSON button)
+            pn.FlexBox(
                 self._name,
                 self._file,
                 self._clear,
                 self._count,
                 self._export,
+                flex_wrap="wrap",
+                align_items="flex-end",
                 sizing_mode="stretch_width",
             ),
             pn.Row(
