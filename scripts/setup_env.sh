@@ -47,8 +47,8 @@ PIN="$VENV/torch-pin.txt"
 echo "torch==$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch"))')" > "$PIN"
 
 # (numba, for the fused diff kernel, is a core dependency where it has wheels)
-# (jupyterlab: `scripts/dev.sh lab` and the JupyterLab browser test)
-uvi -c "$PIN" -e ".[ui,dev,remote]" nbclient nbformat ipykernel "jupyterlab==4.6.6"
+# (jupyterlab: `scripts/dev.sh lab` and the JupyterLab browser test; notebook: the Notebook 7 test)
+uvi -c "$PIN" -e ".[ui,dev,remote]" nbclient nbformat ipykernel "jupyterlab==4.6.6" "notebook==7.6.5"
 
 if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   # colossalai pins torch<=2.5.1 and transformers==4.51.3: never let the resolver see its requirements.
