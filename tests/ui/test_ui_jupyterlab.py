@@ -86,9 +86,11 @@ CLIPPED_BUTTONS = """() => { const out = [];
 # is on screen when no element above it is hidden (another tab's table is)
 CUT_TEXT = """() => { const out = [];
   const broken = (el) => { const words = el.textContent.trim().split(/[\\s./,×]+/).length;
-    const range = document.createRange(); range.selectNodeContents(el);
-    const tops = new Set(); for (const r of range.getClientRects()) if (r.width > 0)
-      tops.add(Math.round(r.top)); return tops.size > words; };
+    const lines = []; const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let t = w.nextNode(); t; t = w.nextNode()) { const range = document.createRange();
+      range.selectNodeContents(t); for (const r of range.getClientRects())
+        if (r.width > 0 && !lines.some((y) => Math.abs(y - r.bottom) < 4)) lines.push(r.bottom); }
+    return lines.length > words; };
   const hidden = (el) => { for (let a = el.parentElement || el.getRootNode().host; a;
       a = a.parentElement || a.getRootNode().host) { const cs = getComputedStyle(a);
       if (cs.display === 'none' || cs.visibility === 'hidden') return true; } return false; };
@@ -106,7 +108,7 @@ CUT_TEXT = """() => { const out = [];
       t.querySelectorAll('.tabulator-col').forEach((c) => {
         const r = c.getBoundingClientRect();
         if (r.width > 0 && r.right > right)
-          out.push(`column past the right edge: ${c.textContent.trim()}`);
+          out.push(`column past the right edge: ${c.textContent.trim()} (${r.right} > ${right})`);
       });
       t.querySelectorAll('.tabulator-cell, .tabulator-col-title').forEach((c) => {
         const r = c.getBoundingClientRect(); const text = c.textContent.trim();

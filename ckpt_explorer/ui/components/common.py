@@ -209,7 +209,7 @@ def table(df: Any, **kw: Any) -> Table:
     (:func:`~ckpt_explorer.ui.numbers.display_frame`), text sorted in natural order, names
     and paths wrapped instead of cut (with the whole value as a tooltip); ``fit=True``: every
     column fitted to the page's width, titles and text wrapped; ``min_widths``: the least
-    width in px of some columns."""
+    width in px of some columns; ``vertical_titles``: titles turned upright (many columns)."""
     numeric: list[str] = []
     texts: list[str] = []
     given = df
@@ -219,6 +219,7 @@ def table(df: Any, **kw: Any) -> Table:
         texts = text_columns(df)
     fit = kw.pop("fit", False)
     least = dict(kw.pop("min_widths", {}))  # px per column
+    vertical = kw.pop("vertical_titles", False)
     wrap = texts if fit else kw.get("wrap", ())
     names = [c for c in texts if c in NAME_COLUMNS or c in wrap]
     kw.pop("wrap", None)
@@ -251,6 +252,8 @@ def table(df: Any, **kw: Any) -> Table:
         for col in columns:
             col.pop("maxInitialWidth", None)
         defaults["configuration"]["columnDefaults"]["headerWordWrap"] = True
+    if vertical:  # many narrow columns: each title turned, read whole
+        defaults["configuration"]["columnDefaults"]["headerVertical"] = "flip"
     defaults["formatters"] = {
         **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
         **dict.fromkeys(names, JSCode(JS_BREAKABLE)),
