@@ -82,7 +82,7 @@ CLIPPED_BUTTONS = """() => { const out = [];
   });
   return out; }"""
 # cells and headers of the tables on screen whose text is cut (wider than their box, or a word
-# broken over lines), and their columns past the output's or the table's right edge; a table
+# broken over lines), a table scrolling sideways, a column past the output's right edge; a table
 # is on screen when no element above it is hidden (another tab's table is)
 CUT_TEXT = """() => { const out = [];
   const broken = (el) => { const words = el.textContent.trim().split(/[\\s./,×]+/).length;
@@ -104,11 +104,14 @@ CUT_TEXT = """() => { const out = [];
       const box = t.getBoundingClientRect();
       if (box.width <= 0 || box.top < 0 || box.top + 4 >= innerHeight) continue;
       if (hidden(t)) continue;
-      const right = Math.min(edge, box.right + 1);
+      const holder = t.querySelector('.tabulator-tableholder');
+      if (holder && holder.scrollWidth > holder.clientWidth + 1)
+        out.push(`sideways scroll (${holder.scrollWidth} > ${holder.clientWidth} px) in ` +
+          `the table of ${t.getRootNode().host.className}`);
       t.querySelectorAll('.tabulator-col').forEach((c) => {
         const r = c.getBoundingClientRect();
-        if (r.width > 0 && r.right > right)
-          out.push(`column past the right edge: ${c.textContent.trim()} (${r.right} > ${right})`);
+        if (r.width > 0 && r.right > edge)
+          out.push(`column past the output's right edge: ${c.textContent.trim()}`);
       });
       t.querySelectorAll('.tabulator-cell, .tabulator-col-title').forEach((c) => {
         const r = c.getBoundingClientRect(); const text = c.textContent.trim();
