@@ -121,7 +121,6 @@ class OptimizerView(pn.viewable.Viewer):
                 "states": {"type": "input", "func": "like", "placeholder": "state"},
             },
             selectable=1,
-            fit=True,  # every column within the page (a notebook's output too)
         )
 
         def on_select(event: Any) -> None:

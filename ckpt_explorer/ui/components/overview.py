@@ -158,7 +158,7 @@ class Overview(pn.viewable.Viewer):
             blocks.append(
                 section(
                     "Who wrote it (what its files say)",
-                    table(pd.DataFrame([c.to_json() for c in [*clues, *writer]]), fit=True),
+                    table(pd.DataFrame([c.to_json() for c in [*clues, *writer]])),
                 )
             )
         parts = b.frame("parts")
