@@ -211,7 +211,6 @@ class CompareView(pn.viewable.Viewer):
             css_classes=["diff-table"],
             titles=TITLES,
             selectable=1,
-            fit=True,  # every column within the page (a notebook's output too), text wrapped
         )
 
         names_b = {t.name: t.name_b or "" for t in r.tensors}
