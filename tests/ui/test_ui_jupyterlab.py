@@ -43,6 +43,7 @@ WALKTHROUGHS = (
 )
 FIRST_CELL = """\
 from ckpt_explorer import Explorer
+from ckpt_explorer.ui.numbers import fmt_bytes
 
 Explorer("run/checkpoint-4", "run/checkpoint-6", root=".")
 """
@@ -461,7 +462,7 @@ def test_walkthrough_conversion_in_jupyterlab(lab: LabSite, browser: Any, tmp_pa
     plan = cli_json(
         "convert", str(source), str(tmp_path / "x.safetensors"), "--to", "safetensors", "--dry-run"
     )["plan"]
-    size = f"{plan['total_bytes'] / 1024:.1f}KiB"
+    size = "".join(fmt_bytes(plan["total_bytes"]).split())  # the card's and the log's unit
     assert f"written:{size}in1file" in flat, (size, text[-3000:])
     assert f"tensors{plan['tensors']}," in flat, text[-3000:]
     assert "verified:everyoutputtensorequalsitssource" in flat, text[-3000:]
