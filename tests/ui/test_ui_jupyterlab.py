@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 from conftest import CHROMIUM, REPO, free_port
 
+from ckpt_explorer.ui.numbers import fmt_bytes
+
 pytestmark = pytest.mark.timeout(900)
 
 KERNEL = "ckpt-explorer-test"
@@ -43,7 +45,6 @@ WALKTHROUGHS = (
 )
 FIRST_CELL = """\
 from ckpt_explorer import Explorer
-from ckpt_explorer.ui.numbers import fmt_bytes
 
 Explorer("run/checkpoint-4", "run/checkpoint-6", root=".")
 """
