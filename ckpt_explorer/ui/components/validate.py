@@ -18,7 +18,6 @@ from .common import (
     placeholder,
     section,
     table,
-    title_widths,
     watch,
 )
 from .export import export_buttons, export_name
@@ -142,7 +141,7 @@ class ValidateView(pn.viewable.Viewer):
             css_classes=["findings"],
             fit=True,
             widths=widths,
-            min_widths=title_widths(df, {}),  # "param_id" whole, not "par / am / _id"
+            titles={"param_id": "param id"},  # wraps at its space, not "par / am / _id"
         )
         if "severity" in df:
             tbl.style.apply(  # type: ignore[union-attr]
