@@ -35,12 +35,12 @@ SEVERITY_ACCENTS = {
 # findings fitted to the page: the fix (hint) beside its message, both wrapped
 FINDING_WIDTHS = {
     "rule": "13%",
-    "severity": "7%",
-    "message": "27%",
-    "hint": "26%",
+    "severity": "8%",
+    "message": "25%",
+    "hint": "24%",
     "tensor": "10%",
     "file": "10%",
-    "param_id": "6%",
+    "param_id": "10%",
 }
 
 
