@@ -35,9 +35,9 @@ SEVERITY_ACCENTS = {
 # findings fitted to the page: the fix (hint) beside its message, both wrapped
 FINDING_WIDTHS = {
     "rule": "13%",
-    "severity": "8%",
+    "severity": "9%",
     "message": "25%",
-    "hint": "24%",
+    "hint": "23%",
     "tensor": "10%",
     "file": "10%",
     "param_id": "10%",
