@@ -23,10 +23,10 @@ from ..convert.targets import target, target_names
 from ..diff import DiffResult, TensorDiff, diff_checkpoints
 from ..errors import CkptExplorerError
 from ..io.location import Location
-from ..readable import human_bytes
 from ..resume import DoctorReport, resume_doctor
 from ..validate import ValidationReport, validate_checkpoint
 from .jobs import Job, Throttle
+from .numbers import fmt_bytes
 from .paths import RootGuard
 
 
@@ -180,7 +180,7 @@ class CompareState(JobState):
         push_rows = Throttle(lambda: setattr(self, "partial", list(rows)), 0.3)
         tick = Throttle(
             lambda e: self.report(
-                e.fraction, f"{human_bytes(e.done)} of {human_bytes(e.total)} compared"
+                e.fraction, f"{fmt_bytes(e.done)} of {fmt_bytes(e.total)} compared"
             ),
             0.1,
         )
@@ -336,7 +336,7 @@ def log_lines(e: Progress, logged: dict[str, Any], files: int) -> list[str]:
     done_writing = (e.stage == "write" and e.total and e.done >= e.total) or e.stage == "verify"
     if done_writing and not logged["written"]:
         logged["written"] = True
-        what = f"{human_bytes(e.total)} in {files} file{'s' if files != 1 else ''}"
+        what = f"{fmt_bytes(e.total)} in {files} file{'s' if files != 1 else ''}"
         out.append(f"{1:6.1%}  written: {what} (in a temporary folder until verified)")
     if e.stage == "verify" and not logged["verify"]:
         logged["verify"] = True

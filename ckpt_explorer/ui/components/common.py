@@ -191,11 +191,25 @@ JS_BREAKABLE = """function(cell) {
 }"""
 
 
+def title_widths(df: Any, titles: dict[str, str]) -> dict[str, int]:
+    """The least width (px) of each column of ``df`` for its title's longest word to fit
+    whole beside the sort arrow (``min_widths`` of :func:`table`): a fitted table of a few
+    columns then never breaks ``param_id`` into letters."""
+    if df is None:
+        return {}
+    out = {}
+    for c in df.columns:
+        words = str(titles.get(c, c)).split()
+        out[str(c)] = 8 * max((len(w) for w in words), default=1) + 36
+    return out
+
+
 def table(df: Any, **kw: Any) -> Table:
     """A read-only table with the dashboard's defaults: numbers by the one display rule
     (:func:`~ckpt_explorer.ui.numbers.display_frame`), text sorted in natural order, names
     and paths wrapped instead of cut (with the whole value as a tooltip); ``fit=True``: every
-    column fitted to the page's width, titles and text wrapped."""
+    column fitted to the page's width, titles and text wrapped; ``min_widths``: the least
+    width in px of some columns; ``vertical_titles``: titles turned upright (many columns)."""
     numeric: list[str] = []
     texts: list[str] = []
     given = df
@@ -204,6 +218,8 @@ def table(df: Any, **kw: Any) -> Table:
         numeric = number_columns(df)
         texts = text_columns(df)
     fit = kw.pop("fit", False)
+    least = dict(kw.pop("min_widths", {}))  # px per column
+    vertical = kw.pop("vertical_titles", False)
     wrap = texts if fit else kw.get("wrap", ())
     names = [c for c in texts if c in NAME_COLUMNS or c in wrap]
     kw.pop("wrap", None)
@@ -215,6 +231,10 @@ def table(df: Any, **kw: Any) -> Table:
         }
         for c in texts
     ]
+    for col in columns:
+        if col["field"] in least:
+            col["minWidth"] = least.pop(col["field"])
+    columns += [{"field": c, "minWidth": w} for c, w in least.items()]
     defaults: dict[str, Any] = {
         "show_index": False,
         "disabled": True,
@@ -232,6 +252,8 @@ def table(df: Any, **kw: Any) -> Table:
         for col in columns:
             col.pop("maxInitialWidth", None)
         defaults["configuration"]["columnDefaults"]["headerWordWrap"] = True
+    if vertical:  # many narrow columns: each title turned, read whole
+        defaults["configuration"]["columnDefaults"]["headerVertical"] = "flip"
     defaults["formatters"] = {
         **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
         **dict.fromkeys(names, JSCode(JS_BREAKABLE)),

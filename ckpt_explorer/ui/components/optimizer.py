@@ -12,6 +12,8 @@ from ..tables import optimizer_of
 from .common import cards, error_pane, keep_sort, placeholder, section, table, watch
 from .export import export_buttons, export_name
 
+VERTICAL_AFTER = 8  # param_groups with more columns than this: titles drawn upright
+
 
 def _exportable(tbl: pn.widgets.Tabulator, name: str) -> list[Any]:
     return [export_buttons(tbl, name), tbl]
@@ -87,7 +89,13 @@ class OptimizerView(pn.viewable.Viewer):
             section(
                 "param_groups",
                 *_exportable(
-                    table(groups, fit=True, css_classes=["param-groups"]),
+                    table(
+                        groups,
+                        fit=True,
+                        css_classes=["param-groups"],
+                        # a dozen settings: titles upright would be cut in a notebook's output
+                        vertical_titles=len(groups.columns) > VERTICAL_AFTER,
+                    ),
                     export_name("param_groups", b.path),
                 ),
             ),

@@ -35,12 +35,12 @@ SEVERITY_ACCENTS = {
 # findings fitted to the page: the fix (hint) beside its message, both wrapped
 FINDING_WIDTHS = {
     "rule": "13%",
-    "severity": "7%",
-    "message": "27%",
-    "hint": "26%",
+    "severity": "9%",
+    "message": "25%",
+    "hint": "23%",
     "tensor": "10%",
     "file": "10%",
-    "param_id": "6%",
+    "param_id": "10%",
 }
 
 
@@ -141,6 +141,7 @@ class ValidateView(pn.viewable.Viewer):
             css_classes=["findings"],
             fit=True,
             widths=widths,
+            titles={"param_id": "param id"},  # wraps at its space, not "par / am / _id"
         )
         if "severity" in df:
             tbl.style.apply(  # type: ignore[union-attr]

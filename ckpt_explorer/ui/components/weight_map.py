@@ -38,6 +38,7 @@ WRAP_CSS = """
   white-space: normal !important; overflow-wrap: break-word; text-overflow: clip;
 }
 .tabulator-cell[tabulator-field='file'] {font-size: 12px !important;}
+.tabulator-cell[tabulator-field='shape'] {white-space: normal !important; text-overflow: clip;}
 """
 # file names break at "/" and, where the column is narrower than a shard's name, before its
 # suffix: each folder, the shard's stem and its suffix kept whole on their lines (a browser
@@ -58,6 +59,27 @@ BREAKABLE = {
     **dict.fromkeys(("name", "parameter"), JSCode(JS_BREAKABLE)),
     "file": JSCode(JS_PATH_BREAKABLE),
 }
+# the table's share of the row beside the detail panel, never narrower than its columns need
+TABLE_BOX = {"flex": "1 1 760px", "min-width": "min(760px, 100%)"}
+# columns that hold short values whole (in px): "float32", "4096 × 11008", "1.95 MiB"
+MIN_WIDTHS = {"dtype": 84, "shape": 104, "bytes": 88}
+
+
+def column_widths(folded: bool) -> dict[str, str]:
+    """The table's column widths, 100 % in all: the parameter column's share goes to the
+    names and files when no optimizer state names one (the column is hidden)."""
+    if folded:
+        return {
+            "name": "26%",
+            "parameter": "17%",
+            "dtype": "9%",
+            "shape": "13%",
+            "bytes": "10%",
+            "file": "23%",
+        }
+    return {"name": "36%", "dtype": "9%", "shape": "13%", "bytes": "10%", "file": "30%"}
+
+
 # up to this many shards, upright bars in file order (their turned labels 22 px apart or more)
 BARS_UPRIGHT = 16
 TREE_TITLE = "Modules (click a module to filter, a tensor to see its values; ▸ opens)"
@@ -90,15 +112,9 @@ class WeightMap(pn.viewable.Viewer):
             selectable=1,
             layout="fit_columns",  # no fixed height: every row of the page shows, one scrollbar
             hidden_columns=["numel", "key"],
-            widths={
-                "name": "28%",
-                "parameter": "18%",
-                "dtype": "8%",
-                "shape": "10%",
-                "bytes": "10%",
-                "file": "25%",
-            },
+            widths=column_widths(folded=True),
             formatters=BREAKABLE,
+            min_widths=MIN_WIDTHS,
             css_classes=["weight-map"],
         )
         self._table.stylesheets = [*self._table.stylesheets, WRAP_CSS]
@@ -139,9 +155,13 @@ class WeightMap(pn.viewable.Viewer):
                 align_items="flex-end",
                 sizing_mode="stretch_width",
             ),
-            pn.Row(
-                pn.Column(self._table, sizing_mode="stretch_width"),
+            # the detail panel drops below the table where the page is too narrow for both
+            # (a notebook's output): the table keeps room for every column whole
+            pn.FlexBox(
+                pn.Column(self._table, sizing_mode="stretch_width", styles=TABLE_BOX),
                 section("Tensor detail", self._detail, width=420, height=620),
+                flex_wrap="wrap",
+                align_items="flex-start",
                 sizing_mode="stretch_width",
             ),
             self._charts,
@@ -205,6 +225,7 @@ class WeightMap(pn.viewable.Viewer):
             selection=[],
             page=1,
             hidden_columns=["numel", "key"] + ([] if folded else ["parameter"]),
+            widths=column_widths(folded),
         )
         apply_sort(self.app, "Weight map", self._table)
         name_exports(self._export, export_name("tensors", b.path))
