@@ -316,7 +316,13 @@ class LabSite:
         self.url, self.work, self.shots = url, work, shots
 
     def notebook_url(self, name: str) -> str:
-        return self.url.replace("dashboard.ipynb", name)
+        """``name`` in a workspace of its own, reset: JupyterLab otherwise restores the
+        notebooks an earlier page opened, and the one in front may not be ``name``."""
+        stem = Path(name).stem.replace("_", "-")
+        url = self.url.replace(
+            "/lab/tree/dashboard.ipynb?", f"/lab/workspaces/{stem}/tree/{name}?reset&"
+        )
+        return url.replace("dashboard.ipynb", name)
 
 
 @contextlib.contextmanager
@@ -394,6 +400,9 @@ def run_walkthrough(lab: LabSite, browser: Any, name: str) -> tuple[str, list[st
     each dashboard it shows is kept (``walk-<notebook>-<n>.png``)."""
     offline, console = Offline(), []
     with lab_page(browser, lab.notebook_url(name), offline, console) as page:
+        in_front = "() => { const w = window.jupyterapp.shell.currentWidget; "
+        in_front += f"return !!(w && w.context && w.context.path.endsWith({name!r})); }}"
+        page.wait_for_function(in_front, timeout=60_000)  # run-all acts on the notebook in front
         run_all_cells(page)
         page.wait_for_function(RAN_ALL, timeout=600_000)
         page.wait_for_function(KERNEL_IDLE, timeout=600_000)
@@ -417,6 +426,7 @@ def cli_json(*args: str) -> Any:
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
+    assert out.stdout.lstrip().startswith("{"), (args, out.returncode, out.stderr[-3000:])
     return json.loads(out.stdout)
 
 
