@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import panel as pn
 
 from ..remote.urls import is_url
-from . import lean_page
 from .components.common import ACCENT, error_pane, skip_notebook_renderers
 from .components.module_tree import ModuleTree  # noqa: F401  (see below)
 from .components.picker import PathPicker
-from .components.plotly_loader import PlotlyLoader
 from .components.tabulator_guard import TabulatorGuard
 from .notebook import EXTENSIONS, prepare
 from .remote_paths import RemoteAccess
@@ -167,54 +164,32 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
     )
 
 
-TORCH_LULL_S = 1.0  # torch (2 s of a core) waits for the server to be this long quiet
-
-
-def warm_steps() -> list[Callable[[], Any]]:
-    """What a first click would otherwise wait for, most needed first: numba's kernels (a
-    Compare's figures and a tensor's statistics; import and first call take a second or
-    two), Compare's result views, plotly's figure classes (every chart), every other view's
-    module, and torch (a tensor's values, a diff of files the kernels cannot read in place)
-    last, after a lull: a first Compare of such files never needs it, and running beside
-    one it would halve its speed."""
+def warm_detail() -> None:
+    """What a first tensor detail or Compare would load: torch (a tensor's values are torch
+    tensors), numba's kernels (each import and first call takes a second or two), plotly's
+    figure classes and the views' modules; run in the background."""
     import importlib
+
+    import torch  # noqa: F401  (imported here so the first click does not wait for it)
 
     from ..diff import kernel
     from .components.common import warm_figures
-    from .give_way import after_lull
 
-    def module(name: str) -> Callable[[], Any]:
-        return lambda: importlib.import_module(name)
-
-    views = [f"{__package__}.components.{spec.partition(':')[0]}" for _, spec in TAB_CLASSES]
-    return [
-        kernel.warm_up,
-        module(f"{__package__}.components.compare"),
-        module(f"{__package__}.components.ab_view"),
-        warm_figures,
-        *(module(name) for name in views),
-        after_lull(module("torch"), TORCH_LULL_S),
-    ]
-
-
-_warm_once = threading.Lock()  # held from the first warm-up's start: one per process
-
-
-def warm_detail() -> None:
-    """Run :func:`warm_steps`, each giving way to the pages' work (once per process: a
-    second call returns at once)."""
-    from .give_way import in_turn
-
-    if _warm_once.acquire(blocking=False):
-        in_turn(warm_steps())
+    kernel.warm_up()
+    warm_figures()
+    for _, spec in TAB_CLASSES:  # each view's module, and what Compare's result draws with
+        importlib.import_module(f"{__package__}.components.{spec.partition(':')[0]}")
+    importlib.import_module(f"{__package__}.components.ab_view")
 
 
 def page_up() -> None:
-    """A page is being drawn: ``serve``'s background work goes on, or (``panel serve
-    app.py``) what a first click needs loads from now on, giving way to the pages' work."""
+    """A page is up: ``serve``'s background work goes on, or (``panel serve app.py``) what a
+    first tensor detail needs loads now rather than at the click."""
+    import threading
+
     from .view_cache import page_loaded
 
-    if not page_loaded() and not _warm_once.locked():
+    if not page_loaded():
         threading.Thread(target=warm_detail, name="ckpt-explorer-warm", daemon=True).start()
 
 
@@ -227,14 +202,10 @@ def create_app(
     """The served dashboard: ``create_app(paths=["run/step-6000"], root="run").servable()``."""
     load_extensions(notebook)
     state = make_state(paths, root, remote)
-    served = pn.state.curdoc is not None and pn.state.curdoc.session_context is not None
-    # a served page's head without plotly.js and MathJax: the loader fetches plotly.js
-    plotly_src = lean_page.mark(pn.state.curdoc) if served and not notebook else None
-    loader = [PlotlyLoader(src=plotly_src)] if plotly_src else []
     # Bootstrap: every resource is served by Panel itself (the Fast design asks Google Fonts).
     template = pn.template.BootstrapTemplate(
         title="ckpt_explorer",
-        sidebar=loader + sidebar(state),
+        sidebar=sidebar(state),
         main=[body(state)],
         header_background=ACCENT,
         sidebar_width=290,
@@ -243,10 +214,10 @@ def create_app(
     template.state = state  # type: ignore[attr-defined]  # for tests and notebooks
     if not notebook:
         bind_url(state)  # the address holds the view: a link reopens it
-        if served:
+        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
             from .server_log import quiet_closed_sockets
 
             quiet_closed_sockets()  # a closed tab: no traceback in the server's log
             skip_notebook_renderers()  # the first chart does not import nbformat
-            page_up()
+            pn.state.onload(page_up)
     return template

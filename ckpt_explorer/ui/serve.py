@@ -79,9 +79,9 @@ def serve(
     remote = RemoteAccess(allow_remote, cache, storage_options)
     checked = check_paths(paths, root, remote)
     # the checkpoint listed and the Overview's and Weight map's tables built while panel
-    # imports; then, once a page is asked for (or the server is idle), the security verdicts
-    # and what a Compare or a tensor detail loads (the statistics kernels, plotly, torch),
-    # each step when the server's other threads are quiet (a page's requests go first)
+    # imports; then, while no page is asked for once it listens, the security verdicts and what a tensor
+    # detail or a Compare loads (torch, the statistics kernels, plotly); with a page asked
+    # for, the verdicts once it is up and the rest once a Weight map is shown
     prefetch(checked, _first, _then, _last)
 
     import panel as pn

@@ -6,18 +6,18 @@ keeps the last few views opened, reused while none of their files changed (size 
 modification time of each file, and of the folder); :func:`memo` keeps what is built from a
 view (tables, indexes, findings) for as long as the view lives. ``serve`` opens the paths it
 was given in the background at start (:func:`prefetch`) with the Overview's and Weight map's
-tables, so the first page finds them ready. Then, once a page is asked for or two seconds after the
-server listens (it is idle), it goes on with the security verdicts and what a tensor detail
-or a first Compare needs (numba, plotly, torch: seconds of a core), each step when the
-server's other threads are quiet (:mod:`.give_way`): a page's own requests go first, and
-the warm-up fills the gaps while the browser loads the page and a person reads it, so a
-first click rarely waits for it.
+tables, so the first page finds them ready. When no page is asked for within two seconds of
+the server listening, it is idle: it goes on at once with the security verdicts and what a tensor detail or a
+first Compare needs (torch, numba, plotly: seconds of a core), so a page opened later waits
+for none of it. A page asked for sooner goes first: the verdicts wait until it is up, the
+rest until a Weight map is shown (seconds a page's first steps would wait behind).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -94,7 +94,10 @@ def memo(view: CheckpointView, what: str, build: Callable[[], T]) -> T:
 
 _listening = threading.Event()
 _page_asked = threading.Event()
-_waiting: list[str] = []  # prefetches not done yet
+_page_up = threading.Event()
+_weights_up = threading.Event()
+_waiting: list[str] = []  # prefetches waiting for a page
+SETTLE_S = 1.0  # after a Weight map is built: its table drawn before the last work starts
 IDLE_S = 2.0  # no page asked for this long after the server listens: it is idle
 
 
@@ -109,9 +112,16 @@ def page_asked() -> None:
 
 
 def page_loaded() -> bool:
-    """A page is up in a browser; True when ``serve``'s background work is under way (else
-    the page starts its own warm-up)."""
-    return bool(_waiting)
+    """A page is up in a browser: the background work that waited for it starts. True when
+    such work was waiting (a served page's next work is then under way)."""
+    waited = bool(_waiting)
+    _page_up.set()
+    return waited
+
+
+def weights_shown() -> None:
+    """A Weight map is on a page: the background work that waited for one starts."""
+    _weights_up.set()
 
 
 def prefetch(
@@ -122,13 +132,14 @@ def prefetch(
     wait_s: float = 20.0,
 ) -> None:
     """In a background thread: open the first of ``paths`` and run ``first`` on its view
-    (what the first page needs). Then, once the server listens (:func:`listening`, or
-    ``wait_s`` after the first work) and a page is asked for (:func:`page_asked`) or
-    :data:`IDLE_S` passed, ``then`` (the verdicts) once the server's other threads are quiet,
-    and ``last`` (which gives way step by step itself). Errors are left for the page to show
-    when it opens the path itself."""
+    (what the first page needs). Then, when no page is asked for (:func:`page_asked`) within
+    :data:`IDLE_S` of the server listening (:func:`listening`, or ``wait_s`` after the first
+    work), ``then`` and ``last`` at once (the server is idle). Otherwise, once that
+    page is up (:func:`page_loaded`, or after ``wait_s``), ``then`` (what the page needs
+    next), and once a Weight map is shown (:func:`weights_shown`, or ``wait_s`` later)
+    ``last``, so none competes with the first page's steps for the interpreter. Errors are
+    left for the page to show when it opens the path itself."""
     from ..remote.urls import is_url
-    from .give_way import wait_quiet
 
     local = [p for p in paths if not is_url(str(p))]
     if not local:
@@ -141,11 +152,14 @@ def prefetch(
                 first(view)
             _waiting.append(local[0])
             _listening.wait(wait_s)
-            _page_asked.wait(IDLE_S)
+            idle = not _page_asked.wait(IDLE_S)
+            if not idle:
+                _page_up.wait(wait_s)
             if then is not None:
-                wait_quiet()
                 then(view)
             if last is not None:
+                if not idle and _weights_up.wait(wait_s):
+                    time.sleep(SETTLE_S)
                 last()
         except Exception:  # the page opens it again and shows the error
             return
