@@ -19,6 +19,7 @@ FILE = "file"
 DIR = "dir"
 
 
+# Protocols of property stubs: alike in shape with readers/quantized/parts.Stored (declarations)
 class StatResult(Protocol):
     """The part of :class:`os.stat_result` that readers use."""
 

@@ -113,7 +113,8 @@ def _d(name: str, itemsize: int, floating: bool = False, complex_: bool = False)
     return DType(name, itemsize, floating, complex_)
 
 
-# name -> (itemsize, is_floating_point, is_complex), copied from torch 2.13 (see the module doc)
+# name -> (itemsize, is_floating_point, is_complex), copied from torch 2.13 (see the module doc);
+# a table: its rows are alike in shape by nature
 _CANONICAL: dict[str, tuple[int, bool, bool]] = {
     "uint8": (1, False, False), "int8": (1, False, False), "int16": (2, False, False),
     "int32": (4, False, False), "int64": (8, False, False), "float16": (2, True, False),
