@@ -168,6 +168,14 @@ CONSUMERS: tuple[Consumer, ...] = (
         ("shadowing", "startup_imports", "scan"),
     ),
     Consumer(
+        "torch.export.load",
+        "a .pt2 archive: its programs' pickled parts; every model folder under "
+        "data/aotinductor/ goes to AOTIModelPackageLoader, which dlopens its shared library "
+        "(or compiles its C++ and loads that): native code runs on a plain load (unsafe)",
+        ("views_zip.judge_zip",),
+        ("zip_miniz",),
+    ),
+    Consumer(
         "torch.jit.load",
         "TorchScript archives (constants.pkl, code/): their code runs when loaded (code)",
         ("views_zip.judge_zip",),
