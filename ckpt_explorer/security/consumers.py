@@ -182,6 +182,15 @@ CONSUMERS: tuple[Consumer, ...] = (
         ("zip_miniz",),
     ),
     Consumer(
+        "chat template renderers",
+        "tokenizer_config.json / chat_template.json / processor_config.json chat_template, "
+        "*.jinja, GGUF tokenizer.chat_template*: Jinja rendered in a sandbox (transformers "
+        "apply_chat_template, llama-cpp-python >= 0.2.72) or a plain Environment (older "
+        "llama-cpp-python, CVE-2024-34359), where private names reach Python's internals",
+        (),
+        ("chat_templates", "scan"),
+    ),
+    Consumer(
         "YAML loaders",
         "yaml.unsafe_load / yaml.load(Loader=yaml.Loader) (mmengine) build the Python objects "
         "tags name; yaml.full_load (Lightning hparams.yaml) resolves python/name; OmegaConf "
