@@ -46,6 +46,21 @@ _UNSAFE_NAMES = frozenset(
     }
 )  # fmt: skip
 _DUNDER = re.compile(r"__\w+__")
+_WRITES_UNDERSCORE = re.compile(r"_|%[-#0 +]*\d*c|\{[^{}]*:[^{}]*c\}")
+# filters that read an attribute by the name given (a dotted path) as their first argument
+_NAME_FILTERS = frozenset({"attr", "selectattr", "rejectattr", "groupby"})
+# filters whose result is a number, and those that write an object's text (its repr)
+_NUMBER_FILTERS = frozenset({"length", "count", "int", "float", "abs", "round", "sum", "wordcount"})
+_TEXT_FILTERS = frozenset({"string", "pprint", "format"})
+# objects a template can reach by name whose text is not data (their repr holds "_")
+_OBJECTS = frozenset(
+    {"lipsum", "cycler", "joiner", "namespace", "range", "dict", "self", "loop", "caller",
+     "varargs", "kwargs", "raise_exception", "strftime_now"}
+)  # fmt: skip
+_SPECIAL_TOKENS = frozenset(
+    {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+     "mask_token", "additional_special_tokens"}
+)  # fmt: skip
 # a str.format field that reads an attribute or item whose name starts with "_"
 _FORMAT_FIELD = re.compile(r"\{[^{}]*[.\[]\s*_")
 
@@ -81,22 +96,39 @@ def judge_template(text: str) -> TemplateVerdict:
     for node in tree.find_all(nodes.Getattr):
         if internal_name(node.attr):
             out.code.append(f"reads .{node.attr} (line {node.lineno})")
-    keys: list[tuple[Any, str]] = [(n.arg, "an item key") for n in tree.find_all(nodes.Getitem)]
+    # (expression, what it is, read as a dotted attribute path)
+    keys: list[tuple[Any, str, bool]] = [
+        (n.arg, "an item key", False) for n in tree.find_all(nodes.Getitem)
+    ]
     for node in tree.find_all(nodes.Filter):
-        if node.name == "attr" and node.args:
-            keys.append((node.args[0], "the attr filter's name"))
-    for key, what in keys:
+        what = f"the {node.name} filter's attribute"
+        if node.name in _NAME_FILTERS and node.args:
+            keys.append((node.args[0], what, True))
+        keys += [(k.value, what, True) for k in node.kwargs if k.key == "attribute"]
+    for key, what, dotted in keys:
         if isinstance(key, nodes.Const):
-            if isinstance(key.value, str) and internal_name(key.value):
-                out.code.append(f"reads {key.value!r} as {what} (line {key.lineno})")
+            if isinstance(key.value, str):
+                parts = key.value.split(".") if dotted else [key.value]
+                if any(internal_name(p) for p in parts):
+                    out.code.append(f"reads {key.value!r} as {what} (line {key.lineno})")
             continue
         if isinstance(key, nodes.Slice):
             continue
         dynamic = True
-        if _computed(key, built):
+        if dotted and not _data_lookup(key):
+            out.doubts.append(
+                f"{what} given by an expression at line {key.lineno}: a plain jinja2 renderer "
+                "reads the attribute of whatever name it holds"
+            )
+        elif _computed(key, built.computed) and _may_write_underscore(key, built.underscore):
             out.doubts.append(
                 f"{what} computed from strings at line {key.lineno}: a plain jinja2 renderer "
                 "reads the attribute of whatever name it makes"
+            )
+        elif isinstance(key, nodes.Name) and key.name in _SPECIAL_TOKENS:
+            out.doubts.append(
+                f"{what} taken from {key.name} at line {key.lineno}, a string the tokenizer's "
+                "config sets: a plain jinja2 renderer reads the attribute of that name"
             )
     strings = [c.value for c in tree.find_all(nodes.Const) if isinstance(c.value, str)]
     strings += [
@@ -131,24 +163,68 @@ def _environment() -> Any:
     return Environment(extensions=["jinja2.ext.loopcontrols", _Generation])
 
 
-def _built_names(tree: Any) -> set[str]:
+@dataclass
+class _Built:
+    computed: set[str] = field(default_factory=set)  # bound to strings the template computes
+    underscore: set[str] = field(default_factory=set)  # ... that may hold a "_" it writes
+
+
+def _built_names(tree: Any) -> _Built:
     """Names a ``set`` or ``for`` binds to strings the template computes (to a fixed point)."""
     from jinja2 import nodes
 
-    built: set[str] = set()
+    built = _Built()
     for _ in range(8):
-        before = len(built)
-        for node in tree.find_all(nodes.Assign):
-            if _computed(node.node, built):
-                built |= _bound(node.target)
+        before = (len(built.computed), len(built.underscore))
+        bindings = [(n.target, n.node) for n in tree.find_all(nodes.Assign)]
+        bindings += [(n.target, n.iter) for n in tree.find_all(nodes.For)]
+        for target, value in bindings:
+            if _computed(value, built.computed):
+                built.computed |= _bound(target)
+                if _may_write_underscore(value, built.underscore):
+                    built.underscore |= _bound(target)
         for node in tree.find_all(nodes.AssignBlock):
-            built |= _bound(node.target)
-        for node in tree.find_all(nodes.For):
-            if _computed(node.iter, built):
-                built |= _bound(node.target)
-        if len(built) == before:
+            built.computed |= _bound(node.target)
+            built.underscore |= _bound(node.target)
+        if (len(built.computed), len(built.underscore)) == before:
             break
     return built
+
+
+def _may_write_underscore(node: Any, underscore: set[str]) -> bool:
+    """Whether a computed string may get a "_" from the template rather than from the data it
+    is given: a string the template writes holding "_" (or a ``%c`` / ``{:c}`` that makes one
+    from a number), a name bound to such a string, or the text of an object (``|string``,
+    ``~`` of a function such as ``lipsum``: its repr is full of them)."""
+    from jinja2 import nodes
+
+    found = [node, *node.find_all(nodes.Node)]
+    called = {id(n.node) for n in found if isinstance(n, nodes.Call)}  # strftime_now(...)
+    for n in found:
+        if (
+            isinstance(n, nodes.Const)
+            and isinstance(n.value, str)
+            and _WRITES_UNDERSCORE.search(n.value)
+        ):
+            return True
+        if isinstance(n, nodes.Name) and n.name in underscore:
+            return True
+        if isinstance(n, nodes.Name) and n.name in _OBJECTS and id(n) not in called:
+            return True
+        if isinstance(n, nodes.Filter) and n.name in _TEXT_FILTERS:
+            return True
+    return False
+
+
+def _data_lookup(node: Any) -> bool:
+    """A name or a lookup in the values the template is given (``m.key``, ``t['name']``)."""
+    from jinja2 import nodes
+
+    while isinstance(node, (nodes.Getattr, nodes.Getitem)):
+        if isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Const):
+            return False
+        node = node.node
+    return isinstance(node, nodes.Name) and node.name not in _OBJECTS
 
 
 def _bound(target: Any) -> set[str]:
@@ -181,6 +257,16 @@ def _computed(node: Any, built: set[str]) -> bool:
         return True
     if isinstance(node, nodes.BinExpr):
         return _stringy(node.left, built) or _stringy(node.right, built)
+    if isinstance(node, nodes.Filter) and node.name in _NUMBER_FILTERS:
+        return False
+    if isinstance(node, nodes.Filter) and node.name in _TEXT_FILTERS:
+        return True
+    if (
+        isinstance(node, nodes.Call)
+        and isinstance(node.node, nodes.Name)
+        and node.node.name == "range"
+    ):
+        return False
     if isinstance(node, (nodes.Filter, nodes.Call)):
         target = node.node  # the filtered value; a method call's object
         if isinstance(node, nodes.Call) and isinstance(target, nodes.Getattr):

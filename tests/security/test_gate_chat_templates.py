@@ -101,7 +101,7 @@ def test_a_template_that_leaves_the_sandbox_runs_in_a_plain_renderer(
         assert v.verdict == "code" and "reads .__globals__" in said
         assert "CVE-2024-34359" in said
     else:
-        assert v.verdict == "unverified" and "attr filter's name computed from strings" in said
+        assert v.verdict == "unverified" and "attr filter's attribute computed from strings" in said
     assert report.exit_code == 1
     assert found["tokenizer.json"].verdict == "data"
 
@@ -162,6 +162,15 @@ def test_templates_in_tokenizer_config_lists_and_gguf_metadata(tmp_path: Path) -
         ("{% set role = message.role|lower %}{{ role_map[role] }}", "data"),
         ("{{ m.content.split('_')[0] }}{{ m.content[:10] }}", "data"),
         ("{% for %}", "data"),  # no renderer gets past parsing it
+        ("{{ messages|selectattr('__class__') }}", "code"),
+        ("{{ messages|map(attribute='content.__class__') }}", "code"),
+        ("{{ messages|selectattr('role', 'equalto', 'system')|list }}", "data"),
+        ("{{ x|attr(eos_token) }}", "unverified"),
+        ("{{ x[eos_token] }}", "unverified"),
+        ("{% set k = '%c' % 95 ~ 'x' %}{{ x[k] }}", "unverified"),
+        ("{{ x[(lipsum|string)[18]] }}", "unverified"),
+        ("{% set seg = raw|replace('~1', '/') %}{{ node[seg] }}{{ node[seg|int] }}", "data"),
+        ("{{ weekdays[strftime_now('%A')] }}", "data"),
     ],
 )
 def test_judged_as_jinja_parses(template: str, expected: str) -> None:
