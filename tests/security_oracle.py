@@ -938,3 +938,21 @@ def files_of(path: Path) -> list[Path]:
             out.append(Path(root))
         out += [Path(root) / f for f in sorted(files)]
     return out
+
+
+def run_as_user(cwd: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c code`` in ``cwd`` as a user loading a checkpoint there would (hub offline).
+
+    For tests that show a consumer running a folder's code on a plain load without the audit
+    hook: their payloads leave marker files.
+    """
+    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **offline, **env},
+    )

@@ -168,10 +168,27 @@ CONSUMERS: tuple[Consumer, ...] = (
         ("shadowing", "startup_imports", "scan"),
     ),
     Consumer(
+        "torch.export.load",
+        "a .pt2 archive: its programs' pickled parts; every model folder under "
+        "data/aotinductor/ goes to AOTIModelPackageLoader, which dlopens its shared library "
+        "(or compiles its C++ and loads that): native code runs on a plain load (unsafe)",
+        ("views_zip.judge_zip",),
+        ("zip_miniz",),
+    ),
+    Consumer(
         "torch.jit.load",
         "TorchScript archives (constants.pkl, code/): their code runs when loaded (code)",
         ("views_zip.judge_zip",),
         ("zip_miniz",),
+    ),
+    Consumer(
+        "chat template renderers",
+        "tokenizer_config.json / chat_template.json / processor_config.json chat_template, "
+        "*.jinja, GGUF tokenizer.chat_template*: Jinja rendered in a sandbox (transformers "
+        "apply_chat_template, llama-cpp-python >= 0.2.72) or a plain Environment (older "
+        "llama-cpp-python, CVE-2024-34359), where private names reach Python's internals",
+        (),
+        ("chat_templates", "scan"),
     ),
     Consumer(
         "YAML loaders",

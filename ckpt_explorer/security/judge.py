@@ -7,7 +7,8 @@ is then judged against the allow-list (:mod:`.inert`):
   ``NEWOBJ``, ``INST``, ``OBJ``), has its instance's state set, or is one that runs commands,
   code, imports, files or network by itself (``os.system`` named is enough); a class or
   function of the running process is patched; a module in the checkpoint's folder shadows one
-  the load imports;
+  the load imports; an archive whose plain loader loads native code it holds (an AOTInductor
+  package under ``torch.export.load``);
 * ``code``: the file is code that a consumer imports or runs when asked to, or by being
   found (a Python module or ``.pth`` in the folder, ``auto_map`` with ``trust_remote_code``, a
   TorchScript archive): not run by a plain load, but code all the same;
@@ -174,7 +175,7 @@ def decide(verdict: FileVerdict, judged: Judged, unsafe: list[str], doubts: list
     out: list[Finding] = []
     for s in judged.streams:
         out += s.findings if s.findings is not None else stream_findings(s, s.where)
-    out += [Finding(CODE, "error", m, _CODE_HINT) for m in unsafe]
+    out += [Finding(CODE, "error", m, _CODE_HINT) for m in [*judged.unsafe, *unsafe]]
     out += [Finding(SHIPS_CODE, "error", m, _SHIPS_CODE_HINT) for m in judged.code]
     out += [Finding(UNVERIFIED, "error", m, _UNVERIFIED_HINT) for m in [*judged.doubts, *doubts]]
     out += [Finding(CONTAINER, "info", m, "") for m in judged.notes]

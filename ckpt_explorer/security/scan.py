@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..finding import Finding
 from ..io.location import Location, as_location
 from ..view import CheckpointView
+from .chat_templates import TEMPLATE_SUFFIXES, chat_template_findings
 from .dcp_items import read_plan
 from .git_dir import in_git_dir, judge_git_file
 from .judge import (
@@ -182,6 +183,7 @@ def scan_paths(
             by_path[link.path] = v
     _folder_code(tree, by_path, root, [p for p in given if isinstance(p, Path) and p.is_dir()])
     _remote_code(tree, by_path)
+    _chat_templates(tree, by_path)
     _git_code(tree, by_path)
     _pointers(tree, by_path, _roots(given))
     report.verdicts = sorted(by_path.values(), key=lambda v: str(v.path))
@@ -327,6 +329,20 @@ def _remote_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
                         f"{ref.loader}(trust_remote_code=True) imports it and runs its code"
                     ],
                 )
+
+
+def _chat_templates(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
+    """Chat templates that reach Python internals (code) or read names they build
+    (unverified): in tokenizer configs, ``.jinja`` files and GGUF metadata."""
+    for path in tree.files:
+        v = by_path.get(path)
+        if v is None or not path.name.endswith(TEMPLATE_SUFFIXES):
+            continue
+        found = chat_template_findings(as_location(path), v.label)
+        if found.code:
+            _add(v, SHIPS_CODE, found.code)
+        if found.doubts:
+            _add(v, UNVERIFIED, found.doubts)
 
 
 def _git_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:

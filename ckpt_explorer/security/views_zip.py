@@ -127,6 +127,7 @@ def _torch_members(
     if arch and arch + b"/archive_format" in names:
         out.notes.append(f"{where}: a torch.export archive (.pt2)")
         out.formats.append("torch.export archive")
+        out.unsafe += _aoti_native_code(where, arch, names)
     elif torchscript:
         out.formats.append("TorchScript archive")
     elif torch_zip:
@@ -180,6 +181,31 @@ def _torch_members(
             )
         )
     return out
+
+
+_AOTI_DIR = b"data/aotinductor/"
+
+
+def _aoti_native_code(where: str, arch: bytes, names: set[bytes]) -> list[str]:
+    """What ``torch.export.load`` runs of an AOTInductor package: ``load_pt2`` hands every model
+    folder under ``data/aotinductor/`` to ``AOTIModelPackageLoader``, which ``dlopen``s the
+    shared library it holds (its constructors run then, before any check of its symbols), or,
+    with none, compiles the C++ sources it holds with the flags it holds and loads the result."""
+    prefix = arch + b"/" + _AOTI_DIR
+    members = sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
+    models = sorted({m.split(b"/")[0].decode("utf-8", "replace") for m in members if b"/" in m})
+    if not models:
+        return []
+    native = [m.decode("utf-8", "replace") for m in members if m.endswith((b".so", b".cpp"))]
+    shown = ", ".join(n.rsplit("/", 1)[-1] for n in native[:3])
+    shown += f" and {len(native) - 3} more" if len(native) > 3 else ""
+    held = f"native code ({shown})" if native else "files for its native loader"
+    return [
+        f"{where}: an AOTInductor package (data/aotinductor/{', '.join(models)}) holding {held}: "
+        "torch.export.load (and torch._inductor.aoti_load_package) loads it as a shared "
+        "library, compiling its C++ first where it has no library, and that code runs in the "
+        "loading process"
+    ]
 
 
 def _package_modules(arch: bytes, names: set[bytes]) -> list[bytes]:

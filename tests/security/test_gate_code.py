@@ -10,8 +10,6 @@ Benign folders written by the same tools must not be flagged.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -19,21 +17,10 @@ from typing import Any
 
 import pytest
 import torch
+from security_oracle import run_as_user
 
 from ckpt_explorer.security import scan_paths
 from ckpt_explorer.security.judge import CODE, SHIPS_CODE, UNVERIFIED
-
-
-def _child(cwd: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, **env},
-    )
 
 
 def _verdicts(folder: Path, **kw: Any) -> dict[str, Any]:
@@ -54,7 +41,7 @@ def test_a_module_torch_imports_at_startup_is_code(tmp_path: Path) -> None:
     torch.save({"w": torch.ones(2)}, folder / "model.pt")
     marker = tmp_path / "MARK"
     (folder / "pynvml.py").write_text(_marker_module(marker, "pynvml"))
-    done = _child(folder, "import torch")
+    done = run_as_user(folder, "import torch")
     assert marker.exists(), done.stderr  # `import torch` in that folder runs it
     report = scan_paths([folder])
     by = {Path(v.path).name: v for v in report.verdicts}
@@ -74,7 +61,7 @@ def test_any_module_or_package_in_the_folder_is_code(tmp_path: Path) -> None:
     (folder / "notes.py").write_text("X = 1\n")
     (folder / "checkpoint-5").mkdir()  # not a module name: a data folder
     torch.save({"w": torch.ones(2)}, folder / "checkpoint-5" / "model.pt")
-    done = _child(folder, "import helpers")
+    done = run_as_user(folder, "import helpers")
     assert marker.exists(), done.stderr
     found = _verdicts(folder)
     assert found["helpers/__init__.py"].verdict == "code"
@@ -92,7 +79,7 @@ def test_a_sourceless_pyc_is_code(tmp_path: Path) -> None:
     src = tmp_path / "cached.py"
     src.write_text(f"open({str(marker)!r}, 'w').close()\n")
     py_compile.compile(str(src), cfile=str(folder / "cached.pyc"))
-    done = _child(folder, "import cached")
+    done = run_as_user(folder, "import cached")
     assert marker.exists(), done.stderr  # the bytecode alone is imported
     v = _verdicts(folder)["cached.pyc"]
     assert v.verdict == "code" and "can import it as cached" in v.reasons[0]
@@ -108,7 +95,7 @@ def test_a_pth_import_line_after_64_kib_is_code(tmp_path: Path) -> None:
     marker = tmp_path / "MARK"
     paths = "".join(f"lib{i:05d}\n" for i in range(9000))  # 81 KiB of path lines
     (folder / "late.pth").write_text(f"{paths}import os; os.mkdir({str(marker)!r})\n")
-    done = _child(tmp_path, _site(folder))
+    done = run_as_user(tmp_path, _site(folder))
     assert marker.exists(), done.stderr  # site runs the late line
     v = _verdicts(folder)["late.pth"]
     assert v.verdict == "code"
@@ -122,7 +109,7 @@ def test_a_pth_import_line_before_undecodable_bytes_is_code(tmp_path: Path) -> N
     marker = tmp_path / "MARK"
     body = f"import os; os.mkdir({str(marker)!r})\n".encode() + b"#" * 20000 + b"\n\xff\xfe\n"
     (folder / "early.pth").write_bytes(body)
-    done = _child(tmp_path, _site(folder))
+    done = run_as_user(tmp_path, _site(folder))
     if sys.version_info < (3, 13):
         assert marker.exists(), done.stderr
     assert _verdicts(folder)["early.pth"].verdict == "code"
@@ -136,7 +123,7 @@ def test_a_pth_that_site_stops_before_its_import_line_passes(tmp_path: Path) -> 
     text = f"../lib\nimport (\nimport os; os.mkdir({str(marker)!r})\n"
     (folder / "stops.pth").write_text(text)
     (folder / "paths.pth").write_text("../lib\n# import os\n  import os\n")  # never exec'd
-    done = _child(tmp_path, _site(folder))
+    done = run_as_user(tmp_path, _site(folder))
     assert not marker.exists(), done.stderr
     found = _verdicts(folder)
     assert {v.verdict for v in found.values()} == {"data"}, found
@@ -203,7 +190,7 @@ def test_auto_map_with_trust_remote_code_is_code(tmp_path: Path) -> None:
     src, out, marker = tmp_path / "src", tmp_path / "model", tmp_path / "MARK"
     src.mkdir()
     (src / "tiny_modeling.py").write_text(_MODELING)
-    done = _child(tmp_path, _SAVE.format(src=str(src), out=str(out)))
+    done = run_as_user(tmp_path, _SAVE.format(src=str(src), out=str(out)))
     assert done.returncode == 0, done.stderr
     config = json.loads((out / "config.json").read_text())
     assert config["auto_map"]["AutoModel"] == "tiny_modeling.TinyModel"
@@ -212,7 +199,7 @@ def test_auto_map_with_trust_remote_code_is_code(tmp_path: Path) -> None:
         "from transformers import AutoModel; "
         f"AutoModel.from_pretrained({str(out)!r}, trust_remote_code=True)"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker), HF_HUB_OFFLINE="1")
+    done = run_as_user(tmp_path, load, CKPT_MARK=str(marker), HF_HUB_OFFLINE="1")
     assert marker.exists(), done.stderr  # the loader imported the folder's module
     found = _verdicts(out)
     cfg = found["config.json"]

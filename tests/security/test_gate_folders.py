@@ -10,14 +10,13 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from security_oracle import run_as_user
 
 from ckpt_explorer.cli import main
 from ckpt_explorer.security import scan_paths
@@ -39,18 +38,6 @@ def _scan(*argv: str) -> tuple[int, dict[str, Any]]:
     with redirect_stdout(out), redirect_stderr(err):
         code = main(["scan", "--json", *argv])
     return code, json.loads(out.getvalue())
-
-
-def _child(cwd: Path, code: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -c code`` in ``cwd``, as a user loading a checkpoint there would."""
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_links_inside_are_followed_and_links_out_are_never_passed(tmp_path: Path) -> None:
@@ -104,7 +91,7 @@ def test_a_package_shadowing_an_allow_listed_module_is_unsafe(tmp_path: Path) ->
     # what a Hydra config pickles as: omegaconf.dictconfig.DictConfig (allow-listed)
     data = b"\x80\x02comegaconf.dictconfig\nDictConfig\nq\x00)\x81q\x01}q\x02b."
     (ckpt / "hparams.pkl").write_bytes(data)
-    done = _child(ckpt, "import pickle; pickle.load(open('hparams.pkl', 'rb'))")
+    done = run_as_user(ckpt, "import pickle; pickle.load(open('hparams.pkl', 'rb'))")
     assert marker.exists(), done.stderr  # the control: the shadowing code really runs
     marker.rmdir()
     code, doc = _scan(str(ckpt))
@@ -144,7 +131,7 @@ def test_dcp_bytes_items_are_judged_wherever_they_lie(tmp_path: Path) -> None:
     dcp.save(state, checkpoint_id=str(tmp_path / "dcp"), no_dist=True)
     clean = {"b_weight": torch.ones(4), "c_step": 3, "d_w2": torch.ones(2)}
     dcp.save(clean, checkpoint_id=str(tmp_path / "clean"), no_dist=True)
-    done = _child(
+    done = run_as_user(
         tmp_path,
         "from torch.distributed.checkpoint.format_utils import dcp_to_torch_save as f; "
         "f('dcp', 'out.pt')",

@@ -25,20 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from security_oracle import run_as_user
 
 from ckpt_explorer.security import scan_paths
-
-
-def _child(cwd: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env},
-    )
 
 
 def _verdicts(folder: Path) -> tuple[int, dict[str, Any]]:
@@ -122,7 +111,7 @@ def test_an_escaped_auto_map_key_is_code_and_its_twin_is_data(tmp_path: Path) ->
     assert '"auto_map"' not in (model / "config.json").read_text()
     marker = tmp_path / "MARK"
     load = f"from transformers import AutoConfig; AutoConfig.from_pretrained({str(model)!r}, trust_remote_code=True)"
-    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    done = run_as_user(tmp_path, load, CKPT_MARK=str(marker))
     assert marker.exists(), done.stderr  # transformers decoded the key and imported the module
 
     rc, found = _verdicts(model)
@@ -150,7 +139,7 @@ def test_a_config_past_the_old_16_mib_limit_is_read(tmp_path: Path) -> None:
         "from transformers import AutoConfig\n"
         f"AutoConfig.from_pretrained({str(model)!r}, trust_remote_code=True)\n"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    done = run_as_user(tmp_path, load, CKPT_MARK=str(marker))
     assert marker.exists(), done.stderr
     rc, found = _verdicts(model)
     assert found["config.json"].verdict == "code" and rc == 1
@@ -188,7 +177,7 @@ def test_custom_pipelines_impl_is_code(tmp_path: Path) -> None:
         "from transformers import pipeline\n"
         f"pipeline(model={str(model)!r}, trust_remote_code=True)\n"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker))
+    done = run_as_user(tmp_path, load, CKPT_MARK=str(marker))
     assert marker.exists(), done.stderr  # pipeline imported the impl's module
 
     rc, found = _verdicts(model)
@@ -230,7 +219,7 @@ def test_a_torch_package_shipping_modules_is_code_and_its_twin_is_safe(tmp_path:
         f"assert not os.path.exists({str(marker)!r})  # the pickle alone runs nothing\n"
         "imp.import_module('helpers')\n"
     )
-    done = _child(tmp_path, load)
+    done = run_as_user(tmp_path, load)
     assert done.returncode == 0 and marker.exists(), done.stderr
 
     rc, found = _verdicts(folder)
@@ -259,7 +248,7 @@ def test_a_zip_of_modules_on_a_pth_path_line_is_code(tmp_path: Path) -> None:
     np.savez(folder / "arrays.npz", a=np.arange(3))
     torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(folder / "scripted.pt"))
     load = f"import site; site.addsitedir({str(folder)!r}); import torch"
-    done = _child(tmp_path, load)
+    done = run_as_user(tmp_path, load)
     assert marker.exists(), done.stderr  # zipimport found pynvml in the archive
 
     rc, found = _verdicts(folder)
@@ -305,7 +294,7 @@ def test_a_sentence_transformers_module_type_is_code(tmp_path: Path) -> None:
         "from sentence_transformers import SentenceTransformer, models\n"
         f"SentenceTransformer(modules=[models.Dense(4, 4)]).save({str(model)!r})\n"
     )
-    done = _child(tmp_path, save, PYTHONPATH=sbert_path)
+    done = run_as_user(tmp_path, save, PYTHONPATH=sbert_path)
     assert done.returncode == 0, done.stderr
     rc, found = _verdicts(model)  # the twin: what the real writer wrote
     assert rc == 0 and {v.verdict for v in found.values()} == {"data"}
@@ -319,7 +308,7 @@ def test_a_sentence_transformers_module_type_is_code(tmp_path: Path) -> None:
         "from sentence_transformers import SentenceTransformer\n"
         f"SentenceTransformer({str(model)!r}, trust_remote_code=True)\n"
     )
-    done = _child(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
+    done = run_as_user(tmp_path, load, CKPT_MARK=str(marker), PYTHONPATH=sbert_path)
     assert marker.exists(), done.stderr  # the module was imported (the class is not there)
     rc, found = _verdicts(model)
     v = found["modules.json"]
