@@ -207,3 +207,42 @@ def test_compared_pages_are_dropped_per_span(
         f.seek(at)
         f.write(bytes([byte[0] ^ 0x10]))
     assert verify_output(plan, out) == [f"{name}: bytes differ from the source"]
+
+
+def test_output_is_written_in_small_pieces(
+    many: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ``pwrite`` of the copy is at most ``fastpath.WRITE`` bytes (the size of a write
+    sets the size of the page-cache folios it gets); the file is the same as with one write
+    per buffer."""
+    whole = tmp_path / "whole.safetensors"
+    monkeypatch.setattr(fastpath, "WRITE", fastpath.BUFFER)
+    assert run_conversion(plan_conversion(many, whole, "safetensors")).verified
+    sizes: list[int] = []
+    pwrite = os.pwrite
+
+    def spy(fd: int, data: Any, offset: int) -> int:
+        sizes.append(len(data))
+        return pwrite(fd, data, offset)
+
+    monkeypatch.setattr(fastpath, "WRITE", 4096)
+    monkeypatch.setattr(os, "pwrite", spy)
+    cut = tmp_path / "cut.safetensors"
+    assert run_conversion(plan_conversion(many, cut, "safetensors")).verified
+    data = sizes[1:]  # the header's write comes first
+    assert data and max(data) == 4096 and sum(data) > 4 * 4096
+    assert cut.read_bytes() == whole.read_bytes()
+
+
+def test_a_short_write_is_continued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pwrite_all`` writes every byte where the kernel takes fewer than asked."""
+    data = os.urandom(10_000)
+    pwrite = os.pwrite
+    monkeypatch.setattr(fastpath, "WRITE", 4096)
+    monkeypatch.setattr(os, "pwrite", lambda fd, b, at: pwrite(fd, b[:1000], at))
+    fd = os.open(tmp_path / "dst", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        fastpath.pwrite_all(fd, memoryview(data), 7)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "dst").read_bytes() == bytes(7) + data
