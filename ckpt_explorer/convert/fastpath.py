@@ -4,8 +4,7 @@
 that is one dense row-major block of its storage is, byte for byte, a range of its source file.
 Those ranges are copied without deserialising anything: with ``os.copy_file_range`` (in the
 kernel) where source and destination offsets sit at the same place within a page, otherwise
-through one reused 1 MiB buffer (``preadv``, then ``pwrite`` in 64 KiB pieces: see
-:func:`pwrite_all`). In the writer the kernel copy of
+through one reused 1 MiB buffer (``preadv``/``pwrite``). In the writer the kernel copy of
 ranges that straddle pages cost more CPU than the buffer, not less: on a 1 GiB ``.bin`` of
 1,057 tensors about 1.1 s of process CPU against 0.9 s (4 alternating runs, busy 2-core
 machine, Linux 6.18, ext4), and safetensors packs tensors back to back, torch zips align
@@ -13,6 +12,18 @@ storages to 64 bytes, so offsets rarely agree. Where the kernel refuses (another
 an old kernel) the range goes through the buffer, and later ranges between the same two
 filesystems go there directly. A remote source's ranges are read through its store (exactly
 those bytes) and written the same way.
+
+The buffered copy writes 1 MiB per ``pwrite``. The size of one write bounds the page-cache folio the
+kernel allocates for it (ext4 sizes a new folio to the write and to its alignment in the
+file), and on a VM whose guest reports free blocks of 2 MiB and more to the host
+(``virtio_balloon`` free-page reporting) large folios are cut from reported blocks, whose
+pages each fault in the host on first touch. Smaller writes were tried against that
+(2026-12-07, 4-5 alternating rounds per state, 1 GiB in 1,057 and in 4,661 tensors): a bare
+copy of 1 GiB written from offset 0 took 0.45 s of system time in 64-256 KiB pieces against
+0.6-1.8 s in 1 MiB pieces, but the conversion (its writes start at an offset that is not
+page-aligned, after the header, which also bounds its folios) paid more CPU in every state:
+64 KiB +0.25-0.3 s per GiB, 128 KiB +0.1-0.2 s, 256 KiB +0.07 s, and the after-idle cost did
+not show for 1 MiB pieces in those runs. Not kept.
 """
 
 from __future__ import annotations
@@ -38,7 +49,6 @@ if TYPE_CHECKING:
 
 CHUNK = 64 * 2**20
 BUFFER = 2**20
-WRITE = 64 * 2**10  # bytes per pwrite: see pwrite_all
 PAGE = 4096
 _local = threading.local()
 Tick = Callable[[int], None]
@@ -181,7 +191,10 @@ def _copy_remote(
         if cancel is not None and cancel.is_set():
             break
         n = min(CHUNK, piece.nbytes - done)
-        pwrite_all(out_fd, memoryview(_piece_range(piece, done, n)), out_offset + done)
+        data = memoryview(_piece_range(piece, done, n))
+        at = 0
+        while at < n:
+            at += os.pwrite(out_fd, data[at:], out_offset + done + at)
         done += n
         if tick is not None:
             tick(n)
@@ -240,27 +253,10 @@ def _buffered(src_fd: int, src_off: int, dst_fd: int, dst_off: int, n: int) -> N
         got = os.preadv(src_fd, [buf[: min(BUFFER, n)]], src_off)
         if got <= 0:
             raise TruncatedFileError(None, f"{n} more source bytes", "end of file")
-        pwrite_all(dst_fd, buf[:got], dst_off)
+        done = 0
+        while done < got:
+            done += os.pwrite(dst_fd, buf[done:got], dst_off + done)
         src_off, dst_off, n = src_off + got, dst_off + got, n - got
-
-
-def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    """Write all of ``data`` at ``offset``, :data:`WRITE` bytes per ``pwrite``.
-
-    The size of one write sets the size of the page-cache folios the kernel allocates for it
-    (ext4 and other large-folio filesystems size a new folio to the write, up to 2 MiB), and
-    large folios can cost far more than the copy: on a VM whose guest reports free memory
-    to the host (``virtio_balloon`` free-page reporting hands back free blocks of 2 MiB and
-    more after a few idle seconds), such folios are cut from reported blocks and every first
-    touch of one of their pages faults in the host. Writing 1 GiB in 1 MiB pieces then took
-    1.8-2.6 s of system time after idle, against 0.45-0.5 s in pieces of 64-256 KiB (and
-    512 KiB already 1.2-1.8 s); small folios come from the small free blocks the guest kept.
-    64 KiB is what ``cp`` writes (``copy_file_range`` on ext4 splices a pipe's 16 pages at a
-    time), and costs no more CPU here than 1 MiB pieces where memory is not reported.
-    """
-    done, n = 0, len(data)
-    while done < n:
-        done += os.pwrite(fd, data[done : min(n, done + WRITE)], offset + done)
 
 
 def read_pieces(pieces: tuple[Piece, ...], dtype: str, shape: tuple[int, ...]) -> torch.Tensor:

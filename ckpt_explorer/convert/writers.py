@@ -20,7 +20,7 @@ from ..io.location import Location
 from ..readable import parse_size as readable_size
 from .atomic import fsync_path
 from .bytecheck import OpenFiles
-from .fastpath import add_pieces, copy_pieces, piece_bytes, pwrite_all
+from .fastpath import add_pieces, copy_pieces, piece_bytes
 from .flush import WriteBehind
 from .plan_types import Piece, PlannedFile, PlannedTensor
 
@@ -169,7 +169,7 @@ def write_safetensors(
                     raise CkptExplorerError(
                         path, f"{t.nbytes} bytes for {t.name}", f"{data.numel()} bytes"
                     )
-                pwrite_all(fd, memoryview(data.numpy()), offset)  # type: ignore[arg-type]
+                _pwrite_all(fd, memoryview(data.numpy()), offset)  # type: ignore[arg-type]
                 if tick is not None:
                     tick(t.nbytes)
             offset += t.nbytes
@@ -207,6 +207,12 @@ def _copy_run(
         copy_pieces(fd, at, tuple(run), tick, cancel, sources)
         run.clear()
         _check(cancel)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done : done + 256 * 2**20], offset + done)
 
 
 # ------------------------------------------------------------------------------ torch.save zips
