@@ -45,9 +45,11 @@ def keep_offline(viewable: Any) -> None:
 
 
 class _InlineSheets:
-    """A document's change trigger that, after queueing a change, inlines the CDN stylesheets
-    of the model it changed and of the models it brings in (the page gets the combined,
-    inline change: notebook documents hold and combine their changes until sent)."""
+    """A document's change trigger that inlines the CDN stylesheets of the model a change is
+    about and of the models it brings in *before* the change is queued, so the queued change
+    never links a CDN sheet, whichever thread sends the queue and when (a job's thread updates
+    the page while the kernel's does too). Models the change brings in are rewritten silently:
+    the page gets them whole with the change."""
 
     def __init__(self, trigger: Any) -> None:
         self.trigger = trigger
@@ -56,24 +58,31 @@ class _InlineSheets:
     def __call__(self, event: Any) -> None:
         from bokeh.document.events import ModelChangedEvent
 
-        self.trigger(event)
         if isinstance(event, ModelChangedEvent):
-            if event.attr == "stylesheets":
-                self.inline([event.model], below=False)
+            if event.attr == "stylesheets" and isinstance(event.new, list | tuple):
+                sheets = [self.local(s) for s in event.new]
+                event.model._property_values["stylesheets"] = sheets
+                event.new = sheets
             else:
-                self.inline(_models(event.new))
+                self.inline(_models(event.new), silently=True)
+        self.trigger(event)
 
-    def inline(self, models: Iterable[Any], below: bool = True) -> None:
-        """Replace the CDN stylesheets of ``models`` (and of every UI element below them) by
-        their text from the installed Panel."""
+    def inline(self, models: Iterable[Any], silently: bool = False) -> None:
+        """Replace the CDN stylesheets of ``models`` and of every UI element below them by
+        their text from the installed Panel (``silently``: without a change event, for models
+        the page has not got yet)."""
         from bokeh.models.ui import UIElement
 
         for model in models:
-            for element in model.select({"type": UIElement}) if below else [model]:
+            for element in model.select({"type": UIElement}):
                 if not isinstance(element, UIElement):
                     continue
                 sheets = [self.local(s) for s in element.stylesheets]
-                if any(a is not b for a, b in zip(sheets, element.stylesheets, strict=True)):
+                if all(a is b for a, b in zip(sheets, element.stylesheets, strict=True)):
+                    continue
+                if silently:
+                    element._property_values["stylesheets"] = sheets
+                else:
                     element.stylesheets = sheets
 
     def local(self, sheet: Any) -> Any:

@@ -84,3 +84,31 @@ def test_later_changes_link_no_cdn_stylesheet() -> None:
     sent = change(guard=True)
     assert "after" in sent and "added" in sent
     assert CDN not in sent
+
+
+def test_no_change_is_queued_with_a_cdn_stylesheet() -> None:
+    """Whichever moment the queue is sent (a job's thread updates the page while the kernel's
+    does too), what is queued links no CDN sheet: each change is inlined before it is queued."""
+    import panel as pn
+
+    from ckpt_explorer.ui.notebook import keep_offline
+
+    md = pn.pane.Markdown("before")
+    col = pn.Column(md)
+    doc, root = _held_document(col)
+    keep_offline(col)
+    guard = doc.callbacks.trigger_on_change
+    queued: list[str] = []
+    inner = guard.trigger
+
+    def snapshot(event: Any) -> None:
+        inner(event)
+        queued.append(_sent(doc))  # what a send at this instant would carry
+
+    guard.trigger = snapshot
+    md.object = "after"
+    md._update(root.ref["id"], md._models[root.ref["id"]][0])
+    col.append(pn.pane.Markdown("added"))
+    col.append(pn.Row(pn.pane.Markdown("nested"), pn.widgets.Button(label="b")))
+    assert queued and "nested" in queued[-1]
+    assert all(CDN not in q for q in queued)
