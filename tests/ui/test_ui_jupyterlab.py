@@ -337,9 +337,13 @@ def check_results(page: Any, shots: Path, prefix: str) -> list[str]:
     page.get_by_role("button", name="Plan", exact=True).click()
     page.locator("text=/Tick the .Model weights only|Byte copy/").first.wait_for()
     if page.locator("text=/Tick the .Model weights only/").count():
-        page.get_by_label("Model weights only (leave optimizer, scheduler and RNG out)").check()
+        page.locator("input[type=checkbox]:visible").first.check()  # "Model weights only"
         page.get_by_role("button", name="Plan", exact=True).click()
-    page.locator(".plan-table .tabulator-cell").first.wait_for()
+    try:
+        page.locator(".plan-table .tabulator-cell").first.wait_for(state="attached")
+    except Exception:
+        page.screenshot(path=str(shots / f"{prefix}-result-no-plan.png"))
+        raise
     out += whole_tables(page, "plan-table", "Convert plan", shots / f"{prefix}-result-plan.png")
     page.get_by_role("button", name="Run conversion").click()
     page.locator("text=/equals its source|Verification failed/").first.wait_for(timeout=300_000)
