@@ -155,7 +155,8 @@ FIT_CSS = """
   overflow-wrap: normal; word-break: normal; text-overflow: clip;}
 .tabulator-row .tabulator-cell, .tabulator-row .tabulator-cell.wrap {white-space: normal !important;
   overflow-wrap: normal !important; word-break: normal; text-overflow: clip !important;}
-.tabulator-responsive-collapse {padding: 0 8px 4px 8px; border-bottom: 0;}
+.tabulator-row .tabulator-responsive-collapse {padding: 0 8px 4px 8px; border-bottom: 0;
+  background-color: #fff !important; color: #374151;}
 .tabulator-responsive-collapse .folded {display: flex; flex-wrap: wrap; gap: 0 16px;
   font-size: 12px; color: #374151;}
 .tabulator-responsive-collapse .folded b {font-weight: 500; color: #6b7280;}
