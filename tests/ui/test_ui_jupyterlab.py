@@ -327,6 +327,7 @@ def check_results(page: Any, shots: Path, prefix: str) -> list[str]:
     try:
         page.locator("text=Histograms of A and B").first.wait_for(timeout=90_000)
     except Exception:
+        page.screenshot(path=str(shots / f"{prefix}-result-no-ab.png"))
         out.append("Compare: a row click did not open the A/B view")
     page.locator(".bk-tab", has_text="Validate").first.click()
     page.get_by_role("button", name="Validate", exact=True).click()

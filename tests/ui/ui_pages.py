@@ -56,18 +56,22 @@ def count_text(page: Any) -> str:
     return page.locator("text=/of [0-9,]+ tensors/").first.inner_text()
 
 
-# cells and headers of the tables on screen whose text is cut (wider than their box, or a word
-# broken over lines where no "." "/" "_" "," "×" or space is), a table scrolling sideways, a
-# column past the right edge of its area (the elements matching the selector given: a notebook
-# output, the served page's main column); a table is on screen when no element above it is
-# hidden (another tab's table is). Returns {cut: [...], tables: how many were checked}.
+# cells and headers of the tables on screen whose text is cut (wider than their box, or a line
+# broken after a character other than a space, "." "/" "_" "," or "×": a word split), a table
+# scrolling sideways, a column past the right edge of its area (the elements matching the
+# selector given: a notebook output, the served page's main column); a table is on screen when
+# no element above it is hidden (another tab's table is). Returns {cut: [...], tables: how many were checked}.
 CUT_TEXT = """(sel) => { const out = []; let checked = 0;
-  const broken = (el) => { const words = el.textContent.trim().split(/[\\s./,×_]+/).length;
-    const lines = []; const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
-    for (let t = w.nextNode(); t; t = w.nextNode()) { const range = document.createRange();
-      range.selectNodeContents(t); for (const r of range.getClientRects())
-        if (r.width > 0 && !lines.some((y) => Math.abs(y - r.bottom) < 4)) lines.push(r.bottom); }
-    return lines.length > words; };
+  const broken = (el) => { const vertical = getComputedStyle(el).writingMode.startsWith('vertical');
+    const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT); let line = null; let last = '';
+    for (let t = w.nextNode(); t; t = w.nextNode()) { const s = t.textContent;
+      for (let i = 0; i < s.length; i += 1) { if (/\\s/.test(s[i])) { last = ' '; continue; }
+        const range = document.createRange(); range.setStart(t, i); range.setEnd(t, i + 1);
+        const r = range.getBoundingClientRect(); if (!r.width && !r.height) continue;
+        const at = vertical ? r.left : r.top;
+        if (line !== null && Math.abs(at - line) > 4 && !/[\\s./,×_]/.test(last)) return true;
+        line = at; last = s[i]; } }
+    return false; };
   const hidden = (el) => { for (let a = el.parentElement || el.getRootNode().host; a;
       a = a.parentElement || a.getRootNode().host) { const cs = getComputedStyle(a);
       if (cs.display === 'none' || cs.visibility === 'hidden') return true; } return false; };
