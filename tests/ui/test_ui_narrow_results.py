@@ -49,13 +49,15 @@ def whole(page: Any, table: str, name: str) -> None:
 
 def test_compare_result_fits_a_narrow_page(narrow: Any) -> None:
     """Every column of Compare's table within the page, the parameter column included, text
-    wrapped whole; a click on a row then opens its tensor in A and B."""
+    wrapped whole (the values that differ too); a click on a row then opens its tensor in A
+    and B."""
     page = narrow
     tab(page, "Compare")
     page.get_by_role("button", name="Compare").click()
     page.locator("text=Verdict").first.wait_for()
     page.locator(".diff-table .tabulator-cell[tabulator-field='status']").first.wait_for()
     whole(page, "diff-table", "compare")
+    whole(page, "values-table", "compare-values")  # the demo's steps and lr differ
     matrix = page.locator(".diff-table .tabulator-row", has_text="×").first  # a 2-D tensor
     matrix.locator(".tabulator-cell[tabulator-field='name']").click()
     wait_text(

@@ -288,7 +288,8 @@ class CompareView(pn.viewable.Viewer):
         vals = vals[vals["status"] != "equal"]
         if len(vals) and not r.is_export:
             vals = vals.assign(a=vals["a"].map(fmt_value), b=vals["b"].map(fmt_value))
-            blocks.append(section("Values that differ", table(vals, pagination="local")))
+            values = table(vals, pagination="local", fit=True, css_classes=["values-table"])
+            blocks.append(section("Values that differ", values))
         self._results[:] = blocks
 
     def _show_selected(self) -> None:
