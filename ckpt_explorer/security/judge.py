@@ -174,7 +174,7 @@ def decide(verdict: FileVerdict, judged: Judged, unsafe: list[str], doubts: list
     out: list[Finding] = []
     for s in judged.streams:
         out += s.findings if s.findings is not None else stream_findings(s, s.where)
-    out += [Finding(CODE, "error", m, _CODE_HINT) for m in unsafe]
+    out += [Finding(CODE, "error", m, _CODE_HINT) for m in [*judged.unsafe, *unsafe]]
     out += [Finding(SHIPS_CODE, "error", m, _SHIPS_CODE_HINT) for m in judged.code]
     out += [Finding(UNVERIFIED, "error", m, _UNVERIFIED_HINT) for m in [*judged.doubts, *doubts]]
     out += [Finding(CONTAINER, "info", m, "") for m in judged.notes]
@@ -370,9 +370,11 @@ def _place(judged: Judged, mm: Any, size: int, label: str, path: Location) -> No
     """``data`` only for a format :mod:`.known_formats` proves; anything else is a doubt."""
     head = bytes(mm[: min(size, 64)]).lstrip()
     json_text = not judged.formats and head[:1] in (b"{", b"[") and _is_json_text(path)
-    placed = place(mm, size, judged.formats, label, json_text)
+    local = path.local_path()
+    placed = place(mm, size, judged.formats, label, json_text, str(local) if local else None)
     judged.formats.insert(0, placed.format)
     judged.code += [f"{label}: {m}" for m in placed.code]
+    judged.unsafe += [f"{label}: {m}" for m in placed.unsafe]
     if placed.doubt:
         judged.doubts.append(
             f"{label}: bytes the gate cannot place: {placed.doubt}. No loader it models finds a "

@@ -54,6 +54,7 @@ class Judged:
     streams: list[Stream] = field(default_factory=list)
     doubts: list[str] = field(default_factory=list)
     code: list[str] = field(default_factory=list)  # code a consumer imports or runs on request
+    unsafe: list[str] = field(default_factory=list)  # code a plain load runs (not a pickle's)
     formats: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -61,6 +62,7 @@ class Judged:
         self.streams += other.streams
         self.doubts += other.doubts
         self.code += other.code
+        self.unsafe += other.unsafe
         self.formats += other.formats
         self.notes += other.notes
 
