@@ -62,7 +62,12 @@ def _lambda_layer(name: str, fn: dict, inputs: str, arguments: dict) -> dict:
 
 
 def _function(module: str, name: str) -> dict:
-    return {"module": module, "class_name": "function", "config": name, "registered_name": "function"}
+    return {
+        "module": module,
+        "class_name": "function",
+        "config": name,
+        "registered_name": "function",
+    }
 
 
 def _crafted(path: str, layers: list[dict], weights_from: str) -> None:
