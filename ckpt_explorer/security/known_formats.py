@@ -36,6 +36,7 @@ from typing import Any
 
 from ..io.gguf_header import GGUFError, byteorder_of, parse_buffer
 from .hdf5_walk import HDF5_MAGIC
+from .hydra_targets import target_code
 from .keras_files import hdf5_file, is_keras_zip, keras_json, keras_zip
 from .zip_check import BufferFile
 
@@ -198,6 +199,26 @@ def _is_json(text: str) -> bool:
 
 
 def _text(text: str) -> Placed:
+    """Text; YAML with Python tags or Hydra targets is code."""
+    placed = _tagged_text(text)
+    if "_target_" in text and len(text) > MAX_YAML:
+        placed.doubt = placed.doubt or "a YAML over 1 MiB naming _target_, not composed"
+        return placed
+    targets = target_code(text) if len(text) <= MAX_YAML else []
+    if targets:
+        placed.code += [f"a YAML config {t}" for t in targets]
+        if placed.format in ("text", "YAML"):
+            placed.format = "YAML with Hydra targets"
+    return placed
+
+
+def text_code(raw: bytes) -> list[str]:
+    """The code a text file asks for (YAML Python tags, Hydra targets); [] for anything else."""
+    text = _utf8(raw)
+    return _text(text).code if text is not None else []
+
+
+def _tagged_text(text: str) -> Placed:
     if "!" not in text and "%" not in text:
         return Placed("text")
     tags = _yaml_tags(text)
@@ -381,6 +402,7 @@ def _tar(buf: Any, size: int, depth: int) -> Placed:
     except (tarfile.TarError, OSError, ValueError, EOFError):
         return _not("a tar that tarfile does not open")
     budget = MAX_PARSE
+    code: list[str] = []
     with tar:
         for info in tar:
             if not info.isfile():
@@ -392,9 +414,10 @@ def _tar(buf: Any, size: int, depth: int) -> Placed:
                 return _not(f"member {info.name}: over {MAX_MEMBER >> 20} MiB")
             f = tar.extractfile(info)
             placed = _member(f.read() if f is not None else b"", depth)
-            if placed.doubt or placed.code or placed.unsafe:
+            if placed.doubt or placed.unsafe:
                 return _not(f"member {info.name}: {placed.doubt or 'code'}")
-    return Placed("tar of data")
+            code += [f"member {info.name}: {c}" for c in placed.code]
+    return Placed("tar of data" if not code else "tar with code", code=code)
 
 
 def _compressed(buf: Any, size: int, kind: str, depth: int) -> Placed:
@@ -423,9 +446,9 @@ def _compressed(buf: Any, size: int, kind: str, depth: int) -> Placed:
     if kind == "zlib" and _GIT_OBJECT.match(data[:32]):
         return Placed("git object")  # a loose object of git's store, read by git alone
     placed = _member(data, depth)
-    if placed.doubt or placed.code or placed.unsafe:
+    if placed.doubt or placed.unsafe:
         return _not(f"a {kind} stream of {placed.doubt or 'code'}")
-    return Placed(f"{kind} stream of {placed.format}")
+    return Placed(f"{kind} stream of {placed.format}", code=placed.code)
 
 
 # --- TFRecord (TensorBoard event files) -----------------------------------------------------
@@ -700,4 +723,4 @@ _MAGIC_CHECKS = (
 )
 
 
-__all__ = ["PROVEN", "Placed", "place"]
+__all__ = ["PROVEN", "Placed", "place", "text_code"]
