@@ -63,12 +63,15 @@ FOLDER_LOADERS = ("python_in_folder", "site_dir", "from_pretrained", "deepspeed_
 # ``keras.saving.load_model`` (safe_mode=True, the default; and safe_mode=False) in a fresh
 # process, Keras from the side folder(s) ``arg`` names (an os.pathsep list), torch backend
 KERAS_LOADERS = ("keras", "keras_unsafe")
+# ``hydra.utils.instantiate(OmegaConf.load(path))`` in a fresh process, Hydra from the side
+# folder ``arg`` names (what NeMo's restore_from and training scripts do with a config)
 _FRESH_LOADERS = (
     "pickle_fresh",
     "python_in_folder",
     "site_dir",
     "from_pretrained",
     *KERAS_LOADERS,
+    "hydra",
 )
 MARKER_ENV = "CKPT_ORACLE_MARKERS"
 MARKER_PREFIX = "PWNED"
@@ -390,6 +393,18 @@ def _load_keras(path: str, safe: bool = True) -> dict[str, Any]:
     )
 
 
+_HYDRA_LOAD = (
+    "import sys\nfrom omegaconf import OmegaConf\nfrom hydra.utils import instantiate\n"
+    "instantiate(OmegaConf.load(sys.argv[1]))\n"
+)
+
+
+def _load_hydra(path: str) -> dict[str, Any]:
+    """``hydra.utils.instantiate`` of the YAML config at ``path``, in a fresh process."""
+    side = os.pathsep.join(x for x in (_STATE.get("arg"), os.environ.get("PYTHONPATH")) if x)
+    return _fresh_process(["-c", _HYDRA_LOAD, path], os.path.dirname(path), PYTHONPATH=side)
+
+
 def _load_deepspeed_latest(path: str) -> Any:
     """DeepSpeed's ``load_checkpoint(load_dir)`` with no tag: the tag is ``latest``'s text,
     the folder ``os.path.join(load_dir, tag)``, each model-state file there ``torch.load``ed
@@ -491,6 +506,7 @@ _LOADERS = {
     "deepspeed_latest": _load_deepspeed_latest,
     "keras": _load_keras,
     "keras_unsafe": lambda path: _load_keras(path, safe=False),
+    "hydra": _load_hydra,
 }
 
 
