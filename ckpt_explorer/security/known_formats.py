@@ -38,6 +38,8 @@ from ..io.gguf_header import GGUFError, byteorder_of, parse_buffer
 from .hdf5_walk import HDF5_MAGIC
 from .hydra_targets import target_code
 from .keras_files import hdf5_file, is_keras_zip, keras_json, keras_zip
+from .onnx_model import OnnxError, parse_model
+from .onnx_model import doubts as onnx_doubts
 from .zip_check import BufferFile
 
 MAX_PARSE = 256 * 2**20  # bytes of archive members placed, in all
@@ -113,6 +115,10 @@ def _by_content(buf: Any, size: int, depth: int, local: str | None = None) -> Pl
     head = bytes(buf[: min(size, 64)])
     if head.startswith(HDF5_MAGIC):
         return _hdf5(buf, size, local)
+    if head[:1] == b"\x08":  # a protobuf whose first field is a varint 1: ONNX's ir_version
+        onnx = _onnx(buf, size)
+        if onnx is not None:
+            return onnx
     for magic, check in _MAGIC_CHECKS:
         if head.startswith(magic):
             return check(buf, size)
@@ -188,6 +194,15 @@ def _hdf5(buf: Any, size: int, local: str | None) -> Placed:
     return Placed(
         name, doubt="; ".join(doubts + judged.doubts), code=judged.code, unsafe=judged.unsafe
     )
+
+
+def _onnx(buf: Any, size: int) -> Placed | None:
+    """An ONNX model (:mod:`.onnx_model`); None when the bytes are not one."""
+    try:
+        model = parse_model(buf, size)
+    except OnnxError:
+        return None
+    return Placed("ONNX model", doubt="; ".join(onnx_doubts(model)))
 
 
 def _is_json(text: str) -> bool:
