@@ -105,8 +105,8 @@ def test_onnx_verdicts(models: Path) -> None:
     assert got == {
         "clean.onnx": "data",
         "external/model.onnx": "data",
-        # raw tensor bytes: no format to prove them by on their own
-        "external/model.onnx.data": "unverified",
+        # raw tensor bytes the model beside it names
+        "external/model.onnx.data": "data",
         "escape.onnx": "unverified",
         "custom.onnx": "unverified",
         "nested_custom.onnx": "unverified",
@@ -116,6 +116,10 @@ def test_onnx_verdicts(models: Path) -> None:
     assert "'com.evil'" in " ".join(found["custom.onnx"].reasons)
     assert "'com.hidden'" in " ".join(found["nested_custom.onnx"].reasons)
     assert scan_paths([models / "clean.onnx"]).exit_code == 0
+    assert found["external/model.onnx.data"].format.startswith("ONNX external data")
+    # on its own (its model not scanned) the data file is bytes the gate cannot place
+    (alone,) = scan_paths([models / "external" / "model.onnx.data"]).verdicts
+    assert alone.verdict == "unverified"
 
 
 def test_onnx_load_reads_what_the_gate_parsed(models: Path) -> None:
