@@ -187,7 +187,13 @@ def _judge_named(
             "(CVE-2025-8747, CVE-2025-9906)",
         )
         return
-    if registered not in (None, name) and not (kind == "function" and registered == "function"):
+    package = (module or "").split(".", 1)[0]
+    own = package in KERAS_PACKAGES and registered == f"{package}>{name}"  # keras_hub's own
+    if (
+        registered not in (None, name)
+        and not own
+        and (kind, registered) != ("function", "function")
+    ):
         out._add(
             out.doubts,
             f"{where}: {kind} registered as {registered!r}: a custom object that the loading "
@@ -199,7 +205,6 @@ def _judge_named(
             return  # resolved by name among Keras's own objects (legacy layers, built-ins)
         out._add(out.doubts, f"{where}: {kind} {name} without a module: a custom object")
         return
-    package = module.split(".", 1)[0]
     if module == "builtins" and kind == "function":
         if hasattr(builtins, name):
             out._add(

@@ -204,3 +204,6 @@ def test_config_rules_on_real_configs(corpus: Path) -> None:
     assert kinds(lookup) == (False, False, True)
     assert kinds(ref("subprocess", "Popen")) == (True, False, False)
     assert kinds(ref(None, "MyLayer")) == (False, False, True)
+    hub = ref("keras_hub.src.models.gemma.gemma_backbone", "GemmaBackbone")
+    assert kinds(hub | {"registered_name": "keras_hub>GemmaBackbone"}) == (False, False, False)
+    assert kinds(hub | {"registered_name": "mypkg>GemmaBackbone"}) == (False, False, True)
