@@ -13,12 +13,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from typing import Any
 
-from .hdf5_walk import walk_hdf5
+from .hdf5_walk import HDF5_MAGIC, walk_hdf5
 from .keras_config import KerasJudged, judge_config, looks_like_keras
+from .zip_check import BufferFile
 
 CONFIG = "config.json"
 WEIGHTS = ("model.weights.h5", "model.weights.npz")
@@ -95,6 +97,36 @@ def _config_attrs(attrs: dict[str, str], where: str, judged: KerasJudged) -> boo
     return found
 
 
+def beside_pickles(buf: Any, size: int, local: str | None) -> KerasJudged:
+    """What Keras would rebuild from a file in which the views found pickles (a polyglot):
+    h5py finds an HDF5 superblock at byte 0, 512, 1024, 2048, ... (a user block before it may
+    be a pickle), and ``load_model`` opens a ``.keras`` with Python's zipfile, which finds an
+    archive after any prefix."""
+    out = KerasJudged()
+    at = 0
+    while at + 8 <= size:
+        if bytes(buf[at : at + 8]) == HDF5_MAGIC:
+            _name, judged, doubts = hdf5_file(buf, size, local)
+            _merge(out, judged, doubts)
+            break
+        at = 512 if at == 0 else at * 2
+    try:
+        zf = zipfile.ZipFile(io.BufferedReader(BufferFile(buf, 0, size)))
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return out
+    with zf:
+        if is_keras_zip(zf.namelist()):
+            _name, judged, doubts = keras_zip(zf, lambda info: "")  # members: the zip views
+            _merge(out, judged, doubts)
+    return out
+
+
+def _merge(out: KerasJudged, judged: KerasJudged, doubts: list[str]) -> None:
+    out.unsafe += judged.unsafe
+    out.code += judged.code
+    out.doubts += judged.doubts + doubts
+
+
 def keras_json(raw: bytes) -> KerasJudged | None:
     """A JSON file that is one Keras object (``config.json`` of a model saved as a folder),
     judged; None when it is not one."""
@@ -109,4 +141,4 @@ def keras_json(raw: bytes) -> KerasJudged | None:
     return judge_config(doc, "the Keras config")
 
 
-__all__ = ["hdf5_file", "is_keras_zip", "keras_json", "keras_zip"]
+__all__ = ["beside_pickles", "hdf5_file", "is_keras_zip", "keras_json", "keras_zip"]

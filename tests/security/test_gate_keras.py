@@ -207,3 +207,43 @@ def test_config_rules_on_real_configs(corpus: Path) -> None:
     hub = ref("keras_hub.src.models.gemma.gemma_backbone", "GemmaBackbone")
     assert kinds(hub | {"registered_name": "keras_hub>GemmaBackbone"}) == (False, False, False)
     assert kinds(hub | {"registered_name": "mypkg>GemmaBackbone"}) == (False, False, True)
+
+
+@pytest.fixture(scope="module")
+def polyglots(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A benign pickle in front of a Keras model: as the user block of an HDF5 file (h5py finds
+    the superblock at byte 512), and before a .keras zip (Python's zipfile finds the archive)."""
+    import pickle
+
+    import h5py
+
+    out = tmp_path_factory.mktemp("keras-poly")
+    head = pickle.dumps({"step": 1}, protocol=2)
+    h5 = out / "user_block.h5"
+    with (
+        h5py.File(corpus / "lambda_legacy.h5", "r") as src,
+        h5py.File(h5, "w", userblock_size=512) as f,
+    ):
+        for key, value in src.attrs.items():
+            f.attrs[key] = value
+        for name in src:
+            src.copy(name, f)
+    with open(h5, "r+b") as f:
+        f.write(head.ljust(512, b"\0"))
+    zipped = out / "prefixed.keras"
+    zipped.write_bytes(head + (corpus / "cve_2025_1550.keras").read_bytes())
+    return {"h5": h5, "keras": zipped}
+
+
+def test_a_keras_model_behind_a_pickle_is_judged(
+    polyglots: dict[str, Path], oracle: Oracle
+) -> None:
+    for path in polyglots.values():
+        (v,) = scan_paths([path]).verdicts
+        assert v.verdict == "unsafe", (path.name, v.reasons)
+    got = oracle.run_jobs(
+        [(p, ("keras", "pickle"), {"arg": _keras_path(old=True)}) for p in polyglots.values()]
+    )
+    for res in got:
+        assert res.loaders["keras"].markers, res.loaders  # Keras 3.8 runs it, plain load
+        assert res.loaders["pickle"].status == "ok" and not res.loaders["pickle"].non_inert
