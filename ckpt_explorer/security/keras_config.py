@@ -264,6 +264,12 @@ def _judge_layer(
             f"{where}: a TorchModuleWrapper holding a pickled torch module: "
             "load_model(safe_mode=False) torch.load()s it with weights_only=False",
         )
+    if name in ("TFOpLambda", "SlicingOpLambda"):  # tf.keras 2 legacy models
+        out._add(
+            out.doubts,
+            f"{where}: a {name} calling the TensorFlow function {config.get('function')!r} "
+            "that tf.keras resolves by name: not judged",
+        )
     if name in ("JaxLayer", "FlaxLayer"):
         out._add(out.doubts, f"{where}: a {name} (functions of another framework): not judged")
     vocabulary = config.get("vocabulary")
