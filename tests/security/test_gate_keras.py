@@ -120,31 +120,27 @@ def test_attacks_run_under_the_real_load_model(corpus: Path, oracle: Oracle) -> 
     chain = str(corpus / "cve_2025_9906")  # the outer model loads inner.keras beside it
     jobs: list[tuple[Path, tuple[str, ...], dict[str, str]]] = [
         (corpus / "lambda.keras", loaders, {"arg": new}),
-        (corpus / "lambda_dir", loaders, {"arg": new}),
+        (corpus / "lambda_dir", ("keras_unsafe",), {"arg": new}),
         (corpus / "lambda_legacy.h5", ("keras",), {"arg": old}),
-        (corpus / "lambda_legacy.h5", ("keras",), {"arg": new}),
         (corpus / "cve_2025_1550.keras", ("keras",), {"arg": old}),
         (corpus / "cve_2025_1550.keras", ("keras",), {"arg": new}),
         (corpus / "cve_2025_9906" / "outer.keras", ("keras",), {"arg": old, "root": chain}),
-        (corpus / "cve_2025_9906" / "outer.keras", ("keras",), {"arg": new, "root": chain}),
-        (corpus / "clean_func.keras", loaders, {"arg": new}),
+        (corpus / "clean_func.keras", ("keras",), {"arg": new}),
         (corpus / "clean_legacy.h5", ("keras",), {"arg": new}),
         (corpus / "clean_dir", ("keras",), {"arg": new}),
     ]
     got = oracle.run_jobs(jobs)
     ran = [{n: (r.status, r.markers) for n, r in res.loaders.items()} for res in got]
-    lam, lam_dir, h5_old, h5_new, exec_old, exec_new, chain_old, chain_new = ran[:8]
-    clean, clean_h5, clean_dir = ran[8:]
+    lam, lam_dir, h5_old, exec_old, exec_new, chain_old, clean, clean_h5, clean_dir = ran
     # the lambda: refused by safe_mode (the default), run by safe_mode=False
-    for r in (lam, lam_dir):
-        assert r["keras"][1] == [] and r["keras"][0] == "error", r
-        assert r["keras_unsafe"][1], r
-    # a plain load in Keras 3.8 runs each of these; 3.15.1 refuses them
-    for r, case in ((h5_old, "keras-lambda-h5"), (exec_old, "keras-cve-2025-1550")):
-        assert r["keras"][1] == [f"PWNED-{case}"], r
+    assert lam["keras"] == ("error", []), lam
+    assert lam["keras_unsafe"][1] == ["PWNED-keras-lambda"], lam
+    assert lam_dir["keras_unsafe"][1] == ["PWNED-keras-lambda"], lam_dir
+    # a plain load in Keras 3.8 runs each of these (3.15.1 refuses them)
+    assert h5_old["keras"][1] == ["PWNED-keras-lambda-h5"], h5_old
+    assert exec_old["keras"][1] == ["PWNED-keras-cve-2025-1550"], exec_old
     assert chain_old["keras"][1] == ["PWNED-keras-cve-2025-9906"], chain_old
-    for r in (h5_new, exec_new, chain_new):
-        assert r["keras"] == ("error", r["keras"][1]) and r["keras"][1] == [], r
+    assert exec_new["keras"] == ("error", []), exec_new
     # the clean twins load, nothing runs
     for r in (clean, clean_h5, clean_dir):
         assert all(status == "ok" and not marks for status, marks in r.values()), r
