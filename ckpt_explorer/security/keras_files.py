@@ -35,7 +35,15 @@ def is_keras_zip(names: list[str]) -> bool:
 def keras_zip(zf: zipfile.ZipFile, member: Any) -> tuple[str, KerasJudged, list[str]]:
     """The format, the config's verdict and the members' doubts of a ``.keras`` zip;
     ``member(info)`` places any other member (the caller's generic placement: a doubt
-    string, or "")."""
+    string, or ""). A member zipfile cannot read (encrypted, an unknown method, bad data)
+    is a doubt."""
+    try:
+        return _keras_zip(zf, member)
+    except Exception as e:  # zipfile, zlib or the decoders refuse a member
+        return "Keras archive", KerasJudged(), [f"a member does not read ({type(e).__name__}: {e})"]
+
+
+def _keras_zip(zf: zipfile.ZipFile, member: Any) -> tuple[str, KerasJudged, list[str]]:
     doubts: list[str] = []
     judged = KerasJudged()
     try:
@@ -112,7 +120,7 @@ def beside_pickles(buf: Any, size: int, local: str | None) -> KerasJudged:
         at = 512 if at == 0 else at * 2
     try:
         zf = zipfile.ZipFile(io.BufferedReader(BufferFile(buf, 0, size)))
-    except (zipfile.BadZipFile, OSError, ValueError):
+    except Exception:  # not a zip Python's zipfile opens: load_model refuses it too
         return out
     with zf:
         if is_keras_zip(zf.namelist()):

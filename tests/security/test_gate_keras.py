@@ -243,3 +243,16 @@ def test_a_keras_model_behind_a_pickle_is_judged(
     for res in got:
         assert res.loaders["keras"].markers, res.loaders  # Keras 3.8 runs it, plain load
         assert res.loaders["pickle"].status == "ok" and not res.loaders["pickle"].non_inert
+
+
+def test_a_keras_zip_whose_members_do_not_read_is_unverified(corpus: Path, tmp_path: Path) -> None:
+    data = bytearray((corpus / "lambda.keras").read_bytes())
+    for sig, off in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # every method: 99 (AES)
+        at = data.find(sig)
+        while at >= 0:
+            data[at + off : at + off + 2] = (99).to_bytes(2, "little")
+            at = data.find(sig, at + 4)
+    path = tmp_path / "method99.keras"
+    path.write_bytes(bytes(data))
+    (v,) = scan_paths([path]).verdicts
+    assert v.verdict == "unverified" and any("does not read" in r for r in v.reasons), v.reasons
