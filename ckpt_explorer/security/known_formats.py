@@ -86,6 +86,10 @@ def place(
     depth = 0
     try:
         if json_text and not top:
+            if size > MAX_MEMBER and _find(buf, b'"class_name"', 0, size) >= 0:
+                return _not(
+                    f"a JSON over {MAX_MEMBER >> 20} MiB naming class_name (a Keras config?)"
+                )
             return _json(bytes(buf[:size]) if size <= MAX_MEMBER else b"")
         if top == "safetensors":
             return _safetensors(buf, size, label)

@@ -256,3 +256,17 @@ def test_a_keras_zip_whose_members_do_not_read_is_unverified(corpus: Path, tmp_p
     path.write_bytes(bytes(data))
     (v,) = scan_paths([path]).verdicts
     assert v.verdict == "unverified" and any("does not read" in r for r in v.reasons), v.reasons
+
+
+def test_a_keras_config_too_large_to_judge_is_unverified(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckpt_explorer.security import known_formats
+
+    doc = json.loads((corpus / "lambda_dir" / "config.json").read_text())
+    doc["padding"] = "x" * 4096  # over the (lowered) limit: not parsed, so not data
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(known_formats, "MAX_MEMBER", 2048)
+    (v,) = scan_paths([path]).verdicts
+    assert v.verdict == "unverified" and any("class_name" in r for r in v.reasons), v.reasons
