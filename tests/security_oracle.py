@@ -60,7 +60,19 @@ ALL = (
 # DeepSpeed's ``load_checkpoint`` tag resolution (``latest`` -> ``os.path.join(dir, tag)`` ->
 # ``torch.load(weights_only=False)`` of its model-state files)
 FOLDER_LOADERS = ("python_in_folder", "site_dir", "from_pretrained", "deepspeed_latest")
-_FRESH_LOADERS = ("pickle_fresh", "python_in_folder", "site_dir", "from_pretrained")
+# ``keras.saving.load_model`` (safe_mode=True, the default; and safe_mode=False) in a fresh
+# process, Keras from the side folder(s) ``arg`` names (an os.pathsep list), torch backend
+KERAS_LOADERS = ("keras", "keras_unsafe")
+# ``hydra.utils.instantiate(OmegaConf.load(path))`` in a fresh process, Hydra from the side
+# folder ``arg`` names (what NeMo's restore_from and training scripts do with a config)
+_FRESH_LOADERS = (
+    "pickle_fresh",
+    "python_in_folder",
+    "site_dir",
+    "from_pretrained",
+    *KERAS_LOADERS,
+    "hydra",
+)
 MARKER_ENV = "CKPT_ORACLE_MARKERS"
 MARKER_PREFIX = "PWNED"
 
@@ -365,6 +377,34 @@ def _load_from_pretrained(path: str) -> dict[str, Any]:
     )
 
 
+_KERAS_LOAD = (
+    "import sys, keras\nkeras.saving.load_model(sys.argv[1], safe_mode=sys.argv[2] == '1')\n"
+)
+
+
+def _load_keras(path: str, safe: bool = True) -> dict[str, Any]:
+    """``keras.saving.load_model(path, safe_mode=safe)`` in a fresh process in the file's
+    folder, Keras taken from the side folders ``arg`` names."""
+    return _fresh_process(
+        ["-c", _KERAS_LOAD, path, "1" if safe else "0"],
+        os.path.dirname(path) if os.path.isfile(path) else path,
+        PYTHONPATH=_STATE.get("arg") or "",
+        KERAS_BACKEND="torch",
+    )
+
+
+_HYDRA_LOAD = (
+    "import sys\nfrom omegaconf import OmegaConf\nfrom hydra.utils import instantiate\n"
+    "instantiate(OmegaConf.load(sys.argv[1]))\n"
+)
+
+
+def _load_hydra(path: str) -> dict[str, Any]:
+    """``hydra.utils.instantiate`` of the YAML config at ``path``, in a fresh process."""
+    side = os.pathsep.join(x for x in (_STATE.get("arg"), os.environ.get("PYTHONPATH")) if x)
+    return _fresh_process(["-c", _HYDRA_LOAD, path], os.path.dirname(path), PYTHONPATH=side)
+
+
 def _load_deepspeed_latest(path: str) -> Any:
     """DeepSpeed's ``load_checkpoint(load_dir)`` with no tag: the tag is ``latest``'s text,
     the folder ``os.path.join(load_dir, tag)``, each model-state file there ``torch.load``ed
@@ -464,6 +504,9 @@ _LOADERS = {
     "site_dir": _load_site_dir,
     "from_pretrained": _load_from_pretrained,
     "deepspeed_latest": _load_deepspeed_latest,
+    "keras": _load_keras,
+    "keras_unsafe": lambda path: _load_keras(path, safe=False),
+    "hydra": _load_hydra,
 }
 
 
@@ -471,6 +514,8 @@ def _applies(loader: str, path: str) -> bool:
     """Whether a user could point this loader at this path at all."""
     if loader in FOLDER_LOADERS:
         return os.path.isdir(path)
+    if loader in KERAS_LOADERS:  # a .keras / .h5 file, or a model saved as a folder
+        return True
     if os.path.isdir(path):
         return loader == "dcp" and os.path.isfile(os.path.join(path, ".metadata"))
     if loader == "dcp":

@@ -219,7 +219,8 @@ HELPERS: dict[str, str] = {
 }
 
 NOT_MODELLED = (
-    "Keras / TensorFlow / ONNX / HDF5 / flax msgpack files (their bytes are unverified, not data)",
+    "TensorFlow SavedModels and checkpoints, flax msgpack, HDF5 files h5py cannot walk here "
+    "(their bytes are unverified, not data)",
     "loaders of other formats that a user script chooses (the gate judges files, not programs)",
 )
 

@@ -35,6 +35,7 @@ from ..finding import Finding
 from ..io.location import Location, as_location
 from ..io.range_buffer import RangeBuffer
 from .inert import inert_reason, what_it_does
+from .keras_files import beside_pickles
 from .known_formats import PROVEN, place
 from .pickle_machine import BigBytes, GlobalRef, PickleWalk, walk_pickle
 from .views import Judged, Scope, Stream, judge_region
@@ -149,6 +150,8 @@ def _judge_bytes(path: Path | Location, label: str, size: int, explained: bool) 
         )  # a pickle, or bytes already unverified: nothing left to place
         if not found and not explained:  # a DCP data file: its items are judged by the folder
             _place(judged, mm, size, label, as_location(path))
+        elif not explained:  # pickles, and maybe a Keras model beside them (a polyglot)
+            _keras_beside(judged, mm, size, label, as_location(path))
         return detach(judged)
 
 
@@ -371,15 +374,25 @@ def _place(judged: Judged, mm: Any, size: int, label: str, path: Location) -> No
     """``data`` only for a format :mod:`.known_formats` proves; anything else is a doubt."""
     head = bytes(mm[: min(size, 64)]).lstrip()
     json_text = not judged.formats and head[:1] in (b"{", b"[") and _is_json_text(path)
-    placed = place(mm, size, judged.formats, label, json_text)
+    local = path.local_path()
+    placed = place(mm, size, judged.formats, label, json_text, str(local) if local else None)
     judged.formats.insert(0, placed.format)
     judged.code += [f"{label}: {m}" for m in placed.code]
+    judged.unsafe += [f"{label}: {m}" for m in placed.unsafe]
     if placed.doubt:
         judged.doubts.append(
             f"{label}: bytes the gate cannot place: {placed.doubt}. No loader it models finds a "
             f"pickle in them, but only these formats are proven data: {PROVEN}; if you know "
             "what this file is, check it with the tool that reads it"
         )
+
+
+def _keras_beside(judged: Judged, mm: Any, size: int, label: str, path: Location) -> None:
+    local = path.local_path()
+    found = beside_pickles(mm, size, str(local) if local else None)
+    judged.unsafe += [f"{label}: {m}" for m in found.unsafe]
+    judged.code += [f"{label}: {m}" for m in found.code]
+    judged.doubts += [f"{label}: {m}" for m in found.doubts]
 
 
 def _is_json_text(path: Location) -> bool:

@@ -35,6 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..io.gguf_header import GGUFError, byteorder_of, parse_buffer
+from .hdf5_walk import HDF5_MAGIC
+from .hydra_targets import target_code
+from .keras_files import hdf5_file, is_keras_zip, keras_json, keras_zip
+from .onnx_model import OnnxError, parse_model
+from .onnx_model import doubts as onnx_doubts
 from .zip_check import BufferFile
 
 MAX_PARSE = 256 * 2**20  # bytes of archive members placed, in all
@@ -62,19 +67,30 @@ class Placed:
     format: str = ""
     doubt: str = ""
     code: list[str] = field(default_factory=list)
+    unsafe: list[str] = field(default_factory=list)  # code a plain load runs (Keras configs)
 
 
 def place(
-    buf: Any, size: int, formats: list[str], label: str = "", json_text: bool = False
+    buf: Any,
+    size: int,
+    formats: list[str],
+    label: str = "",
+    json_text: bool = False,
+    local: str | None = None,
 ) -> Placed:
     """Place ``buf[:size]``, a file in which no loader finds a pickle; ``formats`` are what
     the views recognised in it (the first is the file's own); ``json_text``: the file is
-    already known to be JSON text (parsed once for the listing)."""
+    already known to be JSON text (parsed once for the listing); ``local``: the file's path
+    on this machine (HDF5 is walked from it)."""
     top = formats[0] if formats else ""
     depth = 0
     try:
         if json_text and not top:
-            return Placed("JSON")
+            if size > MAX_MEMBER and _find(buf, b'"class_name"', 0, size) >= 0:
+                return _not(
+                    f"a JSON over {MAX_MEMBER >> 20} MiB naming class_name (a Keras config?)"
+                )
+            return _json(bytes(buf[:size]) if size <= MAX_MEMBER else b"")
         if top == "safetensors":
             return _safetensors(buf, size, label)
         if top == "npy":
@@ -88,7 +104,7 @@ def place(
         if top:
             named = top if top.startswith(("a ", "an ")) else f"a {top}"
             return _not(f"{named}, which no check here proves to be data")
-        return _by_content(buf, size, depth)
+        return _by_content(buf, size, depth, local)
     except RecursionError:
         return _not("nested too deeply to parse")
 
@@ -97,10 +113,16 @@ def _not(why: str) -> Placed:
     return Placed(doubt=why)
 
 
-def _by_content(buf: Any, size: int, depth: int) -> Placed:
+def _by_content(buf: Any, size: int, depth: int, local: str | None = None) -> Placed:
     if size == 0:
         return Placed("empty file")
     head = bytes(buf[: min(size, 64)])
+    if head.startswith(HDF5_MAGIC):
+        return _hdf5(buf, size, local)
+    if head[:1] == b"\x08":  # a protobuf whose first field is a varint 1: ONNX's ir_version
+        onnx = _onnx(buf, size)
+        if onnx is not None:
+            return onnx
     for magic, check in _MAGIC_CHECKS:
         if head.startswith(magic):
             return check(buf, size)
@@ -116,7 +138,7 @@ def _by_content(buf: Any, size: int, depth: int) -> Placed:
     if text is not None:
         stripped = text.lstrip("\ufeff \t\r\n")
         if stripped[:1] in ("{", "[") and _is_json(text):
-            return Placed("JSON")
+            return _json(raw)
         return _text(text)
     model = _sentencepiece(raw)
     if model:
@@ -161,6 +183,32 @@ def _utf8(raw: bytes) -> str | None:
         return None
 
 
+def _json(raw: bytes) -> Placed:
+    """JSON; a Keras config (a model saved as a folder) judged as Keras rebuilds it."""
+    judged = keras_json(raw)
+    if judged is None:
+        return Placed("JSON")
+    return Placed(
+        "Keras config", doubt="; ".join(judged.doubts), code=judged.code, unsafe=judged.unsafe
+    )
+
+
+def _hdf5(buf: Any, size: int, local: str | None) -> Placed:
+    name, judged, doubts = hdf5_file(buf, size, local)
+    return Placed(
+        name, doubt="; ".join(doubts + judged.doubts), code=judged.code, unsafe=judged.unsafe
+    )
+
+
+def _onnx(buf: Any, size: int) -> Placed | None:
+    """An ONNX model (:mod:`.onnx_model`); None when the bytes are not one."""
+    try:
+        model = parse_model(buf, size)
+    except OnnxError:
+        return None
+    return Placed("ONNX model", doubt="; ".join(onnx_doubts(model)))
+
+
 def _is_json(text: str) -> bool:
     try:
         json.loads(text)
@@ -170,6 +218,26 @@ def _is_json(text: str) -> bool:
 
 
 def _text(text: str) -> Placed:
+    """Text; YAML with Python tags or Hydra targets is code."""
+    placed = _tagged_text(text)
+    if "_target_" in text and len(text) > MAX_YAML:
+        placed.doubt = placed.doubt or "a YAML over 1 MiB naming _target_, not composed"
+        return placed
+    targets = target_code(text) if len(text) <= MAX_YAML else []
+    if targets:
+        placed.code += [f"a YAML config {t}" for t in targets]
+        if placed.format in ("text", "YAML"):
+            placed.format = "YAML with Hydra targets"
+    return placed
+
+
+def text_code(raw: bytes) -> list[str]:
+    """The code a text file asks for (YAML Python tags, Hydra targets); [] for anything else."""
+    text = _utf8(raw)
+    return _text(text).code if text is not None else []
+
+
+def _tagged_text(text: str) -> Placed:
     if "!" not in text and "%" not in text:
         return Placed("text")
     tags = _yaml_tags(text)
@@ -298,6 +366,8 @@ def _zip(buf: Any, size: int, top: str, depth: int) -> Placed:
     numeric = True
     budget = MAX_PARSE
     with zf:
+        if is_keras_zip(zf.namelist()):
+            return _keras(zf, depth)
         for info in zf.infolist():
             budget -= 0 if info.filename.endswith(".npy") else info.file_size
             if budget < 0:
@@ -315,9 +385,34 @@ def _zip(buf: Any, size: int, top: str, depth: int) -> Placed:
                     placed = _member(f.read(MAX_MEMBER + 1), depth)
             except Exception as e:  # numpy or zipfile refuses the member
                 return _not(f"member {info.filename} does not read ({e})")
-            if placed.doubt or placed.code:
+            if placed.doubt or placed.code or placed.unsafe:
                 return _not(f"member {info.filename}: {placed.doubt or 'code'}")
     return Placed("npz" if numeric and top == "npz" else "zip of data")
+
+
+def _keras(zf: zipfile.ZipFile, depth: int) -> Placed:
+    """A ``.keras`` archive (:mod:`.keras_files`); its other members placed as data."""
+    budget = [MAX_PARSE]
+
+    def member(info: zipfile.ZipInfo) -> str:
+        budget[0] -= info.file_size
+        if budget[0] < 0 or info.file_size > MAX_MEMBER:
+            return f"over {MAX_MEMBER >> 20} MiB"
+        try:
+            with zf.open(info) as f:
+                if info.filename.endswith(".npy"):
+                    return "an object array" if npy_dtype(f).hasobject else ""
+                placed = _member(f.read(MAX_MEMBER + 1), depth)
+        except Exception as e:  # numpy or zipfile refuses the member
+            return f"does not read ({e})"
+        if placed.code or placed.unsafe:
+            return "code"
+        return placed.doubt
+
+    name, judged, doubts = keras_zip(zf, member)
+    return Placed(
+        name, doubt="; ".join(doubts + judged.doubts), code=judged.code, unsafe=judged.unsafe
+    )
 
 
 def _tar(buf: Any, size: int, depth: int) -> Placed:
@@ -326,6 +421,7 @@ def _tar(buf: Any, size: int, depth: int) -> Placed:
     except (tarfile.TarError, OSError, ValueError, EOFError):
         return _not("a tar that tarfile does not open")
     budget = MAX_PARSE
+    code: list[str] = []
     with tar:
         for info in tar:
             if not info.isfile():
@@ -337,9 +433,10 @@ def _tar(buf: Any, size: int, depth: int) -> Placed:
                 return _not(f"member {info.name}: over {MAX_MEMBER >> 20} MiB")
             f = tar.extractfile(info)
             placed = _member(f.read() if f is not None else b"", depth)
-            if placed.doubt or placed.code:
+            if placed.doubt or placed.unsafe:
                 return _not(f"member {info.name}: {placed.doubt or 'code'}")
-    return Placed("tar of data")
+            code += [f"member {info.name}: {c}" for c in placed.code]
+    return Placed("tar of data" if not code else "tar with code", code=code)
 
 
 def _compressed(buf: Any, size: int, kind: str, depth: int) -> Placed:
@@ -368,9 +465,9 @@ def _compressed(buf: Any, size: int, kind: str, depth: int) -> Placed:
     if kind == "zlib" and _GIT_OBJECT.match(data[:32]):
         return Placed("git object")  # a loose object of git's store, read by git alone
     placed = _member(data, depth)
-    if placed.doubt or placed.code:
+    if placed.doubt or placed.unsafe:
         return _not(f"a {kind} stream of {placed.doubt or 'code'}")
-    return Placed(f"{kind} stream of {placed.format}")
+    return Placed(f"{kind} stream of {placed.format}", code=placed.code)
 
 
 # --- TFRecord (TensorBoard event files) -----------------------------------------------------
@@ -645,4 +742,4 @@ _MAGIC_CHECKS = (
 )
 
 
-__all__ = ["PROVEN", "Placed", "place"]
+__all__ = ["PROVEN", "Placed", "place", "text_code"]

@@ -36,6 +36,7 @@ from .judge import (
     file_bytes,
     judge_file,
 )
+from .onnx_data import explain_external_data
 from .pointers import pointers_out
 from .remote_code import remote_code
 from .severity import weigh_refusals
@@ -186,6 +187,7 @@ def scan_paths(
     _chat_templates(tree, by_path)
     _git_code(tree, by_path)
     _pointers(tree, by_path, _roots(given))
+    explain_external_data(by_path)
     report.verdicts = sorted(by_path.values(), key=lambda v: str(v.path))
     report.seconds = time.perf_counter() - start
     return report

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .judged import Judged, Stream
+from .known_formats import MAX_YAML as MAX_TEXT_MEMBER
+from .known_formats import text_code
 from .pickle_machine import Glob, Tup
 from .zip_check import BufferFile
 
@@ -81,7 +83,11 @@ def judge_tar(
                 out.add(judge(data, 0, len(data), label, scope, depth + 1))
                 continue
             a = start + member.offset_data
-            out.add(judge(buf, a, min(a + member.size, end), label, scope, depth + 1))
+            sub = judge(buf, a, min(a + member.size, end), label, scope, depth + 1)
+            if not sub.streams and not sub.doubts and member.size <= MAX_TEXT_MEMBER:
+                # a config beside the pickles (a .nemo's model_config.yaml): its code counts
+                sub.code += [f"{label}: {c}" for c in text_code(bytes(buf[a : a + member.size]))]
+            out.add(sub)
     return out
 
 
