@@ -191,10 +191,45 @@ CONSUMERS: tuple[Consumer, ...] = (
         ("chat_templates", "scan"),
     ),
     Consumer(
+        "keras.saving.load_model",
+        "a .keras zip (Python's zipfile, after any prefix) or a folder holding config.json: "
+        "config.json rebuilt (each module / class_name / registered_name resolved, a "
+        "__lambda__ run when safe_mode=False; Keras up to 3.8 imports any module named, before "
+        "3.11 calls non-modelling APIs, before 3.11.3 ignores safe_mode for .h5, before 3.13.2 "
+        "loads a TFSMLayer's SavedModel), model.weights.h5 through h5py (.npz with "
+        "allow_pickle=False), assets extracted; a legacy .h5: its root's model_config and "
+        "training_config attributes",
+        ("keras_files.keras_zip", "keras_files.hdf5_file", "keras_files.keras_json"),
+        ("keras_config", "hdf5_walk", "known_formats", "judge"),
+    ),
+    Consumer(
+        "h5py",
+        "an HDF5 file (the superblock at byte 0, 512, 1024, ...): groups and datasets read; an "
+        "external link opens another file, external storage and virtual datasets read other "
+        "files, a filter outside HDF5's own loads a plugin library",
+        ("keras_files.hdf5_file", "keras_files.beside_pickles"),
+        ("hdf5_walk",),
+    ),
+    Consumer(
+        "hydra.utils.instantiate / NeMo restore_from",
+        "a YAML config (OmegaConf.load, a safe loader): every _target_ imported and called; a "
+        ".nemo tar: model_config.yaml built by from_config_dict (_target_, or cls / target "
+        "with params), model_weights.ckpt torch.load'ed",
+        ("views_archive.judge_tar",),
+        ("hydra_targets", "known_formats"),
+    ),
+    Consumer(
+        "onnx.load / onnxruntime",
+        "the ModelProto protobuf; each tensor's external data read from its location relative "
+        "to the model's folder; operators of a custom domain need a library the user registers",
+        ("onnx_model.parse_model",),
+        ("onnx_data", "known_formats"),
+    ),
+    Consumer(
         "YAML loaders",
         "yaml.unsafe_load / yaml.load(Loader=yaml.Loader) (mmengine) build the Python objects "
         "tags name; yaml.full_load (Lightning hparams.yaml) resolves python/name; OmegaConf "
-        "and Hydra use safe loaders",
+        "and Hydra use safe loaders (Hydra's _target_: see its row)",
         (),
         ("known_formats",),
     ),
