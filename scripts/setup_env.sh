@@ -109,5 +109,18 @@ if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   # PYTHONPATH of one test's children only: transformers probes for scikit-learn
   "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/sbert" \
       "sentence-transformers==6.2.0" "scipy==1.16.3" "scikit-learn==1.7.2" "threadpoolctl==3.6.0"
+  # h5py in the main environment: the gate's HDF5 walk runs it in an isolated child (without
+  # it, HDF5 files are unverified). Keras 3 (current, and 3.8 whose loader imports any module a
+  # config names), hydra-core and onnx: the gate's consumers, in side folders put on the
+  # PYTHONPATH of the oracle's children only (omegaconf and antlr4 come from the main
+  # environment)
+  uvi -c "$PIN" "h5py==3.16.0"
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/keras" \
+      "keras==3.15.1" "namex==0.1.0" "optree==0.20.0" "ml-dtypes==0.6.0" "h5py==3.16.0" \
+      "absl-py==2.5.1"
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/keras38" "keras==3.8.0"
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/hydra" "hydra-core==1.3.2"
+  "$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/onnx" \
+      "onnx==1.20.1" "ml-dtypes==0.6.0"
 fi
 echo "$stamp_key" > "$VENV/.ckpt_explorer_stamp"
