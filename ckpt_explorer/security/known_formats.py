@@ -30,7 +30,6 @@ import tarfile
 import warnings
 import zipfile
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +39,7 @@ from .hydra_targets import target_code
 from .keras_files import hdf5_file, is_keras_zip, keras_json, keras_zip
 from .onnx_model import OnnxError, parse_model
 from .onnx_model import doubts as onnx_doubts
+from .protobuf_wire import fields
 from .zip_check import BufferFile
 
 MAX_PARSE = 256 * 2**20  # bytes of archive members placed, in all
@@ -520,45 +520,6 @@ def _tfrecord(buf: Any, size: int) -> Placed | None:
 # --- sentencepiece (protobuf) ---------------------------------------------------------------
 
 
-def _varint(raw: bytes, at: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= end or shift > 63:
-            raise ValueError("a varint runs past its message")
-        b = raw[at]
-        at += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, at
-
-
-def _fields(raw: bytes, at: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(field, wire type, start, end) of each field of a protobuf message ``raw[at:end]``, one
-    at a time (a caller stops at the first it refuses); ValueError unless the bytes are a
-    sequence of well-formed fields."""
-    while at < end:
-        key, at = _varint(raw, at, end)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise ValueError("field number 0")
-        start = at
-        if wire == 0:
-            _, at = _varint(raw, at, end)
-        elif wire == 1:
-            at += 8
-        elif wire == 5:
-            at += 4
-        elif wire == 2:
-            n, start = _varint(raw, at, end)
-            at = start + n
-        else:
-            raise ValueError(f"wire type {wire}")
-        if at > end:
-            raise ValueError("a field runs past its message")
-        yield number, wire, start, at
-
-
 def _sentencepiece(raw: bytes) -> str:
     """ "sentencepiece model" when ``raw`` is exactly a ``ModelProto``: pieces (field 1: each
     a piece string, score float and type enum), trainer / normalizer / denormalizer specs and
@@ -567,10 +528,10 @@ def _sentencepiece(raw: bytes) -> str:
         return ""
     try:
         pieces = 0
-        for number, wire, a, b in _fields(raw, 0, len(raw)):
+        for number, wire, a, b in fields(raw, 0, len(raw)):
             if wire != 2 or not 1 <= number <= 5:
                 return ""
-            inner = list(_fields(raw, a, b))  # every field checked, the specs' too
+            inner = list(fields(raw, a, b))  # every field checked, the specs' too
             if number != 1:
                 continue
             for n, w, x, y in inner:

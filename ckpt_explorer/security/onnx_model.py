@@ -21,9 +21,10 @@ is read only where its messages are.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from .protobuf_wire import WireError, fields
 
 BUILTIN_DOMAINS = frozenset(
     {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"}
@@ -61,59 +62,29 @@ class OnnxError(ValueError):
     """The bytes are not a ModelProto as protobuf parses it."""
 
 
-def _varint(buf: Any, at: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= end or shift > 63:
-            raise OnnxError("a varint runs past its message")
-        b = buf[at]
-        at += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, at
-
-
-def _fields(buf: Any, at: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(field, wire type, start, end) of each field of the message ``buf[at:end]``."""
-    while at < end:
-        key, at = _varint(buf, at, end)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise OnnxError("field number 0")
-        start = at
-        if wire == 0:
-            _, at = _varint(buf, at, end)
-        elif wire == 1:
-            at += 8
-        elif wire == 5:
-            at += 4
-        elif wire == 2:
-            n, start = _varint(buf, at, end)
-            at = start + n
-        else:  # groups (3, 4) are not in onnx.proto
-            raise OnnxError(f"wire type {wire}")
-        if at > end:
-            raise OnnxError("a field runs past its message")
-        yield number, wire, start, at
-
-
 def parse_model(buf: Any, size: int) -> OnnxModel:
     """Walk the ModelProto ``buf[:size]``; OnnxError unless it is one with a graph."""
+    try:
+        return _model(buf, size)
+    except WireError as e:
+        raise OnnxError(str(e)) from e
+
+
+def _model(buf: Any, size: int) -> OnnxModel:
     out = OnnxModel()
     graphs = 0
-    for number, wire, a, b in _fields(buf, 0, size):
+    for number, wire, a, b in fields(buf, 0, size):
         if number == _MODEL_GRAPH and wire == 2:
             graphs += 1
             _graph(buf, a, b, out, 0)
         elif number == _MODEL_OPSET and wire == 2:
-            for n, w, x, y in _fields(buf, a, b):
+            for n, w, x, y in fields(buf, a, b):
                 if n == 1 and w == 2:
                     out.domains.add(_text(buf, x, y))
         elif number == _MODEL_FUNCTIONS and wire == 2:
             _function(buf, a, b, out)
         elif number == _MODEL_TRAINING and wire == 2:
-            for n, w, x, y in _fields(buf, a, b):
+            for n, w, x, y in fields(buf, a, b):
                 if n in (_TRAINING_INIT, _TRAINING_ALGO) and w == 2:
                     _graph(buf, x, y, out, 1)
         elif number in (_MODEL_GRAPH, _MODEL_OPSET, _MODEL_FUNCTIONS) and wire != 2:
@@ -138,7 +109,7 @@ def _text(buf: Any, a: int, b: int) -> str:
 
 def _graph(buf: Any, a: int, b: int, out: OnnxModel, depth: int) -> None:
     _count(out, depth)
-    for n, w, x, y in _fields(buf, a, b):
+    for n, w, x, y in fields(buf, a, b):
         if w != 2:
             continue
         if n == _GRAPH_NODE:
@@ -153,7 +124,7 @@ def _node(buf: Any, a: int, b: int, out: OnnxModel, depth: int) -> None:
     _count(out, depth)
     out.nodes += 1
     domain = ""
-    for n, w, x, y in _fields(buf, a, b):
+    for n, w, x, y in fields(buf, a, b):
         if n == _NODE_DOMAIN and w == 2:
             domain = _text(buf, x, y)
         elif n == _NODE_ATTR and w == 2:
@@ -163,7 +134,7 @@ def _node(buf: Any, a: int, b: int, out: OnnxModel, depth: int) -> None:
 
 def _attribute(buf: Any, a: int, b: int, out: OnnxModel, depth: int) -> None:
     _count(out, depth)
-    for n, w, x, y in _fields(buf, a, b):
+    for n, w, x, y in fields(buf, a, b):
         if w != 2:
             continue
         if n in (_ATTR_T, _ATTR_TENSORS):
@@ -176,7 +147,7 @@ def _attribute(buf: Any, a: int, b: int, out: OnnxModel, depth: int) -> None:
 
 def _function(buf: Any, a: int, b: int, out: OnnxModel) -> None:
     _count(out, 1)
-    for n, w, x, y in _fields(buf, a, b):
+    for n, w, x, y in fields(buf, a, b):
         if n == _FUNC_NODE and w == 2:
             _node(buf, x, y, out, 2)
         elif n == _FUNC_DOMAIN and w == 2:
@@ -184,16 +155,16 @@ def _function(buf: Any, a: int, b: int, out: OnnxModel) -> None:
 
 
 def _sparse(buf: Any, a: int, b: int, out: OnnxModel) -> None:
-    for n, w, x, y in _fields(buf, a, b):
+    for n, w, x, y in fields(buf, a, b):
         if n in (_SPARSE_VALUES, _SPARSE_INDICES) and w == 2:
             _tensor(buf, x, y, out)
 
 
 def _tensor(buf: Any, a: int, b: int, out: OnnxModel) -> None:
     out.tensors += 1
-    for n, w, x, y in _fields(buf, a, b):
+    for n, w, x, y in fields(buf, a, b):
         if n == _TENSOR_EXTERNAL and w == 2:
-            entry = {k: _text(buf, p, q) for k, _w, p, q in _fields(buf, x, y) if _w == 2}
+            entry = {k: _text(buf, p, q) for k, _w, p, q in fields(buf, x, y) if _w == 2}
             if entry.get(1) == "location" and 2 in entry:
                 out.locations.append(entry[2])
 

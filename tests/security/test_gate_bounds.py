@@ -132,8 +132,9 @@ def test_a_flood_stopped_by_a_limit_is_not_parsed_again_as_data(
 def test_a_protobuf_candidate_is_refused_at_its_first_field() -> None:
     """The sentencepiece check reads fields one at a time and stops at the first it refuses."""
     from ckpt_explorer.security import known_formats
+    from ckpt_explorer.security.protobuf_wire import fields as walk
 
     flood = b"\x80\x04" + b"(" * 5_000_000
-    fields = known_formats._fields(flood, 0, len(flood))
+    fields = walk(flood, 0, len(flood))
     assert next(fields)[0] == 64  # the first field, without parsing the rest
     assert known_formats._sentencepiece(flood) == ""
