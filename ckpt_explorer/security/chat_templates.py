@@ -23,6 +23,7 @@ rendered or compiled: the template is only parsed.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -146,6 +147,7 @@ def judge_template(text: str) -> TemplateVerdict:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def _environment() -> Any:
     """A Jinja environment that parses what transformers' renderer parses: loop controls and
     the ``{% generation %}`` block of its assistant-mask extension."""

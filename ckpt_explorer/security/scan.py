@@ -245,6 +245,14 @@ def _add(v: FileVerdict, rule: str, messages: list[str]) -> None:
         v.verdict = "unverified"
 
 
+def _add_code_and_doubts(v: FileVerdict, code: list[str], doubts: list[str]) -> None:
+    """A folder step's findings on one file: code it ships, then what it could not prove."""
+    if code:
+        _add(v, SHIPS_CODE, code)
+    if doubts:
+        _add(v, UNVERIFIED, doubts)
+
+
 def _verdict(
     by_path: dict[AnyPath, FileVerdict], path: AnyPath, root: AnyPath | None
 ) -> FileVerdict:
@@ -341,10 +349,7 @@ def _chat_templates(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
         if v is None or not path.name.endswith(TEMPLATE_SUFFIXES):
             continue
         found = chat_template_findings(as_location(path), v.label)
-        if found.code:
-            _add(v, SHIPS_CODE, found.code)
-        if found.doubts:
-            _add(v, UNVERIFIED, found.doubts)
+        _add_code_and_doubts(v, found.code, found.doubts)
 
 
 def _git_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
@@ -354,10 +359,7 @@ def _git_code(tree: Tree, by_path: dict[AnyPath, FileVerdict]) -> None:
         if v is None or not in_git_dir(as_location(path)):
             continue
         found = judge_git_file(as_location(path), v.label)
-        if found.code:
-            _add(v, SHIPS_CODE, found.code)
-        if found.doubts:
-            _add(v, UNVERIFIED, found.doubts)
+        _add_code_and_doubts(v, found.code, found.doubts)
 
 
 def _pointers(tree: Tree, by_path: dict[AnyPath, FileVerdict], roots: list[str]) -> None:
