@@ -126,9 +126,9 @@ def judge_template(text: str) -> TemplateVerdict:
                 f"{what} computed from strings at line {key.lineno}: a plain jinja2 renderer "
                 "reads the attribute of whatever name it makes"
             )
-        elif isinstance(key, nodes.Name) and key.name in _SPECIAL_TOKENS:
+        elif tokens := sorted(_names(key) & _SPECIAL_TOKENS):
             out.doubts.append(
-                f"{what} taken from {key.name} at line {key.lineno}, a string the tokenizer's "
+                f"{what} taken from {tokens[0]} at line {key.lineno}, a string the tokenizer's "
                 "config sets: a plain jinja2 renderer reads the attribute of that name"
             )
     strings = [c.value for c in tree.find_all(nodes.Const) if isinstance(c.value, str)]
@@ -229,13 +229,18 @@ def _data_lookup(node: Any) -> bool:
     return isinstance(node, nodes.Name) and node.name not in _OBJECTS
 
 
-def _bound(target: Any) -> set[str]:
-    """The names a ``set`` / ``for`` target binds (a name, or a tuple of them)."""
+def _names(node: Any) -> set[str]:
+    """The names in an expression, itself included (``find_all`` skips the node itself)."""
     from jinja2 import nodes
 
-    if isinstance(target, nodes.Name):
-        return {target.name}
-    return {n.name for n in target.find_all(nodes.Name)}
+    if isinstance(node, nodes.Name):
+        return {node.name}
+    return {n.name for n in node.find_all(nodes.Name)}
+
+
+def _bound(target: Any) -> set[str]:
+    """The names a ``set`` / ``for`` target binds (a name, or a tuple of them)."""
+    return _names(target)
 
 
 def _stringy(node: Any, built: set[str]) -> bool:

@@ -167,6 +167,8 @@ def test_templates_in_tokenizer_config_lists_and_gguf_metadata(tmp_path: Path) -
         ("{{ messages|selectattr('role', 'equalto', 'system')|list }}", "data"),
         ("{{ x|attr(eos_token) }}", "unverified"),
         ("{{ x[eos_token] }}", "unverified"),
+        ("{{ x[additional_special_tokens[0]] }}", "unverified"),
+        ("{{ x[bos_token|trim] }}", "unverified"),
         ("{% set k = '%c' % 95 ~ 'x' %}{{ x[k] }}", "unverified"),
         ("{{ x[(lipsum|string)[18]] }}", "unverified"),
         ("{% set seg = raw|replace('~1', '/') %}{{ node[seg] }}{{ node[seg|int] }}", "data"),
