@@ -49,6 +49,9 @@ echo "torch==$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch
 # (numba, for the fused diff kernel, is a core dependency where it has wheels)
 # (jupyterlab: `scripts/dev.sh lab` and the JupyterLab browser test; notebook: the Notebook 7 test)
 uvi -c "$PIN" -e ".[ui,dev,remote]" nbclient nbformat ipykernel "jupyterlab==4.6.6" "notebook==7.6.5"
+# nbclassic, the classic Notebook's page on this jupyter_server (a page with RequireJS, as VS Code's
+# notebooks have): in a side folder put on the PYTHONPATH of the classic-notebook test's server
+"$VENV/bin/uv" pip install -q -p "$VPY" --no-deps --target "$VENV/side/nbclassic" "nbclassic==1.3.3"
 
 if [ "$WITH_FIXTURE_TOOLS" = 1 ]; then
   # colossalai pins torch<=2.5.1 and transformers==4.51.3: never let the resolver see its requirements.

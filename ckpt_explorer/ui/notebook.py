@@ -1,6 +1,6 @@
 """The dashboard in a notebook page, offline: custom models known up front, no CDN stylesheet.
 
-Two gaps of Panel 1.9 in a notebook, closed here for the dashboard's own output:
+Three gaps of Panel 1.9 in a notebook, closed here for the dashboard's own output:
 
 - A custom model (a ``JSComponent`` such as the module tree) is described to the page only
   by the documents displayed after its class was defined. A view is built when its tab is
@@ -11,6 +11,12 @@ Two gaps of Panel 1.9 in a notebook, closed here for the dashboard's own output:
   pane's text, a table's ``stylesheets``, a model added to a layout); offline those fail.
   :func:`keep_offline` inlines them on their way to the page, for every change of the
   displayed documents.
+- In a page with RequireJS (the classic Notebook, nbclassic; VS Code's notebooks load it for
+  widgets), the libraries ``inline=True`` puts in the page (Tabulator, plotly.js) are UMD
+  bundles: seeing ``define.amd`` they register as anonymous AMD modules instead of setting
+  ``window.Tabulator`` / ``window.Plotly``, and the page shows nothing ("Tabulator is not
+  defined"). :data:`HIDE_AMD` hides ``define.amd`` while Panel's inline scripts run and puts
+  it back once their globals exist (no-op where there is no RequireJS, as in JupyterLab).
 """
 
 from __future__ import annotations
@@ -20,6 +26,22 @@ from collections.abc import Iterable
 from typing import Any
 
 EXTENSIONS = ("tabulator", "plotly")  # the Panel extensions the dashboard's views use
+# run before Panel's inline load: define.amd hidden until the extensions' globals exist (or 60 s)
+HIDE_AMD = """(function () {
+  var define = window.define;
+  if (typeof define !== 'function' || !define.amd || window._ckptExplorerAmd) return;
+  window._ckptExplorerAmd = define.amd;
+  delete define.amd;
+  var start = Date.now();
+  (function restore() {
+    if ((window.Bokeh && window.Tabulator && window.Plotly) || Date.now() - start > 60000) {
+      define.amd = window._ckptExplorerAmd;
+      delete window._ckptExplorerAmd;
+    } else {
+      setTimeout(restore, 50);
+    }
+  })();
+})();"""
 
 
 def prepare() -> None:
@@ -30,7 +52,19 @@ def prepare() -> None:
 
     for _, spec in TAB_CLASSES:
         importlib.import_module(f"{__package__}.components.{spec.partition(':')[0]}")
+    _publish_script(HIDE_AMD)
     pn.extension(*EXTENSIONS, inline=True)
+
+
+def _publish_script(js: str) -> None:
+    """``js`` run by the notebook page (an output of the running cell; nothing outside IPython)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import publish_display_data
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        publish_display_data({"application/javascript": js})
 
 
 def keep_offline(viewable: Any) -> None:

@@ -62,13 +62,19 @@ TAB_MARKS = {
 }
 
 
-# the page's notebook has its kernel, idle
-KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+# the page's notebook has its kernel, idle (JupyterLab and Notebook 7; the classic Notebook)
+KERNEL_IDLE = """() => { if (window.Jupyter && window.Jupyter.notebook) {
+    const k = window.Jupyter.notebook.kernel; return !!k && k.is_connected(); }
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
   return !!k && k.status === 'idle'; }"""
+# every cell of the page's notebook run
+RUN_ALL = """() => window.Jupyter && window.Jupyter.notebook
+  ? window.Jupyter.notebook.execute_all_cells()
+  : window.jupyterapp.commands.execute('notebook:run-all-cells')"""
 # buttons shown in an output that reach past its right edge (cut off by the output area)
 CLIPPED_BUTTONS = """() => { const out = [];
-  document.querySelectorAll('.jp-OutputArea-output').forEach((area) => {
+  document.querySelectorAll(OUTPUTS).forEach((area) => {
     const edge = area.getBoundingClientRect().right + 1;
     const walk = (n) => {
       if (n.shadowRoot) walk(n.shadowRoot);
@@ -99,7 +105,7 @@ CUT_TEXT = """() => { const out = [];
   const tables = []; const find = (n) => { if (n.shadowRoot) find(n.shadowRoot);
     for (const c of n.children || []) { if (c.classList.contains('tabulator')) tables.push(c);
       find(c); } };
-  document.querySelectorAll('.jp-OutputArea-output').forEach((area) => {
+  document.querySelectorAll(OUTPUTS).forEach((area) => {
     const edge = area.getBoundingClientRect().right + 1;
     tables.length = 0; find(area);
     for (const t of tables) {
@@ -125,7 +131,10 @@ CUT_TEXT = """() => { const out = [];
   });
   return out; }"""
 # a code cell of the page's notebook has run or is queued ("[*]")
-STARTED = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+STARTED = """() => { if (window.Jupyter && window.Jupyter.notebook)
+    return window.Jupyter.notebook.get_cells().some((c) => c.cell_type === 'code' &&
+      c.input_prompt_number !== null && c.input_prompt_number !== undefined);
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const cells = (w && w.content && w.content.widgets) || [];
   return cells.some((c) => c.model.type === 'code' && (c.model.executionCount !== null ||
     (c.promptNode && c.promptNode.textContent.includes('*')))); }"""
@@ -141,8 +150,13 @@ OUTPUT_TEXT = """(() => { const out = []; const walk = (n) => {
     if (c.nodeType === 3) out.push(c.textContent);
     else if (!['SCRIPT', 'STYLE'].includes(c.nodeName)) walk(c);
   }
-}; document.querySelectorAll('.jp-OutputArea-output').forEach(walk);
+}; document.querySelectorAll(OUTPUTS).forEach(walk);
 return out.join(' ').replace(/\\s+/g, ' '); })()"""
+# a cell's outputs: JupyterLab and Notebook 7, the classic Notebook
+OUTPUT_AREAS = "'.jp-OutputArea-output, .output_subarea'"
+CLIPPED_BUTTONS, CUT_TEXT, OUTPUT_TEXT = (
+    js.replace("OUTPUTS", OUTPUT_AREAS) for js in (CLIPPED_BUTTONS, CUT_TEXT, OUTPUT_TEXT)
+)
 
 
 def _skip_reason() -> str | None:
@@ -178,11 +192,14 @@ def notebook(cells: list[str]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def lab_server(work: Path, home: Path, app: str = "jupyterlab") -> Iterator[str]:
-    """``jupyter lab`` (or Notebook 7 when ``app`` is ``"notebook"``) serving ``work`` on
-    127.0.0.1 with every Jupyter folder under ``home`` and a kernel named :data:`KERNEL` for
-    this Python; yields the URL of ``dashboard.ipynb`` with its token. Only the process
-    started here is stopped."""
+def lab_server(
+    work: Path, home: Path, app: str = "jupyterlab", path: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """``jupyter lab`` (Notebook 7 when ``app`` is ``"notebook"``, the classic Notebook when it
+    is ``"nbclassic"``, its package in one of ``path``) serving ``work`` on 127.0.0.1 with
+    every Jupyter folder under ``home`` and a kernel named :data:`KERNEL` for this Python;
+    yields the URL of ``dashboard.ipynb`` with its token. Only the process started here is
+    stopped."""
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(home / "config"),
@@ -190,7 +207,9 @@ def lab_server(work: Path, home: Path, app: str = "jupyterlab") -> Iterator[str]
         "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
         "IPYTHONDIR": str(home / "ipython"),
         "JUPYTER_PLATFORM_DIRS": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO), *path, os.environ.get("PYTHONPATH")])
+        ),
     }
     # no news feed, no update check, no PyPI extension manager: nothing for the page to ask
     settings = home / "config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
@@ -219,6 +238,8 @@ def lab_server(work: Path, home: Path, app: str = "jupyterlab") -> Iterator[str]
     ]
     if app == "notebook":  # window.jupyterapp: run the cells by command
         cmd.append("--JupyterNotebookApp.expose_app_in_browser=True")
+    elif app == "nbclassic":  # window.Jupyter: the classic page's own
+        pass
     else:
         cmd += ["--LabApp.expose_app_in_browser=True", "--LabApp.extension_manager=readonly"]
     if os.geteuid() == 0:  # a container's root user (jupyter refuses root without it)
@@ -239,7 +260,7 @@ def lab_server(work: Path, home: Path, app: str = "jupyterlab") -> Iterator[str]
                 if time.monotonic() > deadline:
                     pytest.fail(f"{app} did not answer within 120 s; see {log.name}")
                 time.sleep(0.5)
-        page = "notebooks" if app == "notebook" else "lab/tree"
+        page = {"notebook": "notebooks", "nbclassic": "nbclassic/notebooks"}.get(app, "lab/tree")
         yield f"{base}/{page}/dashboard.ipynb?token={token}"
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -271,7 +292,7 @@ def run_all_cells(page: Any) -> None:
     """Runs every cell of the page's notebook. A run asked for while the notebook is still
     settling after its kernel became idle can be dropped: asked again until a cell starts."""
     for _ in range(5):
-        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.evaluate(RUN_ALL)
         try:
             page.wait_for_function(STARTED, timeout=20_000)
             return
