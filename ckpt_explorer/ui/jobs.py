@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CkptExplorerError
+from .warm_up import working
 
 
 class Throttle:
@@ -66,6 +67,10 @@ class Job:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        with working():  # a served dashboard's warm-up waits meanwhile
+            self._finish()
+
+    def _finish(self) -> None:
         try:
             result = self._work(self.cancel_event)
         except CkptExplorerError as e:

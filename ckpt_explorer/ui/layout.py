@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from .remote_paths import RemoteAccess
 from .state import AppState
 from .tabs import TAB_CLASSES, TABS, tab_class
 from .url_state import bind_url
+from .warm_up import Step
 
 # Every custom model (a JSComponent) is defined when this module is imported, before any page
 # is drawn: Panel describes a class to a page only through the documents drawn after it was
@@ -164,33 +165,52 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
     )
 
 
-def warm_detail() -> None:
-    """What a first tensor detail or Compare would load: torch (a tensor's values are torch
-    tensors), numba's kernels (each import and first call takes a second or two), plotly's
-    figure classes and the views' modules; run in the background."""
+def warm_steps() -> list[Step]:
+    """What a served page's first clicks would load, as :mod:`.warm_up` steps, the first
+    Compare's first: numba's kernels (a second or two to import and load), plotly's figure
+    classes (notebook renderers off), the Compare view's modules; then torch (a tensor's
+    values are torch tensors) and every other view's module."""
     import importlib
 
-    import torch  # noqa: F401  (imported here so the first click does not wait for it)
+    def kernels() -> None:
+        from ..diff import kernel
 
-    from ..diff import kernel
-    from .components.common import warm_figures
+        kernel.warm_up()
 
-    kernel.warm_up()
-    warm_figures()
-    for _, spec in TAB_CLASSES:  # each view's module, and what Compare's result draws with
-        importlib.import_module(f"{__package__}.components.{spec.partition(':')[0]}")
-    importlib.import_module(f"{__package__}.components.ab_view")
+    def figures() -> None:
+        from .components.common import warm_figures
+
+        skip_notebook_renderers()  # served pages only: no nbformat behind FigureWidget
+        warm_figures()
+
+    def modules(*names: str) -> Callable[[], None]:
+        def load() -> None:
+            for name in names:
+                importlib.import_module(f"{__package__}.components.{name}")
+
+        return load
+
+    def torch() -> None:
+        import torch  # noqa: F401  (imported here so the first detail does not wait for it)
+
+    views = [spec.partition(":")[0] for _, spec in TAB_CLASSES]
+    return [
+        ("numba kernels", kernels),
+        ("plotly figures", figures),
+        ("compare view", modules("ab_view", "compare", "export_compare")),
+        ("torch", torch),
+        ("views", modules(*views)),
+    ]
 
 
 def page_up() -> None:
-    """A page is up: ``serve``'s background work goes on, or (``panel serve app.py``) what a
-    first tensor detail needs loads now rather than at the click."""
-    import threading
-
+    """A page is drawn: it no longer holds back the warm-up, which starts now when nothing
+    started it (``panel serve app.py``)."""
     from .view_cache import page_loaded
+    from .warm_up import start
 
-    if not page_loaded():
-        threading.Thread(target=warm_detail, name="ckpt-explorer-warm", daemon=True).start()
+    page_loaded()
+    start(warm_steps())
 
 
 def create_app(

@@ -11,6 +11,7 @@ from ..io.ports import free_port, port_is_free, wait_until_listening
 from ..remote.urls import is_url
 from .paths import RootGuard
 from .remote_paths import RemoteAccess
+from .warm_up import Step
 
 
 def check_paths(
@@ -41,18 +42,13 @@ def _first(view: Any) -> None:
     warm_weight_map(view)
 
 
-def _then(view: Any) -> None:
+def _warm(view: Any) -> list[Step]:
+    """What a first Compare, tensor detail or tab loads, then the view's security verdicts
+    (the Overview asks for them at every page)."""
     from .components.overview import security_findings
+    from .layout import warm_steps
 
-    security_findings(view)
-
-
-def _last() -> None:
-    from .components.common import skip_notebook_renderers
-    from .layout import warm_detail
-
-    skip_notebook_renderers()  # served pages only: plotly's warm-up skips nbformat too
-    warm_detail()
+    return [*warm_steps(), ("security verdicts", lambda: security_findings(view))]
 
 
 def serve(
@@ -79,10 +75,9 @@ def serve(
     remote = RemoteAccess(allow_remote, cache, storage_options)
     checked = check_paths(paths, root, remote)
     # the checkpoint listed and the Overview's and Weight map's tables built while panel
-    # imports; then, while no page is asked for once it listens, the security verdicts and what a tensor
-    # detail or a Compare loads (torch, the statistics kernels, plotly); with a page asked
-    # for, the verdicts once it is up and the rest once a Weight map is shown
-    prefetch(checked, _first, _then, _last)
+    # imports; then what a Compare, a tensor detail or a tab loads, a step at a time while
+    # no page loads and nothing else runs
+    prefetch(checked, _first, _warm)
 
     import panel as pn
 

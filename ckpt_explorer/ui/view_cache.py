@@ -6,25 +6,24 @@ keeps the last few views opened, reused while none of their files changed (size 
 modification time of each file, and of the folder); :func:`memo` keeps what is built from a
 view (tables, indexes, findings) for as long as the view lives. ``serve`` opens the paths it
 was given in the background at start (:func:`prefetch`) with the Overview's and Weight map's
-tables, so the first page finds them ready. When no page is asked for within two seconds of
-the server listening, it is idle: it goes on at once with the security verdicts and what a tensor detail or a
-first Compare needs (torch, numba, plotly: seconds of a core), so a page opened later waits
-for none of it. A page asked for sooner goes first: the verdicts wait until it is up, the
-rest until a Weight map is shown (seconds a page's first steps would wait behind).
+tables, so the first page finds them ready. Then it warms what a first Compare, tensor
+detail or tab needs (numba, plotly, torch, the views' modules, the security verdicts: seconds
+of a core) through :mod:`.warm_up`, one step at a time while no page loads and nothing else
+runs; a page asked for within two seconds of the server listening is built and drawn first.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..view import CheckpointView
+from .warm_up import Step, page_drawn, page_loading, start
 
 T = TypeVar("T")
 KEEP = 4  # views kept open
@@ -94,10 +93,6 @@ def memo(view: CheckpointView, what: str, build: Callable[[], T]) -> T:
 
 _listening = threading.Event()
 _page_asked = threading.Event()
-_page_up = threading.Event()
-_weights_up = threading.Event()
-_waiting: list[str] = []  # prefetches waiting for a page
-SETTLE_S = 1.0  # after a Weight map is built: its table drawn before the last work starts
 IDLE_S = 2.0  # no page asked for this long after the server listens: it is idle
 
 
@@ -107,38 +102,28 @@ def listening() -> None:
 
 
 def page_asked() -> None:
-    """A browser asked for a page (its session is being built)."""
+    """A browser asked for a page (its session is being built): busy until it is drawn."""
+    page_loading()
     _page_asked.set()
 
 
-def page_loaded() -> bool:
-    """A page is up in a browser: the background work that waited for it starts. True when
-    such work was waiting (a served page's next work is then under way)."""
-    waited = bool(_waiting)
-    _page_up.set()
-    return waited
-
-
-def weights_shown() -> None:
-    """A Weight map is on a page: the background work that waited for one starts."""
-    _weights_up.set()
+def page_loaded() -> None:
+    """A page is drawn in a browser: it no longer keeps the warm-up waiting."""
+    page_drawn()
 
 
 def prefetch(
     paths: list[str],
     first: Callable[[CheckpointView], Any] | None = None,
-    then: Callable[[CheckpointView], Any] | None = None,
-    last: Callable[[], Any] | None = None,
+    warm: Callable[[CheckpointView], Sequence[Step]] | None = None,
     wait_s: float = 20.0,
 ) -> None:
     """In a background thread: open the first of ``paths`` and run ``first`` on its view
-    (what the first page needs). Then, when no page is asked for (:func:`page_asked`) within
-    :data:`IDLE_S` of the server listening (:func:`listening`, or ``wait_s`` after the first
-    work), ``then`` and ``last`` at once (the server is idle). Otherwise, once that
-    page is up (:func:`page_loaded`, or after ``wait_s``), ``then`` (what the page needs
-    next), and once a Weight map is shown (:func:`weights_shown`, or ``wait_s`` later)
-    ``last``, so none competes with the first page's steps for the interpreter. Errors are
-    left for the page to show when it opens the path itself."""
+    (what the first page needs). Then, once the server listens (:func:`listening`, or
+    ``wait_s`` after the first work) and a page was asked for (:func:`page_asked`) or
+    :data:`IDLE_S` passed without one, the steps of ``warm(view)`` through
+    :func:`.warm_up.start`: each once no page loads and nothing else runs, so none competes with a page's or a job's steps for the
+    interpreter. Errors are left for the page to show when it opens the path itself."""
     from ..remote.urls import is_url
 
     local = [p for p in paths if not is_url(str(p))]
@@ -150,20 +135,11 @@ def prefetch(
             view = open_view(local[0])
             if first is not None:
                 first(view)
-            _waiting.append(local[0])
             _listening.wait(wait_s)
-            idle = not _page_asked.wait(IDLE_S)
-            if not idle:
-                _page_up.wait(wait_s)
-            if then is not None:
-                then(view)
-            if last is not None:
-                if not idle and _weights_up.wait(wait_s):
-                    time.sleep(SETTLE_S)
-                last()
+            _page_asked.wait(IDLE_S)  # a page asked for at once is built before any step
+            if warm is not None:
+                start(warm(view))
         except Exception:  # the page opens it again and shows the error
             return
-        finally:
-            _waiting.clear()
 
     threading.Thread(target=work, name="ckpt-explorer-prefetch", daemon=True).start()

@@ -13,6 +13,7 @@ from panel.io.model import JSCode
 from ..numbers import JS_NUMBER, display_frame, number_columns
 from ..numbers import fmt_bytes as fmt_bytes  # re-exported: the views format through these
 from ..numbers import fmt_count as fmt_count
+from ..warm_up import hold, working
 from .sorted_table import Table, text_columns
 
 ACCENT = "#4f46e5"
@@ -289,9 +290,11 @@ def warm_figures() -> None:
     """Build one styled figure of each kind the views draw first (plotly loads a trace type's
     checks and the template when first used): done in the background, not at a click."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     for trace in (go.Bar(x=[0], y=[0]), go.Heatmap(z=[[0.0]]), go.Scatter(x=[0], y=[0])):
         plot(style_figure(go.Figure(trace), title="warm"))
+    plot(style_figure(make_subplots(rows=2, cols=1).add_bar(y=[0], row=1, col=1), title="warm"))
     try:  # Panel's Plotly pane checks each figure against it (plotly imports ipywidgets then)
         go.FigureWidget  # noqa: B018
     except Exception:  # no ipywidgets: nothing to load
@@ -377,12 +380,17 @@ def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
             fn(*args)
             return
 
+        release = hold()  # the server's warm-up waits until it has run
+
         def scheduled() -> None:
-            with set_curdoc(doc):
-                if pn.state.loaded:
-                    fn(*args)
-                else:  # run by Panel once the page is up, in order, on this loop
-                    pn.state.onload(lambda: fn(*args))
+            try:
+                with set_curdoc(doc):
+                    if pn.state.loaded:
+                        fn(*args)
+                    else:  # run by Panel once the page is up, in order, on this loop
+                        pn.state.onload(lambda: fn(*args))
+            finally:
+                release()
 
         doc.add_next_tick_callback(scheduled)
 
@@ -406,7 +414,8 @@ def later(work: Callable[[], Any], then: Callable[[Any], None], name: str) -> No
 
     def run() -> None:
         try:
-            result = work()
+            with working():  # the server's warm-up waits meanwhile
+                result = work()
         except Exception:  # nothing to add to the page; the view that needs it says why
             return
         back(result)

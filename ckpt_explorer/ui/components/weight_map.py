@@ -10,7 +10,6 @@ from panel.io.model import JSCode
 from ..numbers import fmt_int, plural
 from ..state import AppState
 from ..tables import short_labels
-from ..view_cache import weights_shown
 from .common import (
     JS_BREAKABLE,
     PALETTE,
@@ -236,7 +235,6 @@ class WeightMap(pn.viewable.Viewer):
         self._tree.reveal(b.name_filter if b.name_prefix else "")
         self._shards[:] = [self._shard_chart()]
         self._body[:] = [self._main]
-        weights_shown()
 
     def _update_count(self) -> None:
         df = self._table.value
