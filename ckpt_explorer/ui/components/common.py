@@ -124,9 +124,18 @@ def cancel_button(job: Any, **kw: Any) -> pn.widgets.Button:
     return button
 
 
-def show_job(job: Any, bar: Any, start: Any, cancel: Any, status: Any, results: Any) -> None:
+def show_job(
+    job: Any,
+    bar: Any,
+    start: Any,
+    cancel: Any,
+    status: Any,
+    results: Any,
+    drawn: Drawn | None = None,
+) -> None:
     """A job's widgets brought up to date: its bar, Start/Cancel enabled by whether it runs,
-    its status line, and its error (if any) in place of the ``results``."""
+    its status line, and its error (if any) in place of the ``results`` (and ``drawn``
+    forgotten)."""
     bar.visible = job.running
     bar.value = int(job.progress * 1000)
     start.disabled = job.running
@@ -134,6 +143,8 @@ def show_job(job: Any, bar: Any, start: Any, cancel: Any, status: Any, results: 
     status.object = job_status(job)
     if job.error:
         results[:] = [error_pane(job.error)]
+        if drawn is not None:
+            drawn.forget()
 
 
 BYTES_FORMAT = {"type": "money", "precision": 0, "thousand": ",", "symbol": ""}
@@ -426,6 +437,41 @@ def later(work: Callable[[], Any], then: Callable[[Any], None], name: str) -> No
 def watch(obj: Any, fn: Callable[..., Any], names: str | list[str]) -> None:
     """``obj.param.watch(fn, names)``, with ``fn`` run in the page's session."""
     obj.param.watch(in_session(fn), names)
+
+
+class Drawn:
+    """What a view's results were last drawn from, so that a redraw for the same state is
+    skipped.
+
+    A view's watcher runs in the page's session, queued (:func:`in_session`): events of one
+    job end in a burst (a streamed row still queued when the result lands, two parameters of
+    one update watched apart) and each queued call reads the state as it is when it runs,
+    so two of them would draw the same result twice. The second drawing replaces the table
+    or chart the browser has just shown with a new model, and a click made on the first
+    between the two (a Compare row, a Timeline heatmap cell) reaches a model no longer in
+    the page and is lost: the click opens nothing."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+
+    def new(self, *key: Any) -> bool:
+        """Whether ``key`` (the objects and values a drawing shows) differs from the last
+        one drawn; it becomes the last one. Objects are compared by identity, strings,
+        numbers and tuples of them by value."""
+        old, self._key = self._key, key
+        return old is None or len(old) != len(key) or not all(map(_same, old, key))
+
+    def forget(self) -> None:
+        """The results show something else now (a placeholder, an error): the next drawing
+        is new whatever its key."""
+        self._key = None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    plain = (str, int, float, bool, tuple, type(None))
+    return isinstance(a, plain) and isinstance(b, plain) and a == b
 
 
 def keep_sort(app: Any, tab: str, tbl: Any) -> None:

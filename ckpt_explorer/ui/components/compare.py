@@ -19,6 +19,7 @@ from .common import (
     BAD,
     GOOD,
     PALETTE,
+    Drawn,
     cancel_button,
     cards,
     fmt_bytes,
@@ -128,6 +129,7 @@ class CompareView(pn.viewable.Viewer):
         self._tbl: Any = None  # the result's table, and its rows
         self._rows: Any = None
         self._results = pn.Column(sizing_mode="stretch_width")
+        self._drawn = Drawn()  # the result and switch the results show
         self._ab = ABView(c)
         self._partial_at = 0.0
         watch(c, self._on_progress, ["running", "progress", "message", "error"])
@@ -151,7 +153,13 @@ class CompareView(pn.viewable.Viewer):
 
     def _on_progress(self, *_: Any) -> None:
         show_job(
-            self.app.compare, self._progress, self._run, self._cancel, self._status, self._results
+            self.app.compare,
+            self._progress,
+            self._run,
+            self._cancel,
+            self._status,
+            self._results,
+            self._drawn,
         )
 
     def _render_partial(self, rows: list[Any]) -> None:
@@ -175,6 +183,7 @@ class CompareView(pn.viewable.Viewer):
         c = self.app.compare
         r = c.result
         if r is None:
+            self._drawn.forget()
             self._tbl = self._rows = None
             self._ab_section.visible = False
             if c.partial:
@@ -182,6 +191,8 @@ class CompareView(pn.viewable.Viewer):
             elif not c.error:
                 self._results[:] = [placeholder("Choose A and B, then Compare.")]
             return
+        if not self._drawn.new(r, c.changed_only):
+            return  # drawn already: the table a click may be on stays
         s = r.summary()
         self._ab_section.visible = True
         verdict = "EQUAL" if s["equal"] else "DIFFERENT"
@@ -213,17 +224,24 @@ class CompareView(pn.viewable.Viewer):
 
         names_b = {t.name: t.name_b or "" for t in r.tensors}
 
-        def on_select(event: Any) -> None:
-            if event.new and 0 <= event.new[0] < len(rows):
-                row = rows.iloc[event.new[0]]
-                name = str(row["name"])
-                if row["status"] not in ("only_in_a", "only_in_b") and name != c.selected:
-                    c.select(name, names_b.get(name, ""))
+        def open_row(i: int) -> None:
+            """The tensor of row ``i`` of ``rows`` in A and B, unless shown (or being read)."""
+            if not 0 <= i < len(rows):
+                return
+            row = rows.iloc[i]
+            name = str(row["name"])
+            if row["status"] in ("only_in_a", "only_in_b"):
+                return
+            if name != c.selected or c.ab_error:  # a failed read is tried again
+                c.select(name, names_b.get(name, ""))
 
         keep_sort(self.app, "Compare", tbl)
         self._tbl, self._rows = tbl, rows
         self._show_selected()
-        tbl.param.watch(on_select, "selection")
+        # a click reaches the server as a cell click whatever the table is doing in the
+        # browser; as a selection only when Tabulator is not building or updating its rows
+        tbl.on_click(lambda e: open_row(e.row))
+        tbl.param.watch(lambda e: open_row(e.new[0]) if e.new else None, "selection")
         tbl.style.apply(  # type: ignore[union-attr]
             _row_style, axis=1
         )

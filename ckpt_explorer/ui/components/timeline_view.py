@@ -26,6 +26,7 @@ from ..timeline_state import default_run_dir, natural_key, run_beside
 from .common import (
     BAD,
     SEVERITY_COLOURS,
+    Drawn,
     cancel_button,
     cards,
     job_bar,
@@ -277,6 +278,7 @@ class TimelineView(pn.viewable.Viewer):
         self.heatmap: pn.pane.Plotly | None = None
         self._steps = TensorStepsView(app.steps)
         self._results = pn.Column(sizing_mode="stretch_width")
+        self._drawn = Drawn()  # the timeline and runs the results show
         watch(st, self._on_progress, ["running", "progress", "message", "error"])
         watch(st, lambda *_: self._render(), "timeline")
         app.browse.param.watch(lambda *_: self._default_folder(), "path")
@@ -335,17 +337,21 @@ class TimelineView(pn.viewable.Viewer):
             self._cancel,
             self._status,
             self._results,
+            self._drawn,
         )
 
     def _render(self) -> None:
         st = self.app.timeline
         t = st.timeline
         if t is None:
+            self._drawn.forget()
             if not st.error and not st.running:
                 self._results[:] = [
                     placeholder("Choose the folder a training run saves its checkpoints in.")
                 ]
             return
+        if not self._drawn.new(t, st.run_timelines, tuple(st.runs)):
+            return  # drawn already: the heatmap a click may be on stays
         n_err = sum(a.severity == "error" for a in t.anomalies)
         found: tuple[Any, ...] = ("Anomalies", fmt_number(len(t.anomalies)))
         found += (plural(n_err, "error"), BAD) if n_err else ("no error",)

@@ -80,6 +80,7 @@ class ValidateView(pn.viewable.Viewer):
             active=True, bar_color="primary", width=240, visible=False, align="center"
         )
         self._results = pn.Column(sizing_mode="stretch_width")
+        self._followed: tuple[Any, int] | None = None  # the finding last opened
         self._why = pn.pane.Alert(
             "", alert_type="info", visible=False, sizing_mode="stretch_width", css_classes=["why"]
         )
@@ -147,6 +148,9 @@ class ValidateView(pn.viewable.Viewer):
             tbl.style.apply(  # type: ignore[union-attr]
                 _severity_style, axis=1
             )
+        # a click reaches the server as a cell click whatever the table is doing in the
+        # browser; as a selection only when Tabulator is not building or updating its rows
+        tbl.on_click(lambda e: self._follow(df, [e.row]))
         tbl.param.watch(lambda e: self._follow(df, e.new), "selection")
         keep_sort(self.app, "Validate", tbl)
         note = pn.pane.Markdown(
@@ -170,12 +174,19 @@ class ValidateView(pn.viewable.Viewer):
         self._why.param.update(object=note or "", visible=bool(note))
 
     def _follow(self, df: Any, selection: list[int]) -> None:
-        if selection:
-            row = {k: v for k, v in df.iloc[selection[0]].to_dict().items() if v == v}
-            checked = self.app.validate.checked
-            if checked and self.app.browse.path != checked:
-                self.app.browse.open(checked)
-            self.app.open_finding(row)
+        """Open the finding of row ``selection[0]``; once per click (a click comes as a cell
+        click and a selection: the second, once the first has left this tab, is skipped)."""
+        if not selection or not 0 <= selection[0] < len(df):
+            return
+        i, last = selection[0], self._followed
+        if last is not None and last[0] is df and last[1] == i and self.app.active != "Validate":
+            return
+        self._followed = (df, i)
+        row = {k: v for k, v in df.iloc[i].to_dict().items() if v == v}
+        checked = self.app.validate.checked
+        if checked and self.app.browse.path != checked:
+            self.app.browse.open(checked)
+        self.app.open_finding(row)
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self._body

@@ -126,7 +126,10 @@ class WeightMap(pn.viewable.Viewer):
                 prefix=b.param.name_prefix,
             )
         )
-        self._table.param.watch(self._on_select, "selection")
+        # a click reaches the server as a cell click whatever the table is doing in the
+        # browser; as a selection only when Tabulator is not building or updating its rows
+        self._table.on_click(lambda e: self._open_row(e.row))
+        self._table.param.watch(lambda e: self._open_row(e.new[0]) if e.new else None, "selection")
         keep_sort(app, "Weight map", self._table)
         self._table.param.watch(lambda *_: self._update_count(), ["filters", "value", "page"])
         watch(b, lambda *_: self._filters_changed(), ["name_filter", "file_filter", "name_prefix"])
@@ -248,13 +251,14 @@ class WeightMap(pn.viewable.Viewer):
         where = f" · rows {first:,}–{last:,}, page {page} of {pages}" if shown else ""
         self._count.object = f"**{fmt_int(shown)}** of {plural(len(df), 'tensor')}{where}"
 
-    def _on_select(self, event: Any) -> None:
-        if not event.new:
+    def _open_row(self, i: int) -> None:
+        """The detail of the table's row ``i``, unless it shows (or loads) already."""
+        df, b = self._table.value, self.app.browse
+        if df is None or not 0 <= i < len(df):
             return
-        df = self._table.value
-        i = event.new[0]
-        if df is not None and 0 <= i < len(df):
-            self.app.browse.select(str(df.iloc[i]["name"]))
+        name = str(df.iloc[i]["name"])
+        if name != b.selected or b.detail_error:
+            b.select(name)
 
     def _shard_chart(self) -> pn.viewable.Viewable:
         files = self.app.browse.frame("files")
