@@ -31,12 +31,14 @@ from typing import Any
 
 import pytest
 from conftest import CHROMIUM, REPO, free_port
+from ui_pages import cut_text
 
 from ckpt_explorer.ui.numbers import fmt_bytes
 
 pytestmark = pytest.mark.timeout(900)
 
 KERNEL = "ckpt-explorer-test"
+OUTPUT_AREA = ".jp-OutputArea-output"  # a notebook output (JupyterLab and Notebook 7)
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 WALKTHROUGHS = (
     "01_loss_mismatch_after_resume.ipynb",
@@ -81,47 +83,6 @@ CLIPPED_BUTTONS = """() => { const out = [];
       }
     };
     walk(area);
-  });
-  return out; }"""
-# cells and headers of the tables on screen whose text is cut (wider than their box, or a word
-# broken over lines), a table scrolling sideways, a column past the output's right edge; a table
-# is on screen when no element above it is hidden (another tab's table is)
-CUT_TEXT = """() => { const out = [];
-  const broken = (el) => { const words = el.textContent.trim().split(/[\\s./,×]+/).length;
-    const lines = []; const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
-    for (let t = w.nextNode(); t; t = w.nextNode()) { const range = document.createRange();
-      range.selectNodeContents(t); for (const r of range.getClientRects())
-        if (r.width > 0 && !lines.some((y) => Math.abs(y - r.bottom) < 4)) lines.push(r.bottom); }
-    return lines.length > words; };
-  const hidden = (el) => { for (let a = el.parentElement || el.getRootNode().host; a;
-      a = a.parentElement || a.getRootNode().host) { const cs = getComputedStyle(a);
-      if (cs.display === 'none' || cs.visibility === 'hidden') return true; } return false; };
-  const tables = []; const find = (n) => { if (n.shadowRoot) find(n.shadowRoot);
-    for (const c of n.children || []) { if (c.classList.contains('tabulator')) tables.push(c);
-      find(c); } };
-  document.querySelectorAll('.jp-OutputArea-output').forEach((area) => {
-    const edge = area.getBoundingClientRect().right + 1;
-    tables.length = 0; find(area);
-    for (const t of tables) {
-      const box = t.getBoundingClientRect();
-      if (box.width <= 0 || box.top < 0 || box.top + 4 >= innerHeight) continue;
-      if (hidden(t)) continue;
-      const holder = t.querySelector('.tabulator-tableholder');
-      if (holder && holder.scrollWidth > holder.clientWidth + 1)
-        out.push(`sideways scroll (${holder.scrollWidth} > ${holder.clientWidth} px) in ` +
-          `the table of ${t.getRootNode().host.className}`);
-      t.querySelectorAll('.tabulator-col').forEach((c) => {
-        const r = c.getBoundingClientRect();
-        if (r.width > 0 && r.right > edge)
-          out.push(`column past the output's right edge: ${c.textContent.trim()}`);
-      });
-      t.querySelectorAll('.tabulator-cell, .tabulator-col-title').forEach((c) => {
-        const r = c.getBoundingClientRect(); const text = c.textContent.trim();
-        if (r.width > 0 && r.top < innerHeight && text &&
-            (c.scrollWidth > c.clientWidth + 1 || broken(c)))
-          out.push(`cut: ${text} (${c.getAttribute('tabulator-field') || 'title'} of ${t.parentElement.className || t.getRootNode().host.className}, ${c.scrollWidth} > ${c.clientWidth})`);
-      });
-    }
   });
   return out; }"""
 # a code cell of the page's notebook has run or is queued ("[*]")
@@ -342,11 +303,61 @@ def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> It
         context.close()
 
 
+def whole_tables(page: Any, table: str, what: str, shots: Path) -> list[str]:
+    """The tables on screen once the one of class ``table`` is scrolled to the top of the
+    window: what :data:`~ui_pages.CUT_TEXT` finds cut (none seen is a problem too)."""
+    page.locator(f".{table}").first.evaluate("(e) => e.scrollIntoView({block: 'start'})")
+    time.sleep(1.0)  # let the table settle on its widths
+    page.screenshot(path=str(shots))
+    cut, seen = cut_text(page, OUTPUT_AREA)
+    return [f"{what}: {c}" for c in cut] if seen else [f"{what}: no table on screen"]
+
+
+def check_results(page: Any, shots: Path, prefix: str) -> list[str]:
+    """Compare, Validate and Convert run in the notebook's dashboard; their result tables
+    checked for cut text (:func:`whole_tables`) and Compare's row click for its A/B view.
+    Screenshots ``<prefix>-result-<view>.png``."""
+    out: list[str] = []
+    page.locator(".bk-tab", has_text="Compare").first.click()
+    page.get_by_role("button", name="Compare", exact=True).click()
+    page.locator("text=Verdict").first.wait_for(timeout=300_000)
+    page.locator(".diff-table .tabulator-cell[tabulator-field='status']").first.wait_for()
+    out += whole_tables(page, "diff-table", "Compare", shots / f"{prefix}-result-compare.png")
+    page.locator(".diff-table .tabulator-cell[tabulator-field='name']").first.click()
+    try:
+        page.locator("text=Histograms of A and B").first.wait_for(timeout=90_000)
+    except Exception:
+        page.screenshot(path=str(shots / f"{prefix}-result-no-ab.png"))
+        out.append("Compare: a row click did not open the A/B view")
+    page.locator(".bk-tab", has_text="Validate").first.click()
+    page.get_by_role("button", name="Validate", exact=True).click()
+    page.locator(".findings .tabulator-cell[tabulator-field='rule']").first.wait_for()
+    out += whole_tables(page, "findings", "Validate", shots / f"{prefix}-result-validate.png")
+    page.locator(".bk-tab", has_text="Convert").first.click()
+    page.get_by_placeholder("e.g. model-hf").fill(f"{prefix}-converted")
+    page.get_by_role("button", name="Plan", exact=True).click()
+    page.locator("text=/Tick the .Model weights only|Byte copy/").first.wait_for()
+    if page.locator("text=/Tick the .Model weights only/").count():
+        page.locator("input[type=checkbox]:visible").first.check()  # "Model weights only"
+        page.get_by_role("button", name="Plan", exact=True).click()
+    try:
+        page.locator(".plan-table .tabulator-cell").first.wait_for(state="attached")
+    except Exception:
+        page.screenshot(path=str(shots / f"{prefix}-result-no-plan.png"))
+        raise
+    out += whole_tables(page, "plan-table", "Convert plan", shots / f"{prefix}-result-plan.png")
+    page.get_by_role("button", name="Run conversion").click()
+    page.locator("text=/equals its source|Verification failed/").first.wait_for(timeout=300_000)
+    out += whole_tables(page, "plan-table", "Convert run", shots / f"{prefix}-result-run.png")
+    return out
+
+
 def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[str]:
     """Runs the dashboard notebook at ``url``, clicks each tab and checks that it drew its
-    view (the module tree's rows included); the problems met (a custom model's type not
-    resolved, a tab not drawn, a button cut off at the output's right edge, a table cell or
-    header whose text is cut or a column past the right edge, a request that
+    view (the module tree's rows included), then runs Compare, Validate and Convert
+    (:func:`check_results`); the problems met (a custom model's type not resolved, a tab not
+    drawn, a button cut off at the output's right edge, a table cell or header whose text is
+    cut or a column past the right edge, as first drawn and in each result, a request that
     tried to leave 127.0.0.1). Screenshots and the console go to ``shots``
     (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
     offline, console, drawn, rows, clipped, cut = Offline(), [], [], 0, [], []
@@ -373,7 +384,9 @@ def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[st
                 time.sleep(0.8)  # let the charts finish drawing
                 page.screenshot(path=str(shot))
                 clipped += [f"{name}: {b!r}" for b in page.evaluate(CLIPPED_BUTTONS)]
-                cut += [f"{name}: {c}" for c in page.evaluate(CUT_TEXT)]
+                cut += [f"{name}: {c}" for c in cut_text(page, OUTPUT_AREA)[0]]
+            if not drawn:  # the results of the three jobs read whole too
+                cut += check_results(page, shots, prefix)
     finally:
         (shots / f"{prefix}-console.log").write_text("\n".join(console))
     problems = [m for m in console if "could not resolve type" in m]
