@@ -303,6 +303,21 @@ def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> It
         context.close()
 
 
+DIFF_TABLE = ".diff-table"  # Compare's table of tensors
+# a cell of a table's row in the column named (a first column: shown in every layout)
+FIRST_CELL_OF = ".tabulator-row .tabulator-cell[tabulator-field='%s']"
+
+
+def drawn(page: Any, selector: str, shot: Path) -> None:
+    """Waits until an element matching ``selector`` is visible (a job's result on a loaded
+    machine: up to 300 s); a screenshot at ``shot`` when it is not."""
+    try:
+        page.locator(selector).first.wait_for(timeout=300_000)
+    except Exception:
+        page.screenshot(path=str(shot))
+        raise
+
+
 def whole_tables(page: Any, table: str, what: str, shots: Path) -> list[str]:
     """The tables on screen once the one of class ``table`` is scrolled to the top of the
     window: what :data:`~ui_pages.CUT_TEXT` finds cut (none seen is a problem too)."""
@@ -320,10 +335,10 @@ def check_results(page: Any, shots: Path, prefix: str) -> list[str]:
     out: list[str] = []
     page.locator(".bk-tab", has_text="Compare").first.click()
     page.get_by_role("button", name="Compare", exact=True).click()
-    page.locator("text=Verdict").first.wait_for(timeout=300_000)
-    page.locator(".diff-table .tabulator-cell[tabulator-field='status']").first.wait_for()
+    # the table's first column (the tensor's name) never folds under its row: a row drawn
+    drawn(page, f"{DIFF_TABLE} {FIRST_CELL_OF % 'name'}", shots / f"{prefix}-result-no-diff.png")
     out += whole_tables(page, "diff-table", "Compare", shots / f"{prefix}-result-compare.png")
-    page.locator(".diff-table .tabulator-cell[tabulator-field='name']").first.click()
+    page.locator(f"{DIFF_TABLE} {FIRST_CELL_OF % 'name'}").first.click()
     try:
         page.locator("text=Histograms of A and B").first.wait_for(timeout=90_000)
     except Exception:
@@ -331,7 +346,7 @@ def check_results(page: Any, shots: Path, prefix: str) -> list[str]:
         out.append("Compare: a row click did not open the A/B view")
     page.locator(".bk-tab", has_text="Validate").first.click()
     page.get_by_role("button", name="Validate", exact=True).click()
-    page.locator(".findings .tabulator-cell[tabulator-field='rule']").first.wait_for()
+    drawn(page, f".findings {FIRST_CELL_OF % 'rule'}", shots / f"{prefix}-result-no-findings.png")
     out += whole_tables(page, "findings", "Validate", shots / f"{prefix}-result-validate.png")
     page.locator(".bk-tab", has_text="Convert").first.click()
     page.get_by_placeholder("e.g. model-hf").fill(f"{prefix}-converted")
