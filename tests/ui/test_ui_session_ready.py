@@ -78,32 +78,3 @@ def test_updates_held_for_the_page_keep_their_order(
     assert seen == []
     pn.state._on_load(doc)
     assert seen == [0, 1, 2]
-
-
-def test_notebook_updates_from_two_threads_take_turns() -> None:
-    """Outside a served page (a notebook) a watcher runs in the thread that fires it; two job
-    threads drawing at once must not interleave (Panel would send one's change and lose the
-    other's): the second waits until the first is done."""
-    inside, overlapped = threading.Event(), threading.Event()
-    release = threading.Event()
-
-    def first() -> None:
-        inside.set()
-        release.wait(10)  # held until the second thread has tried to draw
-
-    def second() -> None:
-        if not release.is_set():  # reached while the first is still drawing
-            overlapped.set()
-
-    with set_curdoc(Document()):  # a notebook's document: no session context
-        draw_first, draw_second = in_session(first), in_session(second)
-    t1 = threading.Thread(target=draw_first)
-    t1.start()
-    assert inside.wait(10)
-    t2 = threading.Thread(target=draw_second)
-    t2.start()
-    t2.join(1.0)  # the second is still waiting for its turn (it never finishes alone)
-    release.set()
-    t1.join(10)
-    t2.join(10)
-    assert not overlapped.is_set()
