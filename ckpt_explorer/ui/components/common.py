@@ -476,9 +476,6 @@ def sync(a: Any, a_name: str, b: Any, b_name: str) -> None:
     b.param.watch(to_a, b_name)
 
 
-DRAWING = threading.RLock()  # held while a watcher outside a served page's loop changes views
-
-
 def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
     """``fn`` run in the page's session: called from a worker thread (a job finishing), it is
     scheduled on the page's event loop with the page's document current, so the models it
@@ -488,11 +485,7 @@ def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
     drawn) ``fn`` waits for it: Panel 1.9 drops the changes a layout makes in that window
     (``panel.io.document.hold`` counts on a full serialization that has already been sent),
     so a job ending then (a link's Compare re-run) left the page without its result and
-    the browser later reported "reference pNNNN isn't known".
-
-    In a notebook (no session) Panel sends each change from the thread that makes it: two
-    job threads drawing at once (Compare's partial rows and its result, an A/B view and a
-    Validate) lost one's change, the result never drawn; they take turns (:data:`DRAWING`)."""
+    the browser later reported "reference pNNNN isn't known"."""
     from panel.io.state import set_curdoc
 
     doc = pn.state.curdoc
@@ -500,8 +493,7 @@ def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
 
     def run(*args: Any) -> None:
         if doc is None or doc.session_context is None or threading.get_ident() == owner:
-            with DRAWING:
-                fn(*args)
+            fn(*args)
             return
 
         def scheduled() -> None:
