@@ -31,12 +31,15 @@ from typing import Any
 
 import pytest
 from conftest import CHROMIUM, REPO, free_port
+from ui_pages import cut_text
 
 from ckpt_explorer.ui.numbers import fmt_bytes
 
 pytestmark = pytest.mark.timeout(900)
 
 KERNEL = "ckpt-explorer-test"
+# a notebook output: JupyterLab and Notebook 7, the classic Notebook
+OUTPUT_AREA = ".jp-OutputArea-output, .output_subarea"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 WALKTHROUGHS = (
     "01_loss_mismatch_after_resume.ipynb",
@@ -89,47 +92,6 @@ CLIPPED_BUTTONS = """() => { const out = [];
     walk(area);
   });
   return out; }"""
-# cells and headers of the tables on screen whose text is cut (wider than their box, or a word
-# broken over lines), a table scrolling sideways, a column past the output's right edge; a table
-# is on screen when no element above it is hidden (another tab's table is)
-CUT_TEXT = """() => { const out = [];
-  const broken = (el) => { const words = el.textContent.trim().split(/[\\s./,×]+/).length;
-    const lines = []; const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
-    for (let t = w.nextNode(); t; t = w.nextNode()) { const range = document.createRange();
-      range.selectNodeContents(t); for (const r of range.getClientRects())
-        if (r.width > 0 && !lines.some((y) => Math.abs(y - r.bottom) < 4)) lines.push(r.bottom); }
-    return lines.length > words; };
-  const hidden = (el) => { for (let a = el.parentElement || el.getRootNode().host; a;
-      a = a.parentElement || a.getRootNode().host) { const cs = getComputedStyle(a);
-      if (cs.display === 'none' || cs.visibility === 'hidden') return true; } return false; };
-  const tables = []; const find = (n) => { if (n.shadowRoot) find(n.shadowRoot);
-    for (const c of n.children || []) { if (c.classList.contains('tabulator')) tables.push(c);
-      find(c); } };
-  document.querySelectorAll(OUTPUTS).forEach((area) => {
-    const edge = area.getBoundingClientRect().right + 1;
-    tables.length = 0; find(area);
-    for (const t of tables) {
-      const box = t.getBoundingClientRect();
-      if (box.width <= 0 || box.top < 0 || box.top + 4 >= innerHeight) continue;
-      if (hidden(t)) continue;
-      const holder = t.querySelector('.tabulator-tableholder');
-      if (holder && holder.scrollWidth > holder.clientWidth + 1)
-        out.push(`sideways scroll (${holder.scrollWidth} > ${holder.clientWidth} px) in ` +
-          `the table of ${t.getRootNode().host.className}`);
-      t.querySelectorAll('.tabulator-col').forEach((c) => {
-        const r = c.getBoundingClientRect();
-        if (r.width > 0 && r.right > edge)
-          out.push(`column past the output's right edge: ${c.textContent.trim()}`);
-      });
-      t.querySelectorAll('.tabulator-cell, .tabulator-col-title').forEach((c) => {
-        const r = c.getBoundingClientRect(); const text = c.textContent.trim();
-        if (r.width > 0 && r.top < innerHeight && text &&
-            (c.scrollWidth > c.clientWidth + 1 || broken(c)))
-          out.push(`cut: ${text} (${c.getAttribute('tabulator-field') || 'title'} of ${t.parentElement.className || t.getRootNode().host.className}, ${c.scrollWidth} > ${c.clientWidth})`);
-      });
-    }
-  });
-  return out; }"""
 # a code cell of the page's notebook has run or is queued ("[*]")
 STARTED = """() => { if (window.Jupyter && window.Jupyter.notebook)
     return window.Jupyter.notebook.get_cells().some((c) => c.cell_type === 'code' &&
@@ -152,10 +114,8 @@ OUTPUT_TEXT = """(() => { const out = []; const walk = (n) => {
   }
 }; document.querySelectorAll(OUTPUTS).forEach(walk);
 return out.join(' ').replace(/\\s+/g, ' '); })()"""
-# a cell's outputs: JupyterLab and Notebook 7, the classic Notebook
-OUTPUT_AREAS = "'.jp-OutputArea-output, .output_subarea'"
-CLIPPED_BUTTONS, CUT_TEXT, OUTPUT_TEXT = (
-    js.replace("OUTPUTS", OUTPUT_AREAS) for js in (CLIPPED_BUTTONS, CUT_TEXT, OUTPUT_TEXT)
+CLIPPED_BUTTONS, OUTPUT_TEXT = (
+    js.replace("OUTPUTS", repr(OUTPUT_AREA)) for js in (CLIPPED_BUTTONS, OUTPUT_TEXT)
 )
 
 
@@ -367,8 +327,8 @@ def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[st
     """Runs the dashboard notebook at ``url``, clicks each tab and checks that it drew its
     view (the module tree's rows included); the problems met (a custom model's type not
     resolved, a tab not drawn, a button cut off at the output's right edge, a table cell or
-    header whose text is cut or a column past the right edge, a request that
-    tried to leave 127.0.0.1). Screenshots and the console go to ``shots``
+    header whose text is cut or a column past the right edge, a request that tried to leave
+    127.0.0.1). Screenshots and the console go to ``shots``
     (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
     offline, console, drawn, rows, clipped, cut = Offline(), [], [], 0, [], []
     try:
@@ -394,7 +354,7 @@ def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[st
                 time.sleep(0.8)  # let the charts finish drawing
                 page.screenshot(path=str(shot))
                 clipped += [f"{name}: {b!r}" for b in page.evaluate(CLIPPED_BUTTONS)]
-                cut += [f"{name}: {c}" for c in page.evaluate(CUT_TEXT)]
+                cut += [f"{name}: {c}" for c in cut_text(page, OUTPUT_AREA)[0]]
     finally:
         (shots / f"{prefix}-console.log").write_text("\n".join(console))
     problems = [m for m in console if "could not resolve type" in m]

@@ -54,3 +54,62 @@ def open_path(page: Any, rel: str) -> None:
 
 def count_text(page: Any) -> str:
     return page.locator("text=/of [0-9,]+ tensors/").first.inner_text()
+
+
+# cells and headers of the tables on screen whose text is cut (wider than their box, or a line
+# broken after a character other than a space, "." "/" "_" "," or "×": a word split), a table
+# scrolling sideways, a column past the right edge of its area (the elements matching the
+# selector given: a notebook output, the served page's main column); a table is on screen when
+# no element above it is hidden (another tab's table is). Returns {cut: [...], tables: how many were checked}.
+CUT_TEXT = """(sel) => { const out = []; let checked = 0;
+  const broken = (el) => { const vertical = getComputedStyle(el).writingMode.startsWith('vertical');
+    const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT); let line = null; let last = '';
+    for (let t = w.nextNode(); t; t = w.nextNode()) { const s = t.textContent;
+      for (let i = 0; i < s.length; i += 1) { if (/\\s/.test(s[i])) { last = ' '; continue; }
+        const range = document.createRange(); range.setStart(t, i); range.setEnd(t, i + 1);
+        const r = range.getBoundingClientRect(); if (!r.width && !r.height) continue;
+        const at = vertical ? r.left : r.top;
+        if (line !== null && Math.abs(at - line) > 4 && !/[\\s./,×_]/.test(last)) return true;
+        line = at; last = s[i]; } }
+    return false; };
+  const hidden = (el) => { for (let a = el.parentElement || el.getRootNode().host; a;
+      a = a.parentElement || a.getRootNode().host) { const cs = getComputedStyle(a);
+      if (cs.display === 'none' || cs.visibility === 'hidden') return true; } return false; };
+  const tables = []; const find = (n) => { if (n.shadowRoot) find(n.shadowRoot);
+    for (const c of n.children || []) { if (c.classList.contains('tabulator')) tables.push(c);
+      find(c); } };
+  document.querySelectorAll(sel).forEach((area) => {
+    const edge = Math.min(area.getBoundingClientRect().right, innerWidth) + 1;
+    tables.length = 0; find(area);
+    for (const t of tables) {
+      const box = t.getBoundingClientRect();
+      if (box.width <= 0 || box.top < 0 || box.top + 4 >= innerHeight) continue;
+      if (hidden(t)) continue;
+      checked += 1;
+      const host = t.getRootNode().host;
+      const where = (t.parentElement && t.parentElement.className) || (host && host.className);
+      const holder = t.querySelector('.tabulator-tableholder');
+      if (holder && holder.scrollWidth > holder.clientWidth + 1)
+        out.push(`sideways scroll (${holder.scrollWidth} > ${holder.clientWidth} px) in ` +
+          `the table of ${where}`);
+      t.querySelectorAll('.tabulator-col').forEach((c) => {
+        const r = c.getBoundingClientRect();
+        if (r.width > 0 && r.right > edge)
+          out.push(`column past the right edge: ${c.textContent.trim()} (of ${where})`);
+      });
+      t.querySelectorAll('.tabulator-cell, .tabulator-col-title').forEach((c) => {
+        const r = c.getBoundingClientRect(); const text = c.textContent.trim();
+        if (r.width > 0 && r.top < innerHeight && text &&
+            (c.scrollWidth > c.clientWidth + 1 || broken(c)))
+          out.push(`cut: ${text} (${c.getAttribute('tabulator-field') || 'title'} of ${where}, ${c.scrollWidth} > ${c.clientWidth})`);
+      });
+    }
+  });
+  return {cut: out, tables: checked}; }"""
+
+
+def cut_text(page: Any, area: str) -> tuple[list[str], int]:
+    """:data:`CUT_TEXT` on ``page`` within the elements matching ``area``: (what is cut,
+    how many tables on screen were checked)."""
+    found = page.evaluate(CUT_TEXT, area)
+    return list(found["cut"]), int(found["tables"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -157,12 +158,21 @@ TABLE_CSS = """
 .tabulator-cell.wrap {white-space: normal !important; overflow-wrap: anywhere;
   text-overflow: clip !important;}
 """
-# a table fitted to the page: every column shown, titles and text wrapped (no sideways scroll)
+# a table fitted to the page: every column within it, titles and text wrapped at spaces and at
+# the <wbr> the formatters put after "." "/" "_" (never inside a word or a number); a column
+# that does not fit at its least width folds into a list under its row (Tabulator's
+# responsive collapse), never past the edge
 FIT_CSS = """
-.tabulator .tabulator-header .tabulator-col .tabulator-col-title {white-space: normal;
-  overflow-wrap: anywhere; text-overflow: clip;}
-.tabulator-row .tabulator-cell {white-space: normal; overflow-wrap: anywhere;
-  text-overflow: clip;}
+.tabulator .tabulator-header .tabulator-col .tabulator-col-title {white-space: normal !important;
+  overflow-wrap: normal; word-break: normal; text-overflow: clip;}
+.tabulator-row .tabulator-cell, .tabulator-row .tabulator-cell.wrap {white-space: normal !important;
+  overflow-wrap: normal !important; word-break: normal; text-overflow: clip !important;}
+.tabulator-row .tabulator-responsive-collapse {padding: 0 8px 4px 8px; border-bottom: 0;
+  background-color: #fff !important; color: #374151;}
+.tabulator-responsive-collapse .folded {display: flex; flex-wrap: wrap; gap: 0 16px;
+  font-size: 12px; color: #374151;}
+.tabulator-responsive-collapse .folded b {font-weight: 500; color: #6b7280;}
+.tabulator-responsive-collapse .folded > span {overflow-wrap: anywhere;}
 """
 COUNT_COLUMNS = ("numel", "tensors")  # whole counts with thousands separators
 # byte counts: every one in binary units, as fmt_bytes writes them (3 significant digits),
@@ -203,6 +213,43 @@ JS_BREAKABLE = """function(cell) {
 }"""
 
 
+# the columns folded under a row: "title value" pairs on one wrapped line (not a list of rows)
+JS_FOLDED = """function(data) {
+  const el = document.createElement('div');
+  el.className = 'folded';
+  for (const item of data) {
+    if (item.value === '' || item.value === null || item.value === undefined) continue;
+    const pair = document.createElement('span');
+    const title = document.createElement('b');
+    title.textContent = item.title + ' ';
+    const value = document.createElement('span');
+    if (item.value instanceof Node) value.textContent = item.value.textContent;
+    else value.innerHTML = item.value;
+    pair.append(title, value);
+    el.appendChild(pair);
+  }
+  return el.childNodes.length ? el : '';
+}"""
+# text columns other than names (rule ids, messages, settings): a long word breaks after "/",
+# "_" or a "." before a letter (``integrity.<wbr>total_<wbr>size_<wbr>convention``), never in a
+# number such as 0.5068359375
+JS_WORDS = """function(cell) {
+  const v = cell.getValue();
+  if (v === null || v === undefined) return '';
+  const map = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'};
+  return String(v).replace(/[&<>"']/g, (c) => map[c])
+    .replace(/([\\/_]|\\.(?=[A-Za-z_]))/g, '$1<wbr>');
+}"""
+# where each formatter lets a word break (after the character matched), as Python splits it
+NAME_BREAKS = re.compile(r"(?<=[./])")
+WORD_BREAKS = re.compile(r"(?<=[/_])|(?<=\.)(?=[A-Za-z_])")
+CHAR_PX = 8  # a 13 px character of the table's font (digits are the widest: 8.3 px)
+CELL_PX = 18  # a cell's padding and border
+TITLE_PX = 36  # a title's padding and its sort arrow
+WIDEST_LEAST = 240  # px: no column asks for more than this to hold its longest word
+SCANNED = 2000  # rows a column's least width is measured on (the longest texts first)
+
+
 def title_widths(df: Any, titles: dict[str, str]) -> dict[str, int]:
     """The least width (px) of each column of ``df`` for its title's longest word to fit
     whole beside the sort arrow (``min_widths`` of :func:`table`): a fitted table of a few
@@ -212,16 +259,64 @@ def title_widths(df: Any, titles: dict[str, str]) -> dict[str, int]:
     out = {}
     for c in df.columns:
         words = str(titles.get(c, c)).split()
-        out[str(c)] = 8 * max((len(w) for w in words), default=1) + 36
+        out[str(c)] = 8 * max((len(w) for w in words), default=1) + TITLE_PX
     return out
+
+
+def _longest_word(texts: Any, breaks: re.Pattern[str]) -> int:
+    """Characters of the longest piece of ``texts`` no line may break (between spaces and
+    the breaks the column's formatter allows)."""
+    return max((len(p) for t in texts for w in str(t).split() for p in breaks.split(w)), default=0)
+
+
+def shown_widths(df: Any, names: list[str], words: list[str], numeric: list[str]) -> dict[str, int]:
+    """The least width (px) of each column of ``df`` that holds its values as drawn without
+    cutting a word: names and text by their longest unbreakable piece, numbers, counts and
+    byte sizes whole (measured on :data:`SCANNED` rows; at most :data:`WIDEST_LEAST`)."""
+    from ..numbers import fmt_number
+
+    out = {}
+    for c in df.columns:
+        s = df[c].dropna()
+        if not len(s):
+            continue
+        if c in BYTE_COLUMNS:
+            chars = 8  # "1023 KiB", "1.95 MiB", kept on one line
+        elif c in COUNT_COLUMNS:
+            chars = len(f"{int(s.abs().max()):,}")
+        elif c in numeric:
+            chars = max(len(fmt_number(x)) for x in s.head(SCANNED))
+        elif c in names or c in words:
+            longest = s.astype(str)
+            if len(longest) > SCANNED:
+                longest = longest[longest.str.len().nlargest(SCANNED).index]
+            chars = _longest_word(longest, NAME_BREAKS if c in names else WORD_BREAKS)
+        else:  # whole numbers, booleans
+            chars = max(len(str(x)) for x in s.head(SCANNED))
+        out[str(c)] = min(CHAR_PX * chars + CELL_PX, WIDEST_LEAST)
+    return out
+
+
+def empty_columns(df: Any) -> list[str]:
+    """Columns of ``df`` with no value in any row ("" or missing): a fitted table hides them,
+    giving their width to the others (exports keep them)."""
+    if df is None or not len(df):
+        return []
+    return [
+        str(c) for c in df.columns if (df[c].isna() | df[c].astype(str).str.strip().eq("")).all()
+    ]
 
 
 def table(df: Any, **kw: Any) -> Table:
     """A read-only table with the dashboard's defaults: numbers by the one display rule
     (:func:`~ckpt_explorer.ui.numbers.display_frame`), text sorted in natural order, names
     and paths wrapped instead of cut (with the whole value as a tooltip); ``fit=True``: every
-    column fitted to the page's width, titles and text wrapped; ``min_widths``: the least
-    width in px of some columns; ``vertical_titles``: titles turned upright (many columns)."""
+    column within the page's width, each at least as wide as its longest word and number
+    (:func:`shown_widths`), titles and text wrapped only where a word may break, columns
+    empty in every row hidden, and a column that still does not fit folded into a list under
+    its row, the columns named in ``fold_first`` first, then from the right (the first column
+    never); ``min_widths``: the least width in px of some columns; ``vertical_titles``: titles
+    turned upright (many columns)."""
     numeric: list[str] = []
     texts: list[str] = []
     given = df
@@ -232,9 +327,10 @@ def table(df: Any, **kw: Any) -> Table:
     fit = kw.pop("fit", False)
     least = dict(kw.pop("min_widths", {}))  # px per column
     vertical = kw.pop("vertical_titles", False)
-    wrap = texts if fit else kw.get("wrap", ())
+    fold_first = list(kw.pop("fold_first", ()))
+    wrap = kw.pop("wrap", ())
     names = [c for c in texts if c in NAME_COLUMNS or c in wrap]
-    kw.pop("wrap", None)
+    words = [c for c in texts if c not in names] if fit else []
     columns = [
         {
             "field": c,
@@ -243,10 +339,6 @@ def table(df: Any, **kw: Any) -> Table:
         }
         for c in texts
     ]
-    for col in columns:
-        if col["field"] in least:
-            col["minWidth"] = least.pop(col["field"])
-    columns += [{"field": c, "minWidth": w} for c, w in least.items()]
     defaults: dict[str, Any] = {
         "show_index": False,
         "disabled": True,
@@ -259,16 +351,43 @@ def table(df: Any, **kw: Any) -> Table:
         },
         "stylesheets": [TABLE_CSS, FIT_CSS] if fit else [TABLE_CSS],
     }
-    if fit:  # every column within the page's width, text wrapped in it
+    if fit and df is not None:  # every column within the page's width, text wrapped in it
         defaults["layout"] = "fit_columns"
-        for col in columns:
+        shown = shown_widths(df, names, words, numeric)
+        heads = {} if vertical else title_widths(df, kw.get("titles", {}))
+        least = {c: max(shown.get(c, 0), heads.get(c, 0)) for c in map(str, df.columns)} | least
+        hide = [c for c in empty_columns(df) if c not in kw.get("hidden_columns", ())]
+        kw["hidden_columns"] = [*kw.get("hidden_columns", ()), *hide]
+        first = str(df.columns[0]) if len(df.columns) else ""
+        order = [c for c in fold_first if c in least] + [c for c in reversed(list(least))]
+        fold = {c: len(order) - order.index(c) for c in dict.fromkeys(order)}  # largest first
+        known = {col["field"]: col for col in columns}
+        for c in map(str, df.columns):
+            col = known.get(c) or {"field": c}
+            if c not in known:
+                columns.append(col)
             col.pop("maxInitialWidth", None)
+            col["responsive"] = 0 if c == first else fold.get(c, 1)
+            if c in names or c in words:
+                col["widthGrow"] = 2  # free width goes to text before numbers
+        defaults["configuration"].update(
+            responsiveLayout="collapse",
+            responsiveLayoutCollapseStartOpen=True,
+            responsiveLayoutCollapseFormatter=JSCode(JS_FOLDED),
+        )
         defaults["configuration"]["columnDefaults"]["headerWordWrap"] = True
+    known = {col["field"]: col for col in columns}
+    for c, w in least.items():
+        if c not in known:
+            known[c] = {"field": c}
+            columns.append(known[c])
+        known[c]["minWidth"] = w
     if vertical:  # many narrow columns: each title turned, read whole
         defaults["configuration"]["columnDefaults"]["headerVertical"] = "flip"
     defaults["formatters"] = {
         **dict.fromkeys(numeric, JSCode(JS_NUMBER)),
         **dict.fromkeys(names, JSCode(JS_BREAKABLE)),
+        **dict.fromkeys(words, JSCode(JS_WORDS)),
         **dict.fromkeys(COUNT_COLUMNS, BYTES_FORMAT),
         **dict.fromkeys(BYTE_COLUMNS, JSCode(JS_BYTES)),
         **kw.pop("formatters", {}),

@@ -53,8 +53,11 @@ COLUMNS = [
     "part",
     "state",
 ]
-# 1 - cos instead of cos: one step apart cos is 1 - 1e-8, which 6 digits would show as 1
-TITLES = {"one_minus_cos": "1−cos"}
+# 1 - cos instead of cos: one step apart cos is 1 - 1e-8, which 6 digits would show as 1;
+# the counts headed as the CLI heads them
+TITLES = {"one_minus_cos": "1−cos", "n_outside": "outside", "n_sign_flips": "flips"}
+# where the page is narrow, these fold under their row first: the name says them already
+FOLD_FIRST = ("state", "part", "layer", "n_sign_flips", "n_outside")
 SAME = ("identical", "equal")
 STATUS_COLOURS = {
     "changed": "#fef3c7",
@@ -79,6 +82,16 @@ def natural_order(names: Any) -> list[int]:
     """Positions of ``names`` in natural order."""
     keys = [natural_key(str(n)) for n in names]
     return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def alike_sides(rows: Any) -> list[str]:
+    """``dtype`` / ``shape`` when B's equals A's in every row: the table shows one column,
+    headed without ``_a`` (exports keep both)."""
+    return [
+        k
+        for k in ("dtype", "shape")
+        if f"{k}_a" in rows and f"{k}_b" in rows and rows[f"{k}_a"].equals(rows[f"{k}_b"])
+    ]
 
 
 def _row_style(row: Any) -> list[str]:
@@ -213,13 +226,17 @@ class CompareView(pn.viewable.Viewer):
             ]
         )
         rows = diff_rows(r.tensors, c.changed_only)
+        same_sides = alike_sides(rows)
         tbl = table(
             rows,
             pagination="remote",
             page_size=15,
             css_classes=["diff-table"],
-            titles=TITLES,
+            titles={**TITLES, **{f"{k}_a": k for k in same_sides}},
+            hidden_columns=[f"{k}_b" for k in same_sides],
             selectable=1,
+            fit=True,  # every column within the page (a notebook's output too), text wrapped
+            fold_first=FOLD_FIRST,
         )
 
         names_b = {t.name: t.name_b or "" for t in r.tensors}
@@ -289,7 +306,8 @@ class CompareView(pn.viewable.Viewer):
         vals = vals[vals["status"] != "equal"]
         if len(vals) and not r.is_export:
             vals = vals.assign(a=vals["a"].map(fmt_value), b=vals["b"].map(fmt_value))
-            blocks.append(section("Values that differ", table(vals, pagination="local")))
+            values = table(vals, pagination="local", fit=True, css_classes=["values-table"])
+            blocks.append(section("Values that differ", values))
         self._results[:] = blocks
 
     def _show_selected(self) -> None:

@@ -231,7 +231,7 @@ class ConvertView(pn.viewable.Viewer):
                     ("Files", str(len(plan.files)), "written atomically"),
                 ]
             ),
-            table(plan_frame(plan), pagination="local", page_size=10),
+            table(plan_frame(plan), pagination="local", page_size=10, css_classes=["plan-table"]),
         ]
         notes = [*plan.notes, *(f"dropped: {d}" for d in plan.dropped)]
         if notes:
