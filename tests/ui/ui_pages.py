@@ -46,10 +46,16 @@ def pick(page: Any, index: int, rel: str) -> None:
 
 
 def open_path(page: Any, rel: str) -> None:
-    """Open ``rel`` with the sidebar picker; wait until it is open or refused."""
+    """Open ``rel`` with the sidebar picker; wait until it is open or refused (a refusal
+    naming ``rel``'s file: an earlier path's refusal still on screen is not this one's)."""
     pick(page, 0, rel)
     page.get_by_role("button", name="Open").click()
-    wait_text(page, "t.includes('Open: ' + arg) || t.includes('expected')", rel)
+    name = rel.rstrip("/").rsplit("/", 1)[-1]
+    wait_text(
+        page,
+        "t.includes('Open: ' + arg[0]) || (t.includes('expected') && t.includes(arg[1]))",
+        [rel, name],
+    )
 
 
 def count_text(page: Any) -> str:
