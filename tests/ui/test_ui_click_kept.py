@@ -42,6 +42,13 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def ab_read() -> None:
+    """Wait for the A/B reads under way (their job threads)."""
+    for t in threading.enumerate():
+        if t.name == "ckpt-explorer-ab":
+            t.join()
+
+
 def shown(view: Any, kind: type) -> list[Any]:
     """The objects of ``kind`` the view's page holds now."""
     return list(view.__panel__().select(kind))
@@ -66,9 +73,7 @@ def test_a_compare_row_clicked_after_a_late_event_opens_a_and_b(root: Path) -> N
     i = int(rows.index[rows["name"] == "layers.3.w"][0])
     drawn.selection = [i]  # the user's click on the row the browser shows
     assert c.selected == "layers.3.w"
-    for t in threading.enumerate():
-        if t.name == "ckpt-explorer-ab":
-            t.join()
+    ab_read()
     assert c.ab_error == "" and c.ab is not None and c.ab.name == "layers.3.w"
 
 
@@ -94,9 +99,7 @@ def test_a_click_that_selects_nothing_still_opens_a_and_b(root: Path) -> None:
     tbl._process_event(CellClickEvent(model=model, column="name", row=names.index("layers.1.w")))
     assert c.selected == "layers.1.w"
     assert tbl.value.iloc[tbl.selection[0]]["name"] == "layers.1.w"  # the row highlighted
-    for t in threading.enumerate():
-        if t.name == "ckpt-explorer-ab":
-            t.join()
+    ab_read()
     assert c.ab is not None and c.ab.name == "layers.1.w"
 
 

@@ -367,6 +367,28 @@ def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[st
     return problems
 
 
+def dashboard_problems(
+    tmp_path: Path,
+    real_checkpoints: Any,
+    browser: Any,
+    app: str,
+    prefix: str,
+    path: tuple[str, ...] = (),
+) -> list[str]:
+    """A ``app`` server (see :func:`lab_server`) on a folder with a run of the timeline fixture
+    and the dashboard notebook: :func:`check_every_tab`'s problems, screenshots in
+    ``tmp_path``."""
+    out, manifest = real_checkpoints("timeline")
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(out / manifest["cases"]["hf_clean"]["path"], work / "run")
+    (work / "dashboard.ipynb").write_text(json.dumps(notebook([FIRST_CELL])))
+    home = tmp_path / "jupyter"
+    home.mkdir()
+    with lab_server(work, home, app=app, path=path) as url:
+        return check_every_tab(browser, url, tmp_path, prefix)
+
+
 def test_jupyterlab_shows_every_view_offline(lab: LabSite, browser: Any) -> None:
     """A fresh kernel's first cell shows the dashboard; each of its tabs draws its view (the
     Weight map's module tree included) with nothing fetched from outside 127.0.0.1. (The

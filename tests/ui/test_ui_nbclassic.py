@@ -9,16 +9,14 @@ scripts/setup_env.sh installs nbclassic in ``.venv/side/nbclassic``."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REPO
-from test_ui_jupyterlab import FIRST_CELL, _skip_reason, check_every_tab, lab_server, notebook
+from test_ui_jupyterlab import _skip_reason, dashboard_problems
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -44,13 +42,7 @@ def test_classic_notebook_shows_every_view_offline(
     if reason:
         pytest.skip(reason)
     assert side is not None
-    out, manifest = real_checkpoints("timeline")
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copytree(out / manifest["cases"]["hf_clean"]["path"], work / "run")
-    (work / "dashboard.ipynb").write_text(json.dumps(notebook([FIRST_CELL])))
-    home = tmp_path / "jupyter"
-    home.mkdir()
-    with lab_server(work, home, app="nbclassic", path=(side,)) as url:
-        problems = check_every_tab(browser, url, tmp_path, "classic")
+    problems = dashboard_problems(
+        tmp_path, real_checkpoints, browser, "nbclassic", "classic", path=(side,)
+    )
     assert problems == [], f"(screenshots in {tmp_path})\n" + "\n".join(p[:300] for p in problems)

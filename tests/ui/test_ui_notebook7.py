@@ -7,13 +7,11 @@ the test. Screenshots stay in the test's tmp dir (``nb7-*.png``)."""
 from __future__ import annotations
 
 import importlib.util
-import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_ui_jupyterlab import FIRST_CELL, _skip_reason, check_every_tab, lab_server, notebook
+from test_ui_jupyterlab import _skip_reason, dashboard_problems
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -27,13 +25,5 @@ def test_notebook7_shows_every_view_offline(
         reason = "Jupyter Notebook 7 (the `notebook` package) is not installed in this environment"
     if reason:
         pytest.skip(reason)
-    out, manifest = real_checkpoints("timeline")
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copytree(out / manifest["cases"]["hf_clean"]["path"], work / "run")
-    (work / "dashboard.ipynb").write_text(json.dumps(notebook([FIRST_CELL])))
-    home = tmp_path / "jupyter"
-    home.mkdir()
-    with lab_server(work, home, app="notebook") as url:
-        problems = check_every_tab(browser, url, tmp_path, "nb7")
+    problems = dashboard_problems(tmp_path, real_checkpoints, browser, "notebook", "nb7")
     assert problems == [], f"(screenshots in {tmp_path})\n" + "\n".join(p[:300] for p in problems)
