@@ -10,6 +10,7 @@ from typing import Any
 import panel as pn
 
 from ..remote.urls import is_url
+from .components.click_keeper import ClickKeeper
 from .components.common import ACCENT, error_pane, skip_notebook_renderers
 from .components.module_tree import ModuleTree  # noqa: F401  (see below)
 from .components.picker import PathPicker
@@ -117,7 +118,14 @@ def sidebar(state: AppState) -> list[Any]:
             f"{len(view.tensors):,} tensors · {len(view.files)} files"
         )
 
-    return [TabulatorGuard(), picker, root, err, pn.bind(facts, b.param.path, b.param.view)]
+    return [
+        TabulatorGuard(),
+        ClickKeeper(),
+        picker,
+        root,
+        err,
+        pn.bind(facts, b.param.path, b.param.view),
+    ]
 
 
 def body(state: AppState) -> pn.Tabs:
