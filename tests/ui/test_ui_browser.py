@@ -113,7 +113,12 @@ def test_conversion_plan_run_verify(page: Any, ui_root: Path) -> None:
     page.get_by_role("button", name="Plan").click()
     page.locator("text=Byte copy").first.wait_for()
     page.get_by_role("button", name="Run conversion").click()
-    page.locator("text=Verified bit for bit").first.wait_for()
+    try:
+        page.locator("text=Verified bit for bit").first.wait_for()
+    except Exception as e:  # say what the page shows instead (a run never started, an error)
+        shown = text(page)
+        at = shown.find("3 · Run and verify")
+        raise AssertionError(f"no verified result; the page shows: {shown[at : at + 600]}") from e
     shot(page, "convert")
     with safe_open(str(ui_root / out), "pt") as f:
         assert len(list(f.keys())) == 28
