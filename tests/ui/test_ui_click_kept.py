@@ -176,6 +176,8 @@ def test_a_weight_map_click_that_selects_nothing_opens_the_tensor(root: Path) ->
     view._table.sorters = [{"field": "name", "dir": "desc"}]
     click(view._table, "layers.2.w")
     assert app.browse.selected == "layers.2.w"
+    names = list(view._table.value["name"])
+    assert view._table.selection == [names.index("layers.2.w")]  # its row is highlighted
 
 
 def test_a_finding_click_that_selects_nothing_opens_it_once(

@@ -128,7 +128,7 @@ class WeightMap(pn.viewable.Viewer):
         )
         # a click reaches the server as a cell click whatever the table is doing in the
         # browser; as a selection only when Tabulator is not building or updating its rows
-        self._table.on_click(lambda e: self._open_row(e.row))
+        self._table.on_click(lambda e: self._click_row(e.row))
         self._table.param.watch(lambda e: self._open_row(e.new[0]) if e.new else None, "selection")
         keep_sort(app, "Weight map", self._table)
         self._table.param.watch(lambda *_: self._update_count(), ["filters", "value", "page"])
@@ -250,6 +250,14 @@ class WeightMap(pn.viewable.Viewer):
         first, last = (page - 1) * size + 1, min(page * size, shown)
         where = f" · rows {first:,}–{last:,}, page {page} of {pages}" if shown else ""
         self._count.object = f"**{fmt_int(shown)}** of {plural(len(df), 'tensor')}{where}"
+
+    def _click_row(self, i: int) -> None:
+        """A click on row ``i``: the row selected (highlighted; the selection opens it), or
+        opened when it is selected already (a detail that failed is read again)."""
+        if self._table.selection != [i]:
+            self._table.selection = [i]
+        else:
+            self._open_row(i)
 
     def _open_row(self, i: int) -> None:
         """The detail of the table's row ``i``, unless it shows (or loads) already."""
