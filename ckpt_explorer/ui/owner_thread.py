@@ -58,9 +58,18 @@ class Mailbox:
                 _log.exception("a job's update failed")
 
 
+def in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (a served page's loop is the server's, not this)."""
+    import sys
+
+    shell = sys.modules.get("IPython")
+    ip = shell.get_ipython() if shell is not None else None
+    return getattr(ip, "kernel", None) is not None
+
+
 def mailbox() -> Mailbox:
     """The mailbox of the calling thread: queued for its event loop in a notebook's kernel,
-    direct elsewhere (a served page, no running event loop)."""
+    direct elsewhere (a served page, plain Python, no running event loop)."""
     import panel as pn
 
     doc = pn.state.curdoc
@@ -68,7 +77,7 @@ def mailbox() -> Mailbox:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         loop = None
-    if loop is None or (doc is not None and doc.session_context is not None):
+    if loop is None or not in_kernel() or (doc is not None and doc.session_context is not None):
         return Mailbox(None)
     me = threading.get_ident()
     with _boxes_lock:  # one per thread: updates of one job stay in the order they were made

@@ -99,9 +99,11 @@ RUNS = 50
 def test_a_validate_result_reaches_the_notebook_page_while_the_kernel_sends(
     checkpoint: Path, monkeypatch: pytest.MonkeyPatch, often_switching: None
 ) -> None:
+    from ckpt_explorer.ui import owner_thread
     from ckpt_explorer.ui.components.validate import ValidateView
     from ckpt_explorer.ui.state import AppState
 
+    monkeypatch.setattr(owner_thread, "in_kernel", lambda: True)  # this loop is the kernel's
     loop = asyncio.new_event_loop()
     kernel = threading.Thread(target=loop.run_forever, name="kernel", daemon=True)
     kernel.start()
