@@ -27,6 +27,7 @@ from ..resume import DoctorReport, resume_doctor
 from ..validate import ValidationReport, validate_checkpoint
 from .jobs import Job, Throttle
 from .numbers import fmt_bytes
+from .owner_thread import mailbox
 from .paths import RootGuard
 
 
@@ -44,18 +45,25 @@ class JobState(param.Parameterized):
         super().__init__(**params)
         self.job: Job | None = None
         self._t0 = 0.0
+        self._box = mailbox()  # a job's reports reach the page on the thread that made this
 
     def begin(self, message: str) -> None:
         self._t0 = time.perf_counter()
         self.param.update(running=True, progress=0.0, message=message, error="", log=[])
 
     def report(self, fraction: float, message: str | None = None) -> None:
+        self._box.call(self._report, fraction, message)
+
+    def _report(self, fraction: float, message: str | None) -> None:
         upd: dict[str, Any] = {"progress": min(max(float(fraction), 0.0), 1.0)}
         if message is not None:
             upd["message"] = message
         self.param.update(**upd)
 
     def add_log(self, line: str) -> None:
+        self._box.call(self._add_log, line)
+
+    def _add_log(self, line: str) -> None:
         self.log = [*self.log[-499:], line]
 
     def finish(self, message: str) -> None:

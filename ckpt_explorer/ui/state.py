@@ -23,6 +23,7 @@ from .fit_state import FitState
 from .job_states import CompareState, ConvertState, JobState, ResumeState, ValidateState
 from .jobs import Job, Throttle
 from .module_index import ModuleIndex
+from .owner_thread import mailbox
 from .paths import RootGuard
 from .remote_paths import RemoteAccess
 from .tabs import TABS
@@ -290,13 +291,18 @@ class BrowseState(param.Parameterized):
         def current() -> bool:
             return gen == self._detail_gen
 
+        def quick(first: TensorDetail) -> None:
+            if current():
+                self.param.update(detail=first, detail_loading=False)
+
+        box = mailbox()  # the quick detail reaches the page on this thread
+
         def work(cancel: threading.Event) -> TensorDetail | None:
             t = view.load(name)
             first = tensor_detail(name, t, quick=True)
             if first.exact:
                 return first
-            if current():
-                self.param.update(detail=first, detail_loading=False)
+            box.call(quick, first)
 
             def read(done: int, total: int) -> None:
                 if current():

@@ -14,6 +14,7 @@ from panel.io.model import JSCode
 from ..numbers import JS_NUMBER, display_frame, number_columns
 from ..numbers import fmt_bytes as fmt_bytes  # re-exported: the views format through these
 from ..numbers import fmt_count as fmt_count
+from ..owner_thread import mailbox
 from ..warm_up import hold, working
 from .sorted_table import Table, text_columns
 
@@ -499,15 +500,19 @@ def in_session(fn: Callable[..., Any]) -> Callable[..., None]:
     drawn) ``fn`` waits for it: Panel 1.9 drops the changes a layout makes in that window
     (``panel.io.document.hold`` counts on a full serialization that has already been sent),
     so a job ending then (a link's Compare re-run) left the page without its result and
-    the browser later reported "reference pNNNN isn't known"."""
+    the browser later reported "reference pNNNN isn't known".
+
+    In a notebook ``fn`` runs on the kernel's thread (:mod:`..owner_thread`): Panel sends a
+    change from the thread that makes it, and two threads sending at once lose updates."""
     from panel.io.state import set_curdoc
 
     doc = pn.state.curdoc
     owner = threading.get_ident()
+    box = mailbox()  # a notebook: the kernel's thread
 
     def run(*args: Any) -> None:
         if doc is None or doc.session_context is None or threading.get_ident() == owner:
-            fn(*args)
+            box.call(fn, *args)
             return
 
         release = hold()  # the server's warm-up waits until it has run
