@@ -59,12 +59,9 @@ class Mailbox:
 
 
 def in_kernel() -> bool:
-    """Whether this runs on a Jupyter kernel's own thread, the main one (a page served from a
-    notebook runs its server's loop in another thread: its session orders its changes)."""
+    """Whether this runs in a Jupyter kernel (a served page's loop is the server's, not this)."""
     import sys
 
-    if threading.current_thread() is not threading.main_thread():
-        return False
     shell = sys.modules.get("IPython")
     ip = shell.get_ipython() if shell is not None else None
     return getattr(ip, "kernel", None) is not None
