@@ -62,8 +62,9 @@ def in_kernel() -> bool:
     """Whether this runs in a Jupyter kernel (a served page's loop is the server's, not this)."""
     import sys
 
-    shell = sys.modules.get("IPython")
-    ip = shell.get_ipython() if shell is not None else None
+    # IPython may be half imported by another thread (a served page's warm-up): no kernel then
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    ip = get_ipython() if callable(get_ipython) else None
     return getattr(ip, "kernel", None) is not None
 
 

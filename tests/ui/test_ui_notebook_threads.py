@@ -160,3 +160,14 @@ def test_a_validate_result_reaches_the_notebook_page_while_the_kernel_sends(
     assert "press Validate" not in texts  # the placeholder is gone from the browser's page
     assert app.validate.message in texts  # the status line as the kernel last set it
     assert any(type(m).__name__ == "DataTabulator" for m in client.models)  # the findings
+
+
+def test_a_half_imported_ipython_is_no_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A served page's thread asks while another thread is still importing IPython (the
+    module is in ``sys.modules`` without ``get_ipython`` yet): no kernel, no error."""
+    import types
+
+    from ckpt_explorer.ui import owner_thread
+
+    monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
+    assert owner_thread.in_kernel() is False
