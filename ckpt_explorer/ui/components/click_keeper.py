@@ -34,7 +34,7 @@ if (!window.__ckpt_click_keeper) {{
     const t = e.composedPath()[0];
     return t instanceof Element ? t : null;
   }};
-  const kind = (el) => el.tagName + " " + el.className;
+  const kind = (el) => el.tagName + " " + el.getAttribute("class");  // SVG too
   const under = (x, y) => {{  // the element at (x, y), inside shadow roots too
     let el = document.elementFromPoint(x, y);
     while (el && el.shadowRoot) {{
