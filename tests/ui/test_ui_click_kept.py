@@ -199,8 +199,11 @@ def test_a_finding_click_that_selects_nothing_opens_it_once(
     i = next(k for k, f in enumerate(files) if "modeling" in str(f) and "index" not in str(f))
     click(tbl, files[i], "file")
     assert app.active == "Weight map" and len(opened) == 1
+    assert tbl.selection == [i]  # its row is highlighted
     tbl.selection = [i]  # the same click's selection, when Tabulator sends one
     assert len(opened) == 1
+    click(tbl, files[i], "file")  # a second click on the row: its selection already
+    assert len(opened) == 1, "opened again while its view is in front"
     app.active = "Validate"  # back on the findings, the same one clicked again opens it
     tbl.selection = []
     click(tbl, files[i], "file")

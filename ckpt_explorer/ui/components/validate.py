@@ -150,7 +150,7 @@ class ValidateView(pn.viewable.Viewer):
             )
         # a click reaches the server as a cell click whatever the table is doing in the
         # browser; as a selection only when Tabulator is not building or updating its rows
-        tbl.on_click(lambda e: self._follow(df, [e.row]))
+        tbl.on_click(lambda e: self._click_row(tbl, df, e.row))
         tbl.param.watch(lambda e: self._follow(df, e.new), "selection")
         keep_sort(self.app, "Validate", tbl)
         note = pn.pane.Markdown(
@@ -172,6 +172,14 @@ class ValidateView(pn.viewable.Viewer):
     def _on_note(self, *_: Any) -> None:
         note = self.app.validate.note
         self._why.param.update(object=note or "", visible=bool(note))
+
+    def _click_row(self, tbl: pn.widgets.Tabulator, df: Any, i: int) -> None:
+        """A click on row ``i``: the row selected (highlighted; the selection follows it), or
+        followed when it is selected already."""
+        if tbl.selection != [i]:
+            tbl.selection = [i]
+        else:
+            self._follow(df, [i])
 
     def _follow(self, df: Any, selection: list[int]) -> None:
         """Open the finding of row ``selection[0]``; once per click (a click comes as a cell
