@@ -86,3 +86,26 @@ def mailbox() -> Mailbox:
         if box is None or box.loop is not loop:
             box = _boxes[me] = Mailbox(loop)
         return box
+
+
+def after_message(fn: Callable[[], Any]) -> None:
+    """``fn()`` once the browser message being handled is applied whole.
+
+    In a notebook Panel applies a comm message with its document held: a widget's new value
+    in it (a text box committed as it lost the focus to a button) reaches Python when the
+    message ends, while a button's click in the same message is handled at once, so the
+    click's handler would read the form as it was before. In a kernel the call waits for its
+    event loop's next turn (the message handled by then); elsewhere (a served page, even one
+    served from a kernel, applies a message's changes in order; plain Python) it runs at
+    once."""
+    import panel as pn
+
+    doc = pn.state.curdoc
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None or not in_kernel() or (doc is not None and doc.session_context is not None):
+        fn()
+        return
+    loop.call_soon(fn)

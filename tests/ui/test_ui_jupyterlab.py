@@ -306,6 +306,19 @@ class LabSite:
         return url.replace("dashboard.ipynb", name)
 
 
+def record_frames(ws: Any, log: list[str]) -> None:
+    """Appends each frame of the websocket ``ws`` to ``log`` (time, direction, size, its
+    readable start), for finding where a kernel's update to the page is lost."""
+
+    def keep(way: str, data: Any) -> None:
+        raw = data if isinstance(data, bytes) else str(data).encode()
+        text = raw.decode("utf-8", "replace")
+        log.append(f"frame {time.time():.3f} {way} {len(raw)} {text[:1500]!r}")
+
+    ws.on("framesent", lambda d: keep(">", d))
+    ws.on("framereceived", lambda d: keep("<", d))
+
+
 @contextlib.contextmanager
 def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> Iterator[Any]:
     """A page on ``url`` (offline, console recorded) once the notebook's kernel is idle."""
@@ -316,6 +329,8 @@ def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> It
         page.set_default_timeout(120_000)
         page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
         page.on("pageerror", lambda e: console.append(f"page error: {e}"))
+        if os.environ.get("CKPT_LAB_FRAMES"):  # every kernel frame, to find a lost update
+            page.on("websocket", lambda ws: record_frames(ws, console))
         page.goto(url)
         page.wait_for_function(KERNEL_IDLE, timeout=180_000)
         yield page
@@ -323,14 +338,86 @@ def lab_page(browser: Any, url: str, offline: Offline, console: list[str]) -> It
         context.close()
 
 
+DIFF_TABLE = ".diff-table"  # Compare's table of tensors
+# a cell of a table's row in the column named (a first column: shown in every layout)
+FIRST_CELL_OF = ".tabulator-row .tabulator-cell[tabulator-field='%s']"
+
+
+def drawn(page: Any, selector: str, shot: Path) -> None:
+    """Waits until an element matching ``selector`` is visible (a job's result on a loaded
+    machine: up to 300 s); a screenshot at ``shot`` when it is not."""
+    try:
+        page.locator(selector).first.wait_for(timeout=300_000)
+    except Exception:
+        page.screenshot(path=str(shot))
+        raise
+
+
+def whole_tables(page: Any, table: str, what: str, shots: Path) -> list[str]:
+    """The tables on screen once the one of class ``table`` is scrolled to the top of the
+    window: what :data:`~ui_pages.CUT_TEXT` finds cut (none seen is a problem too), as
+    problems."""
+    page.locator(f".{table}").first.evaluate("(e) => e.scrollIntoView({block: 'start'})")
+    time.sleep(1.0)  # let the table settle on its widths
+    page.screenshot(path=str(shots))
+    cut, seen = cut_text(page, OUTPUT_AREA)
+    if not seen:
+        return [f"{what}: no table on screen"]
+    return [f"text cut in a table: {what}: {c}" for c in dict.fromkeys(cut)]
+
+
+def check_results(page: Any, shots: Path, prefix: str) -> list[str]:
+    """Compare, Validate and Convert run in the notebook's dashboard; their result tables
+    checked for cut text (:func:`whole_tables`), Compare's row click for its A/B view and
+    Convert for the output name typed; the problems. Screenshots
+    ``<prefix>-result-<view>.png``."""
+    out: list[str] = []
+    page.locator(".bk-tab", has_text="Compare").first.click()
+    page.get_by_role("button", name="Compare", exact=True).click()
+    # the table's first column (the tensor's name) never folds under its row: a row drawn
+    drawn(page, f"{DIFF_TABLE} {FIRST_CELL_OF % 'name'}", shots / f"{prefix}-result-no-diff.png")
+    out += whole_tables(page, "diff-table", "Compare", shots / f"{prefix}-result-compare.png")
+    page.locator(f"{DIFF_TABLE} {FIRST_CELL_OF % 'name'}").first.click()
+    try:
+        page.locator("text=Histograms of A and B").first.wait_for(timeout=90_000)
+    except Exception:
+        page.screenshot(path=str(shots / f"{prefix}-result-no-ab.png"))
+        out.append("Compare: a row click did not open the A/B view")
+    page.locator(".bk-tab", has_text="Validate").first.click()
+    page.get_by_role("button", name="Validate", exact=True).click()
+    drawn(page, f".findings {FIRST_CELL_OF % 'rule'}", shots / f"{prefix}-result-no-findings.png")
+    out += whole_tables(page, "findings", "Validate", shots / f"{prefix}-result-validate.png")
+    page.locator(".bk-tab", has_text="Convert").first.click()
+    page.get_by_placeholder("e.g. model-hf").fill(f"{prefix}-converted")
+    page.get_by_role("button", name="Plan", exact=True).click()
+    page.locator("text=/Tick the .Model weights only|Byte copy/").first.wait_for()
+    if page.locator("text=/Tick the .Model weights only/").count():
+        page.locator("input[type=checkbox]:visible").first.check()  # "Model weights only"
+        page.get_by_role("button", name="Plan", exact=True).click()
+    try:
+        page.locator(".plan-table .tabulator-cell").first.wait_for(state="attached")
+    except Exception:
+        page.screenshot(path=str(shots / f"{prefix}-result-no-plan.png"))
+        raise
+    out += whole_tables(page, "plan-table", "Convert plan", shots / f"{prefix}-result-plan.png")
+    page.get_by_role("button", name="Run conversion").click()
+    page.locator("text=/equals its source|Verification failed/").first.wait_for(timeout=300_000)
+    if not page.get_by_text(f"{prefix}-converted").count():  # in the result's "Written to"
+        out.append(f"Convert: the output named {prefix}-converted (typed before Plan) not used")
+    out += whole_tables(page, "plan-table", "Convert run", shots / f"{prefix}-result-run.png")
+    return out
+
+
 def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[str]:
     """Runs the dashboard notebook at ``url``, clicks each tab and checks that it drew its
-    view (the module tree's rows included); the problems met (a custom model's type not
-    resolved, a tab not drawn, a button cut off at the output's right edge, a table cell or
-    header whose text is cut or a column past the right edge, a request that tried to leave
-    127.0.0.1). Screenshots and the console go to ``shots``
+    view (the module tree's rows included), then runs Compare, Validate and Convert
+    (:func:`check_results`); the problems met (a custom model's type not resolved, a tab not
+    drawn, a button cut off at the output's right edge, a table cell or header whose text is
+    cut or a column past the right edge, as first drawn and in each result, Convert's output
+    not the name typed, a request that tried to leave 127.0.0.1). Screenshots and the console go to ``shots``
     (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
     offline, console, drawn, rows, clipped, cut = Offline(), [], [], 0, [], []
+    results: list[str] = []
     try:
         with lab_page(browser, url, offline, console) as page:
             run_all_cells(page)
@@ -355,6 +442,8 @@ def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[st
                 page.screenshot(path=str(shot))
                 clipped += [f"{name}: {b!r}" for b in page.evaluate(CLIPPED_BUTTONS)]
                 cut += [f"{name}: {c}" for c in cut_text(page, OUTPUT_AREA)[0]]
+            if not drawn:  # the results of the three jobs read whole too
+                results = check_results(page, shots, prefix)
     finally:
         (shots / f"{prefix}-console.log").write_text("\n".join(console))
     problems = [m for m in console if "could not resolve type" in m]
@@ -363,6 +452,7 @@ def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[st
         problems.append(f"the module tree drew {rows} rows")
     problems += [f"button cut off at the output's right edge: {c}" for c in clipped]
     problems += [f"text cut in a table: {c}" for c in dict.fromkeys(cut)]
+    problems += results
     problems += [f"request left 127.0.0.1 (aborted): {u}" for u in offline.left]
     return problems
 

@@ -14,7 +14,7 @@ from panel.io.model import JSCode
 from ..numbers import JS_NUMBER, display_frame, number_columns
 from ..numbers import fmt_bytes as fmt_bytes  # re-exported: the views format through these
 from ..numbers import fmt_count as fmt_count
-from ..owner_thread import mailbox
+from ..owner_thread import after_message, mailbox
 from ..warm_up import hold, working
 from .sorted_table import Table, text_columns
 
@@ -117,6 +117,13 @@ def job_bar(color: str = "primary") -> pn.indicators.Progress:
     return pn.indicators.Progress(
         value=0, max=1000, bar_color=color, sizing_mode="stretch_width", visible=False
     )
+
+
+def on_press(button: pn.widgets.Button, fn: Callable[[], Any]) -> None:
+    """``fn()`` when ``button`` is pressed, with the form's values as the page showed them
+    (in a notebook a value typed just before the click arrives after it otherwise:
+    :func:`..owner_thread.after_message`)."""
+    button.on_click(lambda *_: after_message(fn))
 
 
 def cancel_button(job: Any, **kw: Any) -> pn.widgets.Button:

@@ -25,6 +25,7 @@ from .common import (
     fmt_bytes,
     job_bar,
     keep_sort,
+    on_press,
     placeholder,
     plot,
     section,
@@ -133,7 +134,7 @@ class CompareView(pn.viewable.Viewer):
         self._atol = pn.widgets.FloatInput.from_param(c.param.atol, name="atol", width=110)
         self._rtol = pn.widgets.FloatInput.from_param(c.param.rtol, name="rtol", width=110)
         self._run = pn.widgets.Button(label="Compare", color="primary", width=120, align="end")
-        self._run.on_click(lambda *_: c.run())
+        on_press(self._run, c.run)
         self._cancel = cancel_button(c, align="end")
         self._progress = job_bar()
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")

@@ -17,6 +17,7 @@ from .common import (
     fmt_bytes,
     job_bar,
     job_status,
+    on_press,
     placeholder,
     section,
     sync,
@@ -139,11 +140,11 @@ class ConvertView(pn.viewable.Viewer):
         )
         sync(c, "model_only", self._model_only, "value")
         self._plan_btn = pn.widgets.Button(label="Plan", color="primary", width=100)
-        self._plan_btn.on_click(lambda *_: self._plan())
+        on_press(self._plan_btn, self._plan)
         self._run_btn = pn.widgets.Button(
             label="Run conversion", color="success", width=150, disabled=True
         )
-        self._run_btn.on_click(lambda *_: c.run())
+        on_press(self._run_btn, c.run)
         self._cancel = cancel_button(c)
         self._progress = job_bar("success")
         self._status = pn.pane.Markdown("")

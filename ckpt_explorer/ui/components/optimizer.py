@@ -9,7 +9,7 @@ import panel as pn
 from ..state import AppState
 from ..subject import code
 from ..tables import optimizer_of
-from .common import cards, error_pane, keep_sort, placeholder, section, table, watch
+from .common import cards, error_pane, keep_sort, on_press, placeholder, section, table, watch
 from .export import export_buttons, export_name
 
 VERTICAL_AFTER = 8  # param_groups with more columns than this: titles drawn upright
@@ -30,7 +30,7 @@ class OptimizerView(pn.viewable.Viewer):
         self._stats_btn = pn.widgets.Button(
             label="Compute state statistics", color="primary", width=240
         )
-        self._stats_btn.on_click(lambda *_: b.compute_optimizer_stats())
+        on_press(self._stats_btn, b.compute_optimizer_stats)
         self._progress = pn.indicators.Progress(
             value=0, max=100, bar_color="primary", width=260, visible=False, align="center"
         )

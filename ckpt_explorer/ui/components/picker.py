@@ -12,7 +12,7 @@ import panel as pn
 import param
 
 from ...remote.urls import public
-from .common import in_session, later, sync
+from .common import in_session, later, on_press, sync
 from .path_box import PathBox
 
 
@@ -66,7 +66,7 @@ class PathPicker(pn.viewable.Viewer):
             self._layout = self._input
         else:
             btn = pn.widgets.Button(label=button, color="primary", width=90, align="end")
-            btn.on_click(lambda *_: self.pick())
+            on_press(btn, self.pick)
             # choosing a suggestion (or typing a path and pressing Enter) opens it at once
             self.param.watch(lambda *_: self.pick(), "value")
             self._input.on_commit = lambda _text: self.pick()

@@ -10,7 +10,7 @@ import panel as pn
 from ..numbers import fmt_value
 from ..state import AppState
 from ..subject import acts_on, code
-from .common import error_pane, html_pane, placeholder, section, sync, table, watch
+from .common import error_pane, html_pane, on_press, placeholder, section, sync, table, watch
 from .picker import PathPicker
 
 
@@ -79,7 +79,7 @@ class ResumeView(pn.viewable.Viewer):
         sync(r, "a", self._a, "value")
         sync(r, "b", self._b, "value")
         self._run = pn.widgets.Button(label="Diagnose", color="primary", width=120)
-        self._run.on_click(lambda *_: r.run())
+        on_press(self._run, r.run)
         self._progress = pn.indicators.Progress(
             active=True, bar_color="primary", width=240, visible=False, align="center"
         )

@@ -16,6 +16,7 @@ from .common import (
     PALETTE,
     cancel_button,
     job_bar,
+    on_press,
     placeholder,
     plot,
     show_job,
@@ -182,7 +183,7 @@ class TensorStepsView(pn.viewable.Viewer):
         self._name.param.watch(lambda e: setattr(state, "tensor", e.new), "value")
         self._name.on_commit = lambda _text: state.run()
         self._show = pn.widgets.Button(label="Show", color="primary", width=90, align="end")
-        self._show.on_click(lambda *_: state.run())
+        on_press(self._show, state.run)
         self._cancel = cancel_button(state, align="end")
         self._progress = job_bar()
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")

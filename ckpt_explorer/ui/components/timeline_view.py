@@ -30,6 +30,7 @@ from .common import (
     cancel_button,
     cards,
     job_bar,
+    on_press,
     placeholder,
     plot,
     section,
@@ -256,14 +257,14 @@ class TimelineView(pn.viewable.Viewer):
         self._folder = PathPicker(app, "Run folder (holds checkpoint-N, step-N ...)")
         sync(st, "run_dir", self._folder, "value")
         self._build = pn.widgets.Button(label="Build", color="primary", width=110)
-        self._build.on_click(lambda *_: st.build())
+        on_press(self._build, st.build)
         self._cancel = cancel_button(st)
         self._progress = job_bar()
         self._status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._pair = pn.widgets.Select(label="Pair", options={}, width=360)
         self._pair.param.watch(lambda e: setattr(st, "pair", e.new or 0), "value")
         self._compare = pn.widgets.Button(label="Compare this pair", width=160, align="end")
-        self._compare.on_click(self._compare_clicked)
+        on_press(self._compare, self._compare_clicked)
         self._scale = pn.widgets.RadioButtonGroup(
             options=["linear", "log"], value=st.lr_scale, width=140, css_classes=["lr-scale"]
         )

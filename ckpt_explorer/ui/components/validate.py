@@ -15,6 +15,7 @@ from .common import (
     cards,
     error_pane,
     keep_sort,
+    on_press,
     placeholder,
     section,
     table,
@@ -73,7 +74,7 @@ class ValidateView(pn.viewable.Viewer):
         self.app = app
         v = self.app.validate
         self._run = pn.widgets.Button(label="Validate", color="primary", width=120)
-        self._run.on_click(lambda *_: self._start())
+        on_press(self._run, self._start)
         self._target = pn.pane.Markdown("", align="center", sizing_mode="stretch_width")
         self._of = pn.pane.Markdown("", sizing_mode="stretch_width")
         self._progress = pn.indicators.Progress(

@@ -15,6 +15,7 @@ from .common import (
     PALETTE,
     apply_sort,
     keep_sort,
+    on_press,
     placeholder,
     section,
     table,
@@ -102,7 +103,7 @@ class WeightMap(pn.viewable.Viewer):
         self._file.param.watch(self._typed_file, "value_input")
         watch(b, self._sync_inputs, ["name_filter", "file_filter"])
         self._clear = pn.widgets.Button(label="Clear filters", color="light", align="end")
-        self._clear.on_click(lambda *_: self._clear_filters())
+        on_press(self._clear, self._clear_filters)
         self._count = pn.pane.Markdown("", align="end", margin=(0, 10, 12, 10))
         self._table = table(
             None,
