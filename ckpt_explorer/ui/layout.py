@@ -175,21 +175,28 @@ def embedded(state: AppState) -> pn.viewable.Viewable:
 
 def warm_steps() -> list[Step]:
     """What a served page's first clicks would load, as :mod:`.warm_up` steps, the first
-    Compare's first: numba's kernels (a second or two to import and load), plotly's figure
-    classes (notebook renderers off), the Compare view's modules; then torch (a tensor's
-    values are torch tensors) and every other view's module."""
+    Compare's first: numba (its import, then its kernels: about 0.8 s each), plotly's
+    figures one kind per step (notebook renderers off), the Compare view's modules; then
+    torch (a tensor's values are torch tensors) and every other view's module. Steps are
+    small because a click arriving during one shares the interpreter with it until it ends."""
     import importlib
+
+    def numba() -> None:
+        import numba  # noqa: F401  (alone: the kernels' step is shorter)
 
     def kernels() -> None:
         from ..diff import kernel
 
         kernel.warm_up()
 
-    def figures() -> None:
-        from .components.common import warm_figures
+    def figure(kind: str) -> Callable[[], None]:
+        def build() -> None:
+            from .components.common import warm_figure
 
-        skip_notebook_renderers()  # served pages only: no nbformat behind FigureWidget
-        warm_figures()
+            skip_notebook_renderers()  # served pages only: no nbformat behind FigureWidget
+            warm_figure(kind)
+
+        return build
 
     def modules(*names: str) -> Callable[[], None]:
         def load() -> None:
@@ -201,10 +208,13 @@ def warm_steps() -> list[Step]:
     def torch() -> None:
         import torch  # noqa: F401  (imported here so the first detail does not wait for it)
 
+    from .components.common import FIGURE_KINDS
+
     views = [spec.partition(":")[0] for _, spec in TAB_CLASSES]
     return [
+        ("numba", numba),
         ("numba kernels", kernels),
-        ("plotly figures", figures),
+        *((f"plotly {kind}", figure(kind)) for kind in FIGURE_KINDS),
         ("compare view", modules("ab_view", "compare", "export_compare")),
         ("torch", torch),
         ("views", modules(*views)),

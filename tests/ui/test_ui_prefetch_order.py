@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ckpt_explorer.ui import view_cache, warm_up
+from ckpt_explorer.ui.components.common import FIGURE_KINDS
 from ckpt_explorer.ui.jobs import Job
 
 WAIT_S = 60.0  # prefetch's own wait for a page: far longer than any step below
@@ -124,4 +125,5 @@ def test_the_warm_up_loads_kernels_and_torch_and_skips_the_notebook_renderers() 
         "nbformat": False,  # before: plotly's FigureWidget import brought it (2 CPU s)
         "jsonschema": False,
     }
-    assert steps[:2] == ["numba kernels", "plotly figures"]  # what a first Compare needs
+    first = steps[: steps.index("compare view")]  # what a first Compare needs, first
+    assert first == ["numba", "numba kernels", *(f"plotly {k}" for k in FIGURE_KINDS)]

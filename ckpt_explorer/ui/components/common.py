@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 import threading
@@ -424,19 +425,29 @@ def style_figure(fig: Any, height: int = 320, title: str | None = None) -> Any:
     return fig
 
 
-def warm_figures() -> None:
-    """Build one styled figure of each kind the views draw first (plotly loads a trace type's
-    checks and the template when first used): done in the background, not at a click."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+# the figures the views draw first, each built once in the background (:func:`warm_figure`)
+FIGURE_KINDS = ("bar", "heatmap", "scatter", "subplots", "widget check")
 
-    for trace in (go.Bar(x=[0], y=[0]), go.Heatmap(z=[[0.0]]), go.Scatter(x=[0], y=[0])):
-        plot(style_figure(go.Figure(trace), title="warm"))
-    plot(style_figure(make_subplots(rows=2, cols=1).add_bar(y=[0], row=1, col=1), title="warm"))
-    try:  # Panel's Plotly pane checks each figure against it (plotly imports ipywidgets then)
-        go.FigureWidget  # noqa: B018
-    except Exception:  # no ipywidgets: nothing to load
+
+def warm_figure(kind: str) -> None:
+    """Build one styled figure of ``kind`` (:data:`FIGURE_KINDS`): plotly loads a trace
+    type's checks and the template when first used, better in the background than at a
+    click. ``widget check``: Panel's Plotly pane checks each figure against
+    ``go.FigureWidget`` (plotly imports ipywidgets then)."""
+    import plotly.graph_objects as go
+
+    if kind == "subplots":
+        from plotly.subplots import make_subplots
+
+        fig = make_subplots(rows=2, cols=1).add_bar(y=[0], row=1, col=1)
+    elif kind == "widget check":
+        with contextlib.suppress(Exception):  # no ipywidgets: nothing to load
+            go.FigureWidget  # noqa: B018
         return
+    else:
+        traces = {"bar": go.Bar, "heatmap": go.Heatmap, "scatter": go.Scatter}
+        fig = go.Figure(traces[kind](z=[[0.0]]) if kind == "heatmap" else traces[kind](y=[0]))
+    plot(style_figure(fig, title="warm"))
 
 
 def skip_notebook_renderers() -> None:
