@@ -68,17 +68,26 @@ def in_kernel() -> bool:
     return getattr(ip, "kernel", None) is not None
 
 
-def mailbox() -> Mailbox:
-    """The mailbox of the calling thread: queued for its event loop in a notebook's kernel,
-    direct elsewhere (a served page, plain Python, no running event loop)."""
+def _kernel_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop of this thread when it is a notebook kernel's (not a served
+    page's session, which orders its own changes); None elsewhere."""
     import panel as pn
 
     doc = pn.state.curdoc
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        loop = None
-    if loop is None or not in_kernel() or (doc is not None and doc.session_context is not None):
+        return None
+    if not in_kernel() or (doc is not None and doc.session_context is not None):
+        return None
+    return loop
+
+
+def mailbox() -> Mailbox:
+    """The mailbox of the calling thread: queued for its event loop in a notebook's kernel,
+    direct elsewhere (a served page, plain Python, no running event loop)."""
+    loop = _kernel_loop()
+    if loop is None:
         return Mailbox(None)
     me = threading.get_ident()
     with _boxes_lock:  # one per thread: updates of one job stay in the order they were made
@@ -98,14 +107,8 @@ def after_message(fn: Callable[[], Any]) -> None:
     event loop's next turn (the message handled by then); elsewhere (a served page, even one
     served from a kernel, applies a message's changes in order; plain Python) it runs at
     once."""
-    import panel as pn
-
-    doc = pn.state.curdoc
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if loop is None or not in_kernel() or (doc is not None and doc.session_context is not None):
+    loop = _kernel_loop()
+    if loop is None:
         fn()
         return
     loop.call_soon(fn)
