@@ -414,8 +414,8 @@ def check_every_tab(browser: Any, url: str, shots: Path, prefix: str) -> list[st
     (:func:`check_results`); the problems met (a custom model's type not resolved, a tab not
     drawn, a button cut off at the output's right edge, a table cell or header whose text is
     cut or a column past the right edge, as first drawn and in each result, Convert's output
-    not the name typed, a request that tried to leave 127.0.0.1). Screenshots and the console go to ``shots``
-    (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
+    not the name typed, a request that tried to leave 127.0.0.1). Screenshots and the
+    console go to ``shots`` (``<prefix>-<n>-<tab>.png``, ``<prefix>-console.log``)."""
     offline, console, drawn, rows, clipped, cut = Offline(), [], [], 0, [], []
     results: list[str] = []
     try:

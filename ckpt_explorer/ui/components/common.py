@@ -445,8 +445,12 @@ def warm_figure(kind: str) -> None:
             go.FigureWidget  # noqa: B018
         return
     else:
-        traces = {"bar": go.Bar, "heatmap": go.Heatmap, "scatter": go.Scatter}
-        fig = go.Figure(traces[kind](z=[[0.0]]) if kind == "heatmap" else traces[kind](y=[0]))
+        traces = {
+            "bar": lambda: go.Bar(y=[0]),
+            "heatmap": lambda: go.Heatmap(z=[[0.0]]),
+            "scatter": lambda: go.Scatter(y=[0]),
+        }
+        fig = go.Figure(traces[kind]())
     plot(style_figure(fig, title="warm"))
 
 
